@@ -1,0 +1,272 @@
+"""Gains, discounts and tie-aware DCG kernels: the only place the package computes them.
+
+Everything here assumes validated input (see :mod:`torch_ndcg._validation`). Lists live on the
+last dimension of 2-D ``[N, L]`` tensors; ``mask`` is ``True`` for real items. Padded items have
+a ranking score of ``-inf`` (below every real item) and a gain of 0, so they never count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias
+
+import torch
+from torch import Tensor
+
+GainFn: TypeAlias = Callable[[Tensor], Tensor]
+DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
+Gain: TypeAlias = Literal["exponential", "linear"] | GainFn
+Discount: TypeAlias = Literal["log2", "jarvelin"] | DiscountFn
+Ties: TypeAlias = Literal["average", "first"]
+EmptyTargetAction: TypeAlias = Literal["neg", "pos", "skip", "error"]
+
+GAIN_NAMES: tuple[str, ...] = ("exponential", "linear")
+DISCOUNT_NAMES: tuple[str, ...] = ("log2", "jarvelin")
+TIES_NAMES: tuple[str, ...] = ("average", "first")
+EMPTY_TARGET_ACTIONS: tuple[str, ...] = ("neg", "pos", "skip", "error")
+
+# Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
+# order of the bit patterns equal the float order.
+_FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Floating dtype the kernels work in: float64 stays, everything else is computed in float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def accumulate_dtype(device: torch.device) -> torch.dtype:
+    """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def gains(target: Tensor, gain: Gain) -> Tensor:
+    r"""Gain of each label: :math:`2^y - 1`, :math:`y` or ``gain(y)``.
+
+    Args:
+        target: relevance labels, floating.
+        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
+
+    Returns:
+        A tensor of the shape of ``target``.
+    """
+    if gain == "exponential":
+        return torch.exp2(target) - 1
+    if gain == "linear":
+        return target
+    assert callable(gain)
+    return gain(target)
+
+
+def discounts(ranks: Tensor, discount: Discount) -> Tensor:
+    r"""Discount at 1-based ``ranks``.
+
+    ``"log2"`` is :math:`1 / \log_2(1 + r)`; ``"jarvelin"`` is :math:`1 / \max(1, \log_2 r)`
+    (Järvelin & Kekäläinen 2002); a callable receives the ranks as a floating tensor.
+    """
+    if discount == "log2":
+        return torch.log2(ranks + 1).reciprocal()
+    if discount == "jarvelin":
+        return torch.log2(ranks).clamp(min=1).reciprocal()
+    assert callable(discount)
+    return discount(ranks)
+
+
+def position_discounts(
+    n: int, discount: Discount, *, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """Discounts of ranks ``1..n`` as a 1-D tensor of length ``n``."""
+    ranks = torch.arange(1, n + 1, dtype=dtype, device=device)
+    return discounts(ranks, discount)
+
+
+def ranking_scores(preds: Tensor, mask: Tensor | None) -> Tensor:
+    """Scores to rank by: padded items get ``-inf``, real ``-inf`` scores the lowest finite one."""
+    if mask is None:
+        return preds
+    lowest = torch.finfo(preds.dtype).min
+    return torch.where(mask, preds.clamp(min=lowest), float("-inf"))
+
+
+def _top(values: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
+    """The ``kmax`` largest values of each row, sorted descending, and their indices."""
+    if kmax >= values.shape[-1]:
+        return values.sort(dim=-1, descending=True)
+    return values.topk(kmax, dim=-1, sorted=True)
+
+
+def _ordered_int64(scores: Tensor) -> Tensor:
+    """Float32 scores mapped to int64 keys with the same order (``-0.0`` equals ``0.0``)."""
+    bits = (scores + 0.0).view(torch.int32)
+    bits ^= (bits >> 31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS)
+    return bits.to(torch.int64)
+
+
+def stable_descending_order(scores: Tensor, kmax: int) -> Tensor:
+    """Indices of the ``kmax`` best items per row: score descending, ties in order of appearance.
+
+    For float32 scores and ``kmax`` below the list length this is one ``topk`` over a unique
+    int64 key ``(score, -position)``, not a full sort.
+    """
+    length = scores.shape[-1]
+    if scores.dtype == torch.float32 and kmax < length:
+        positions = torch.arange(length - 1, -1, -1, device=scores.device)
+        key = _ordered_int64(scores.contiguous())
+        key *= length
+        key += positions
+        return key.topk(kmax, dim=-1, sorted=True).indices
+    order = scores.sort(dim=-1, descending=True, stable=True).indices
+    return order[..., :kmax]
+
+
+def tie_averaged_gains(scores: Tensor, item_gains: Tensor, kmax: int) -> Tensor:
+    """Mean gain of the tie group covering each of the top ``kmax`` positions, ``[N, kmax]``.
+
+    The tie-aware DCG of McSherry & Najork (2008): every item of a group of equal scores is
+    credited the mean gain of its group. The group at the ``kmax`` boundary is averaged over all
+    its members in the whole list, including those below the cut-off, so that one group is the
+    only thing looked at beyond the top ``kmax``.
+
+    Args:
+        scores: ``[N, L]`` ranking scores from :func:`ranking_scores`.
+        item_gains: ``[N, L]`` gains, 0 for padded items.
+        kmax: number of positions, ``1 <= kmax <= L``.
+    """
+    top_scores, top_index = _top(scores, kmax)
+    top_gains = item_gains.gather(-1, top_index)
+    starts_group = torch.ones_like(top_scores, dtype=torch.bool)
+    starts_group[..., 1:] = top_scores[..., 1:] != top_scores[..., :-1]
+    group_id = starts_group.cumsum(dim=-1) - 1
+    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
+    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
+    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
+    if kmax == scores.shape[-1]:
+        return mean_gain
+    boundary = top_scores[..., -1:]
+    in_boundary_group = scores == boundary
+    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(dim=-1, keepdim=True)
+    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
+    return torch.where(top_scores == boundary, boundary_gain / boundary_size, mean_gain)
+
+
+def _lowest(dtype: torch.dtype) -> float | int:
+    """The smallest value of ``dtype``: a sentinel below every valid label or gain."""
+    if dtype.is_floating_point:
+        return float("-inf")
+    return int(torch.iinfo(dtype).min)
+
+
+def ideal_ranked_gains(
+    target: Tensor,
+    item_gains: Tensor | None,
+    mask: Tensor | None,
+    kmax: int,
+    gain: Gain,
+    dtype: torch.dtype,
+) -> Tensor:
+    """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
+
+    The built-in gains never decrease with the label, so the ideal order is the label order and
+    the top ``kmax`` labels are selected in the labels' own dtype (cheaper for integer labels);
+    a callable gain is ranked by the gains themselves (``item_gains``, required then).
+    """
+    by_gain = callable(gain)
+    if by_gain:
+        assert item_gains is not None
+        values = item_gains
+    else:
+        values = target.to(torch.uint8) if target.dtype == torch.bool else target
+    if mask is not None:
+        values = torch.where(mask, values, _lowest(values.dtype))
+    best = _top(values, kmax)[0]
+    best_gains = best.to(dtype) if by_gain else gains(best.to(dtype), gain)
+    if mask is not None:
+        best_gains = torch.where(best == _lowest(values.dtype), 0, best_gains)
+    return best_gains
+
+
+def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount) -> Tensor:
+    r"""DCG at each cut-off from per-position gains: :math:`\sum_{r \le k} g_r \, d(r)`.
+
+    Args:
+        position_gains: ``[N, kmax]`` gains credited to ranks ``1..kmax``.
+        ks: cut-offs; values above ``kmax`` mean ``kmax``.
+        discount: discount name or callable.
+
+    Returns:
+        ``[N, len(ks)]`` in the accumulation dtype (float64 where the device has it).
+    """
+    kmax = position_gains.shape[-1]
+    acc = accumulate_dtype(position_gains.device)
+    weights = position_discounts(kmax, discount, dtype=acc, device=position_gains.device)
+    running = (position_gains.to(acc) * weights).cumsum(dim=-1)
+    last = torch.tensor([min(k, kmax) - 1 for k in ks], device=position_gains.device)
+    return running.index_select(-1, last)
+
+
+def resolve_cutoffs(k: Sequence[int] | None, length: int) -> tuple[list[int], int]:
+    """Cut-offs as a list (``None`` = the whole list) and the number of positions they need."""
+    ks = [length] if k is None else list(k)
+    return ks, min(max(ks), length)
+
+
+def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dtype) -> Tensor:
+    """Gains of every item in ``dtype``, 0 for padded items."""
+    item_gains = gains(target.to(dtype), gain)
+    if mask is not None:
+        item_gains = torch.where(mask, item_gains, 0)
+    return item_gains
+
+
+def dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+) -> tuple[Tensor, Tensor]:
+    """DCG and ideal DCG of every list at every cut-off.
+
+    Args:
+        preds: ``[N, L]`` scores, floating.
+        target: ``[N, L]`` labels.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+        k: cut-offs, or ``None`` for the whole list.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        ties: ``"average"`` or ``"first"``.
+
+    Returns:
+        Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    dtype = compute_dtype(preds.dtype)
+    scores = ranking_scores(preds.to(dtype), mask)
+    ks, kmax = resolve_cutoffs(k, preds.shape[-1])
+    item_gains: Tensor | None = None
+    if ties == "first":
+        # Only the selected items' gains are needed: gather labels, then apply the gain.
+        order = stable_descending_order(scores, kmax)
+        ranked_mask = None if mask is None else mask.gather(-1, order)
+        position_gains = list_gains(target.gather(-1, order), ranked_mask, gain, dtype)
+    else:
+        item_gains = list_gains(target, mask, gain, dtype)
+        position_gains = tie_averaged_gains(scores, item_gains, kmax)
+    if callable(gain) and item_gains is None:
+        item_gains = list_gains(target, mask, gain, dtype)
+    ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
+    dcg = cumulative_dcg(position_gains, ks, discount)
+    ideal = cumulative_dcg(ideal_gains, ks, discount)
+    return dcg, ideal
+
+
+def normalize(dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction) -> Tensor:
+    """Divide DCG by ideal DCG; lists whose ideal DCG is 0 get 0 (``"neg"``), 1 (``"pos"``) or NaN.
+
+    ``"error"`` must be checked by the caller before; here it behaves like ``"neg"``.
+    """
+    empty = ideal == 0
+    fill = {"pos": 1.0, "skip": float("nan")}.get(empty_target_action, 0.0)
+    return torch.where(empty, fill, dcg / torch.where(empty, 1, ideal))

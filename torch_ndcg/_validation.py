@@ -1,0 +1,162 @@
+"""Every input check of torch_ndcg, with errors that name the argument and what was given.
+
+Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Public entry
+points call these once; the kernels never check anything.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_ndcg._kernels import (
+    DISCOUNT_NAMES,
+    EMPTY_TARGET_ACTIONS,
+    GAIN_NAMES,
+    TIES_NAMES,
+    accumulate_dtype,
+    compute_dtype,
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_k(k: Any) -> tuple[int, ...] | None:
+    """Return ``k`` as a tuple of positive ints (or ``None``), or raise naming what was given."""
+    if k is None:
+        return None
+    if _is_int(k) and k > 0:
+        return (int(k),)
+    is_sequence = isinstance(k, Sequence) and not isinstance(k, str) and len(k) > 0
+    if is_sequence and all(_is_int(item) and item > 0 for item in k):
+        return tuple(int(item) for item in k)
+    raise ValueError(
+        f"Expected `k` to be a positive int, a non-empty sequence of them, or None, but got {k!r}."
+    )
+
+
+def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: bool) -> None:
+    """Check that ``value`` is one of ``allowed`` (or a callable where ``callable_ok``)."""
+    if isinstance(value, str) and value in allowed:
+        return
+    if callable_ok and callable(value) and not isinstance(value, str):
+        return
+    choices = ", ".join(repr(a) for a in allowed)
+    extra = " or a callable" if callable_ok else ""
+    raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
+
+
+def check_options(gain: Any, discount: Any, ties: Any, empty_target_action: Any = "neg") -> None:
+    """Check the option strings shared by every entry point."""
+    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
+    check_option("ties", ties, TIES_NAMES, callable_ok=False)
+    check_option(
+        "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
+    )
+
+
+def check_ignore_index(ignore_index: Any) -> None:
+    """``ignore_index`` is an int or ``None``."""
+    if ignore_index is not None and not _is_int(ignore_index):
+        raise TypeError(f"Expected `ignore_index` to be an int or None, but got {ignore_index!r}.")
+
+
+def check_preds_target(preds: Any, target: Any) -> None:
+    """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim."""
+    for name, value in (("preds", preds), ("target", target)):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
+            )
+    if not preds.is_floating_point():
+        raise TypeError(f"Expected `preds` to be a floating tensor, but got dtype {preds.dtype}.")
+    if target.is_complex():
+        raise TypeError(
+            f"Expected `target` to be a bool, int or float tensor, but got {target.dtype}."
+        )
+    if preds.shape != target.shape:
+        raise ValueError(
+            "Expected `preds` and `target` to have the same shape, but got "
+            f"{tuple(preds.shape)} and {tuple(target.shape)}."
+        )
+    if preds.ndim == 0:
+        raise ValueError(
+            "Expected `preds` to have a list dimension (at least 1-D), but got a 0-d tensor."
+        )
+    if preds.shape[-1] == 0:
+        raise ValueError(
+            "Expected a non-empty last (list) dimension, but `preds` has shape "
+            f"{tuple(preds.shape)}."
+        )
+
+
+def check_mask(mask: Any, shape: torch.Size) -> None:
+    """``mask`` is ``None`` or a bool tensor of ``shape``."""
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"Expected `mask` to be a bool torch.Tensor or None, but got {type(mask).__name__}."
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(f"Expected `mask` to have dtype torch.bool, but got {mask.dtype}.")
+    if mask.shape != shape:
+        raise ValueError(
+            f"Expected `mask` to have the shape of `preds` {tuple(shape)}, but got "
+            f"{tuple(mask.shape)}."
+        )
+
+
+def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:
+    """Combine ``mask`` and ``ignore_index`` into one mask of real items (``None``: all real)."""
+    if ignore_index is None:
+        return mask
+    not_ignored = target != ignore_index
+    return not_ignored if mask is None else mask & not_ignored
+
+
+def check_values(
+    preds: Tensor, target: Tensor, mask: Tensor | None, *, gain: Any, ignore_index: int | None
+) -> None:
+    """No NaN among real scores or labels, no negative label, no exponential-gain overflow.
+
+    Padded items (``mask`` False) are not checked: their values never count.
+    """
+    real_preds = preds if mask is None else torch.where(mask, preds, 0)
+    real_target = target if mask is None else torch.where(mask, target, 0)
+    if real_preds.numel() == 0:
+        return
+    if real_target.dtype == torch.bool:
+        real_target = real_target.to(torch.uint8)
+    # One pass and one host sync each: min/max propagate NaN, and NaN never equals itself.
+    preds_range, target_range = torch.aminmax(real_preds), torch.aminmax(real_target)
+    exact = accumulate_dtype(preds.device)
+    low_pred, high_pred, low, high = torch.stack(
+        [v.to(exact) for v in (*preds_range, *target_range)]
+    ).tolist()
+    if low_pred != low_pred or high_pred != high_pred:
+        raise ValueError("Expected `preds` to contain no NaN, but found NaN scores.")
+    if low != low or high != high:
+        raise ValueError("Expected `target` to contain no NaN, but found NaN labels.")
+    if low < 0:
+        hint = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+        raise ValueError(
+            f"Expected `target` to be non-negative{hint}, but found the value {low!r}."
+        )
+    if gain == "exponential":
+        # 2^y overflows from y = floor(log2(max)) + 1 on: 128 in float32, 1024 in float64.
+        limit = math.floor(math.log2(torch.finfo(compute_dtype(preds.dtype)).max)) + 1
+        if high >= limit:
+            raise ValueError(
+                f"Expected `target` values below {limit} with `gain`='exponential' (2^y - 1 "
+                f"overflows in {compute_dtype(preds.dtype)}), but found {high!r}; use "
+                "`gain`='linear' or rescale the labels."
+            )

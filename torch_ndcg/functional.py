@@ -1,0 +1,224 @@
+"""Functional DCG and nDCG at one or many cut-offs, for any batch of lists."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _kernels, _validation
+from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
+
+__all__ = ["dcg", "ndcg"]
+
+
+@dataclass(frozen=True)
+class _Lists:
+    """Validated input flattened to ``[N, L]``, with what is needed to shape the output back."""
+
+    preds: Tensor
+    target: Tensor
+    mask: Tensor | None
+    ks: tuple[int, ...] | None
+    leading_shape: torch.Size
+    k_is_sequence: bool
+
+    def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
+        """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
+        out = per_list.to(dtype)
+        if not self.k_is_sequence:
+            out = out.squeeze(-1)
+        tail = out.shape[1:]
+        return out.reshape((*self.leading_shape, *tail))
+
+
+def _prepare(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    k: int | Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    mask: Tensor | None,
+    ignore_index: int | None,
+    empty_target_action: EmptyTargetAction,
+    validate_args: bool,
+) -> _Lists:
+    ks = _validation.check_k(k)
+    if validate_args:
+        _validation.check_options(gain, discount, ties, empty_target_action)
+        _validation.check_ignore_index(ignore_index)
+        _validation.check_preds_target(preds, target)
+        _validation.check_mask(mask, preds.shape)
+    real = _validation.real_items(target, mask, ignore_index)
+    if validate_args:
+        _validation.check_values(preds, target, real, gain=gain, ignore_index=ignore_index)
+    length = preds.shape[-1]
+    return _Lists(
+        preds=preds.reshape(-1, length),
+        target=target.reshape(-1, length),
+        mask=None if real is None else real.reshape(-1, length),
+        ks=ks,
+        leading_shape=preds.shape[:-1],
+        k_is_sequence=k is not None and not isinstance(k, numbers.Integral),
+    )
+
+
+def dcg(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    mask: Tensor | None = None,
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""Discounted cumulative gain of every list at one or many cut-offs.
+
+    .. math::
+        \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+
+    where :math:`\pi` orders the items by ``preds``, descending. With ``ties="average"`` every
+    item of a group of equal scores is credited the mean gain of its group (McSherry & Najork
+    2008), also when the group straddles the cut-off; ``ties="first"`` keeps the order of
+    appearance.
+
+    Args:
+        preds: ``[..., L]`` floating scores; the last dimension is the list. A 1-D tensor is one
+            list. float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels (bool, int or float).
+        k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` for the
+            whole list. A ``k`` larger than the list means the whole list.
+        gain: ``"exponential"`` (:math:`2^y - 1`), ``"linear"`` (:math:`y`) or an element-wise
+            callable of the float labels.
+        discount: ``"log2"`` (:math:`1/\log_2(1 + r)`), ``"jarvelin"``
+            (:math:`1/\max(1, \log_2 r)`) or a callable of the 1-based float ranks.
+        ties: ``"average"`` or ``"first"``.
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
+        ignore_index: label value that marks padded items (for example ``-1``).
+        validate_args: check the input (costs a few host syncs); turn off in hot loops.
+
+    Returns:
+        One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
+        (float64 for float64 ``preds``), accumulated in float64.
+
+    Raises:
+        ValueError: shape mismatch, NaN, negative labels, overflowing exponential gain, bad
+            ``k``, unknown option, empty list dimension.
+        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+
+    Example:
+        Relevances 3, 2, 3, 0, 1 in ranked order, linear gain:
+        :math:`3 + 2/\log_2 3 + 3/2 + 0 + 1/\log_2 6 = 6.1487`.
+
+        >>> import torch
+        >>> from torch_ndcg import dcg
+        >>> preds = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])
+        >>> target = torch.tensor([3, 2, 3, 0, 1])
+        >>> dcg(preds, target, gain="linear")
+        tensor(6.1487)
+        >>> dcg(preds, target, k=[1, 3], gain="linear")
+        tensor([3.0000, 5.7619])
+    """
+    lists = _prepare(
+        preds,
+        target,
+        k=k,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        mask=mask,
+        ignore_index=ignore_index,
+        empty_target_action="neg",
+        validate_args=validate_args,
+    )
+    value, _ = _kernels.dcg_and_ideal(
+        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+    )
+    return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
+
+
+def ndcg(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    mask: Tensor | None = None,
+    ignore_index: int | None = None,
+    empty_target_action: EmptyTargetAction = "neg",
+    validate_args: bool = True,
+) -> Tensor:
+    r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
+
+    .. math::
+        \mathrm{nDCG@}k = \frac{\mathrm{DCG@}k}{\mathrm{IDCG@}k}
+
+    where the ideal DCG ranks the real items of the list by their labels. See :func:`dcg` for
+    the arguments shared with it. No reduction is applied: take ``.mean()`` (or
+    ``.nanmean()`` with ``empty_target_action="skip"``) yourself.
+
+    Args:
+        preds: ``[..., L]`` floating scores.
+        target: ``[..., L]`` non-negative labels.
+        k: an int, a sequence of ints, or ``None`` (whole list).
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        ties: ``"average"`` or ``"first"``.
+        mask: ``[..., L]`` bool, ``True`` for real items.
+        ignore_index: label value that marks padded items.
+        empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
+            gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
+        validate_args: check the input (costs a few host syncs).
+
+    Returns:
+        One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.
+
+    Raises:
+        ValueError: as :func:`dcg`, and for a list with no relevant item under
+            ``empty_target_action="error"``.
+        TypeError: as :func:`dcg`.
+
+    Example:
+        True relevance ``[3, 2, 1, 0, 0]``, scores ``[3, 2, 0, 0, 1]``, linear gain, ties
+        averaged (the scikit-learn convention): DCG 4.6706, ideal DCG 4.7619.
+
+        >>> import torch
+        >>> from torch_ndcg import ndcg
+        >>> target = torch.tensor([[3, 2, 1, 0, 0]])
+        >>> preds = torch.tensor([[3.0, 2.0, 0.0, 0.0, 1.0]])
+        >>> ndcg(preds, target, gain="linear")
+        tensor([0.9808])
+        >>> ndcg(preds, target, k=[1, 3], gain="linear")
+        tensor([[1.0000, 0.9520]])
+    """
+    lists = _prepare(
+        preds,
+        target,
+        k=k,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        mask=mask,
+        ignore_index=ignore_index,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
+    value, ideal = _kernels.dcg_and_ideal(
+        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+    )
+    if empty_target_action == "error" and bool((ideal == 0).any()):
+        raise ValueError(
+            "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
+        )
+    normalized = _kernels.normalize(value, ideal, empty_target_action)
+    return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
