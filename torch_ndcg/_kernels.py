@@ -270,3 +270,118 @@ def normalize(dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction
     empty = ideal == 0
     fill = {"pos": 1.0, "skip": float("nan")}.get(empty_target_action, 0.0)
     return torch.where(empty, fill, dcg / torch.where(empty, 1, ideal))
+
+
+# --- Segmented (grouped) DCG for flat rows, used by RetrievalNDCG ------------------------------
+
+# A float32's order-preserving key spans [-2^31, 2^31 - 1]; 2^31 - 1 minus it is a non-negative
+# 32-bit key that *decreases* as the score increases. The dense query id goes above those 32 bits.
+_FLOAT32_KEY_MAX = 2**31 - 1
+_SEGMENT_SHIFT = 32
+
+
+def _segment_descending_order(segment: Tensor, values: Tensor) -> Tensor:
+    """Permutation of flat rows: by ``segment`` ascending, then ``values`` descending, stably.
+
+    Rows with equal segment and value keep their order of appearance. For float32 values this is
+    one stable sort of the composite int64 key ``segment * 2^32 + (2^31 - 1 - bits(value))``
+    (integer sorts are radix sorts on the CPU, several times faster than a float sort); other
+    dtypes take two stable sorts (value, then segment).
+
+    Args:
+        segment: ``[N]`` int64 dense segment ids in ``[0, 2^31)``.
+        values: ``[N]`` floating values, no NaN.
+    """
+    if values.dtype == torch.float32:
+        key = _ordered_int64(values.contiguous()).neg_().add_(_FLOAT32_KEY_MAX)
+        key += segment << _SEGMENT_SHIFT
+        return key.sort(stable=True).indices
+    by_value = values.sort(descending=True, stable=True).indices
+    return by_value.gather(0, segment.gather(0, by_value).sort(stable=True).indices)
+
+
+def _segment_sum(segment: Tensor, values: Tensor, n_segments: int) -> Tensor:
+    """Sum of ``values`` per segment id, ``[n_segments]``."""
+    return values.new_zeros(n_segments).index_add_(0, segment, values)
+
+
+def segmented_dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
+
+    The same numbers as :func:`dcg_and_ideal` on the queries laid out one per row, computed in
+    one vectorised pass: a sort by query then score (and one by query then gain for the ideal
+    order), tie groups as runs of equal (query, score), and per-query sums. No loop over queries
+    and nothing sized by the largest query id.
+
+    ``ties="first"`` orders equal scores of a query by their position in the flat input.
+
+    Args:
+        preds: ``[N]`` floating scores, no NaN.
+        target: ``[N]`` non-negative labels.
+        indexes: ``[N]`` int64 query ids, any values, in any order.
+        k: cut-offs, or ``None`` for each whole query.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        ties: ``"average"`` or ``"first"``.
+
+    Returns:
+        ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
+        tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    acc = accumulate_dtype(preds.device)
+    dtype = compute_dtype(preds.dtype)
+    ids, query = torch.unique(indexes, sorted=True, return_inverse=True)
+    n_queries = ids.numel()
+    sizes = torch.bincount(query, minlength=n_queries)
+    ks, kmax = resolve_cutoffs(k, int(sizes.max()))
+    scores = preds.to(dtype)
+    item_gains = gains(target.to(dtype), gain)
+
+    # Both orders group rows by query first, so a row's 1-based rank within its query is the
+    # same function of its sorted position in each.
+    order = _segment_descending_order(query, scores)
+    ranked_query = query.gather(0, order)
+    first_row = sizes.cumsum(0) - sizes
+    ranks = torch.arange(1, query.numel() + 1, device=query.device) - first_row.gather(
+        0, ranked_query
+    )
+    weights = position_discounts(kmax, discount, dtype=acc, device=preds.device)
+    rank_weights = weights.gather(0, (ranks - 1).clamp(max=kmax - 1))
+
+    ranked_gains = item_gains.gather(0, order).to(acc)
+    if ties == "average":
+        # McSherry & Najork: every member of a run of equal (query, score) gets the run's mean.
+        ranked_scores = scores.gather(0, order)
+        starts_group = torch.ones_like(ranked_query, dtype=torch.bool)
+        starts_group[1:] = (ranked_scores[1:] != ranked_scores[:-1]) | (
+            ranked_query[1:] != ranked_query[:-1]
+        )
+        group = starts_group.cumsum(0) - 1
+        n_rows = group.numel()
+        group_gain = _segment_sum(group, ranked_gains, n_rows)
+        group_size = torch.bincount(group, minlength=n_rows).to(acc).clamp(min=1)
+        ranked_gains = (group_gain / group_size).gather(0, group)
+
+    # The ideal order ranks by gain (for the built-in gains, the label order).
+    ideal_gains = item_gains.gather(0, _segment_descending_order(query, item_gains)).to(acc)
+
+    dcg = torch.empty(n_queries, len(ks), dtype=acc, device=preds.device)
+    ideal = torch.empty_like(dcg)
+    gained = ranked_gains * rank_weights
+    ideal_gained = ideal_gains * rank_weights
+    for column, cutoff in enumerate(ks):
+        inside = ranks <= cutoff
+        dcg[:, column] = _segment_sum(ranked_query, torch.where(inside, gained, 0), n_queries)
+        ideal[:, column] = _segment_sum(
+            ranked_query, torch.where(inside, ideal_gained, 0), n_queries
+        )
+    return ids, dcg, ideal
