@@ -160,3 +160,36 @@ def check_values(
                 f"overflows in {compute_dtype(preds.dtype)}), but found {high!r}; use "
                 "`gain`='linear' or rescale the labels."
             )
+
+
+# --- Checks of the metric classes' own arguments ------------------------------------------------
+
+AGGREGATIONS: tuple[str, ...] = ("mean", "none")
+
+
+def check_aggregation(aggregation: Any) -> None:
+    """``aggregation`` is ``"mean"`` or ``"none"``."""
+    check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=False)
+
+
+def check_bool(name: str, value: Any) -> None:
+    """``value`` is a bool."""
+    if not isinstance(value, bool):
+        raise TypeError(f"Expected `{name}` to be a bool, but got {value!r}.")
+
+
+def check_indexes(indexes: Any, shape: torch.Size) -> None:
+    """``indexes`` is an integer tensor of the shape of ``preds``."""
+    if not isinstance(indexes, Tensor):
+        raise TypeError(
+            f"Expected `indexes` to be an int64 torch.Tensor, but got {type(indexes).__name__}."
+        )
+    if indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
+        raise TypeError(
+            f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
+        )
+    if indexes.shape != shape:
+        raise ValueError(
+            f"Expected `indexes` to have the shape of `preds` {tuple(shape)}, but got "
+            f"{tuple(indexes.shape)}."
+        )

@@ -1,0 +1,374 @@
+"""torchmetrics metrics over the functional core: ``NDCG`` and ``RetrievalNDCG``.
+
+Both classes only store options and state; the numbers come from :func:`torch_ndcg.ndcg` and
+:mod:`torch_ndcg._kernels`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
+from torchmetrics.utilities.prints import rank_zero_warn
+
+from torch_ndcg import _kernels, _validation
+from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg.functional import ndcg
+
+__all__ = ["NDCG", "RetrievalNDCG"]
+
+Aggregation: TypeAlias = Literal["mean", "none"]
+MetricValue: TypeAlias = Tensor | dict[str, Tensor]
+
+# Dtype of the values compute() returns (torchmetrics' default float dtype).
+_OUTPUT_DTYPE = torch.float32
+
+
+class _Options:
+    """Validated options shared by both metrics, and the shaping of their output by cut-off."""
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None,
+        gain: Gain,
+        discount: Discount,
+        ties: Ties,
+        empty_target_action: EmptyTargetAction,
+        ignore_index: int | None,
+        validate_args: bool,
+    ) -> None:
+        self.ks = _validation.check_k(k)
+        _validation.check_options(gain, discount, ties, empty_target_action)
+        _validation.check_ignore_index(ignore_index)
+        _validation.check_bool("validate_args", validate_args)
+        self.k = k
+        self.k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
+        self.gain = gain
+        self.discount = discount
+        self.ties = ties
+        self.empty_target_action = empty_target_action
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+
+    @property
+    def n_cutoffs(self) -> int:
+        return 1 if self.ks is None else len(self.ks)
+
+    @property
+    def names(self) -> list[str]:
+        """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
+        return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
+
+    def shape(self, values: Tensor) -> MetricValue:
+        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k)."""
+        values = values.to(_OUTPUT_DTYPE)
+        if self.k_is_sequence:
+            return {name: values[..., i] for i, name in enumerate(self.names)}
+        return values[..., 0]
+
+
+def _mean_of_counted(values: Tensor) -> Tensor:
+    """Mean over dim 0 of the non-NaN values (``"skip"`` gives NaN), 0 where none is counted."""
+    counted = ~values.isnan()
+    total = torch.where(counted, values, 0).sum(0)
+    return total / counted.sum(0).clamp(min=1)
+
+
+class NDCG(Metric):
+    r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
+
+    .. math::
+        \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
+            \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)},
+        \qquad
+        \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+
+    Each ``update`` scores its lists with :func:`torch_ndcg.ndcg` and adds them to a float64
+    running sum per cut-off and a list count: the state has a constant size, and under DDP it is
+    synchronised by one sum all-reduce, exact whatever the split of batches across ranks (also
+    for ranks with fewer updates or none). Lists with no relevant item count as 0 (``"neg"``),
+    1 (``"pos"``), are left out of the mean (``"skip"``) or raise (``"error"``).
+
+    Args:
+        k: an int, a sequence of ints, or ``None`` (whole list).
+        gain: ``"exponential"`` (:math:`2^y - 1`), ``"linear"`` or an element-wise callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable of the 1-based ranks.
+        ties: ``"average"`` (McSherry–Najork) or ``"first"`` (order of appearance in the row).
+        empty_target_action: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
+        ignore_index: label value that marks padded items.
+        validate_args: check every batch (costs a few host syncs per update).
+        metric_kwargs: passed to :class:`torchmetrics.Metric` (``sync_on_compute``, ...).
+
+    Returns:
+        From ``compute()`` and ``forward``: a scalar tensor for an int ``k`` or ``None``; for a
+        sequence ``k`` a dict ``{"ndcg@1": ..., "ndcg@5": ...}``. float32. 0 before any update.
+
+    Raises:
+        ValueError: bad ``k`` or option; in ``update`` as :func:`torch_ndcg.ndcg`.
+        TypeError: non-int ``ignore_index``, non-bool ``validate_args``.
+
+    Example:
+        Two lists; the first is ranked ideally (nDCG 1), the second puts its only relevant item
+        second: :math:`1/\log_2 3 = 0.6309`. The mean is 0.8155.
+
+        >>> import torch
+        >>> from torch_ndcg import NDCG
+        >>> metric = NDCG(k=[1, 3])
+        >>> metric.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[2, 1, 0]]))
+        >>> metric.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0]]))
+        >>> metric.compute()
+        {'ndcg@1': tensor(0.5000), 'ndcg@3': tensor(0.8155)}
+        >>> NDCG(k=3)(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0]]))
+        tensor(0.6309)
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+    plot_lower_bound = 0.0
+    plot_upper_bound = 1.0
+
+    sum_ndcg: Tensor
+    count: Tensor
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        ties: Ties = "average",
+        empty_target_action: EmptyTargetAction = "neg",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **metric_kwargs: Any,
+    ) -> None:
+        super().__init__(**metric_kwargs)
+        self.options = _Options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        n = self.options.n_cutoffs
+        self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def update(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
+        """Add the nDCG of every list of the batch.
+
+        Args:
+            preds: ``[..., L]`` floating scores, one list per row (a 1-D tensor is one list).
+            target: ``[..., L]`` non-negative labels.
+            mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+        """
+        opt = self.options
+        values = ndcg(
+            preds,
+            target,
+            k=opt.k,
+            gain=opt.gain,
+            discount=opt.discount,
+            ties=opt.ties,
+            mask=mask,
+            ignore_index=opt.ignore_index,
+            empty_target_action=opt.empty_target_action,
+            validate_args=opt.validate_args,
+        )
+        values = values.reshape(-1, opt.n_cutoffs).to(self.sum_ndcg.dtype)
+        counted = ~values.isnan()
+        self.sum_ndcg += torch.where(counted, values, 0).sum(0)
+        self.count += counted.sum(0)
+
+    def compute(self) -> MetricValue:
+        """Mean nDCG of the lists seen so far (0 if none was counted)."""
+        return self.options.shape(self.sum_ndcg / self.count.clamp(min=1))
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot a value (or a list of values) of the metric; needs matplotlib.
+
+        Args:
+            val: a result of ``compute``/``forward`` or a list of them; ``None`` computes one.
+            ax: a matplotlib axis to draw on.
+
+        Returns:
+            ``(figure, axis)``.
+        """
+        return self._plot(val, ax)
+
+
+class RetrievalNDCG(Metric):
+    r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
+
+    .. math::
+        \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
+            \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+
+    where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`. Query ids may be
+    any int64 values (sparse, huge, negative), in any order, and a query may span batches and
+    DDP ranks. Rows are concatenated (``dist_reduce_fx="cat"``); ``compute`` groups them in one
+    vectorised pass (sort by query then score, tie groups as runs, per-query sums): no loop over
+    queries, no per-query host sync, nothing sized by the largest id. Rows whose label equals
+    ``ignore_index`` are dropped.
+
+    Scores and labels are stored in the metric's float dtype (float32; ``set_dtype`` changes
+    it). With ``ties="first"``, equal scores of a query keep their order of appearance in the
+    concatenated rows: update order within a process, and after DDP sync the rows of rank 0,
+    then rank 1, and so on, so it depends on how rows were split across ranks; the default
+    ``ties="average"`` does not depend on any order.
+
+    Args:
+        k: an int, a sequence of ints, or ``None`` (each whole query).
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        ties: ``"average"`` or ``"first"``.
+        empty_target_action: value of queries with no relevant item: ``"neg"`` 0, ``"pos"`` 1,
+            ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises in ``compute``.
+        ignore_index: label value of rows to drop.
+        aggregation: ``"mean"`` over queries, or ``"none"`` for per-query values.
+        validate_args: check every batch (costs a few host syncs per update).
+        metric_kwargs: passed to :class:`torchmetrics.Metric`.
+
+    Returns:
+        With ``aggregation="mean"``: a scalar tensor (int ``k`` or ``None``) or a dict
+        ``{"ndcg@k": ...}`` (sequence ``k``); 0 with a warning when there is no row. With
+        ``"none"``: a tuple ``(values, ids)`` where ``ids`` are the sorted unique query ids
+        ``[Q]`` and ``values`` is ``[Q]`` (or a dict of ``[Q]`` tensors), aligned with ``ids``.
+
+    Raises:
+        ValueError: bad ``k``, option or ``aggregation``; ``indexes`` of another shape.
+        TypeError: non-integer ``indexes``.
+
+    Example:
+        Query 7 is ranked ideally; query -2 puts its only relevant row second (1/log2(3)).
+
+        >>> import torch
+        >>> from torch_ndcg import RetrievalNDCG
+        >>> preds = torch.tensor([0.9, 0.2, 0.8, 0.1, 0.7])
+        >>> target = torch.tensor([1, 0, 0, 0, 1])
+        >>> indexes = torch.tensor([7, 7, -2, -2, -2])
+        >>> metric = RetrievalNDCG(k=2)
+        >>> metric.update(preds, target, indexes)
+        >>> metric.compute()
+        tensor(0.8155)
+        >>> RetrievalNDCG(k=[1, 2], aggregation="none")(preds, target, indexes)
+        ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+    plot_lower_bound = 0.0
+    plot_upper_bound = 1.0
+
+    preds: list[Tensor] | Tensor
+    target: list[Tensor] | Tensor
+    indexes: list[Tensor] | Tensor
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        ties: Ties = "average",
+        empty_target_action: EmptyTargetAction = "neg",
+        ignore_index: int | None = None,
+        aggregation: Aggregation = "mean",
+        validate_args: bool = True,
+        **metric_kwargs: Any,
+    ) -> None:
+        super().__init__(**metric_kwargs)
+        self.options = _Options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        _validation.check_aggregation(aggregation)
+        self.aggregation = aggregation
+        self.add_state("preds", [], dist_reduce_fx="cat")
+        self.add_state("target", [], dist_reduce_fx="cat")
+        self.add_state("indexes", [], dist_reduce_fx="cat")
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        """Store a batch of rows.
+
+        Args:
+            preds: floating scores, any shape (flattened).
+            target: non-negative labels, the shape of ``preds``.
+            indexes: integer query ids, the shape of ``preds``.
+        """
+        opt = self.options
+        if opt.validate_args:
+            _validation.check_preds_target(preds, target)
+            _validation.check_indexes(indexes, preds.shape)
+            real = _validation.real_items(target, None, opt.ignore_index)
+            _validation.check_values(
+                preds, target, real, gain=opt.gain, ignore_index=opt.ignore_index
+            )
+        assert isinstance(self.preds, list)
+        assert isinstance(self.target, list)
+        assert isinstance(self.indexes, list)
+        self.preds.append(preds.detach().reshape(-1).to(self.dtype))
+        self.target.append(target.detach().reshape(-1).to(self.dtype))
+        self.indexes.append(indexes.detach().reshape(-1).to(torch.int64))
+
+    def _rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """All stored rows as three flat tensors, ``ignore_index`` rows dropped."""
+        if isinstance(self.preds, list) and not self.preds:
+            empty = torch.empty(0, dtype=self.dtype, device=self.device)
+            return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
+        preds, target = dim_zero_cat(self.preds), dim_zero_cat(self.target)
+        indexes = dim_zero_cat(self.indexes)
+        if self.options.ignore_index is not None:
+            keep = target != self.options.ignore_index
+            preds, target, indexes = preds[keep], target[keep], indexes[keep]
+        return preds, target, indexes
+
+    def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
+        """nDCG of the queries seen so far: the mean, or per query with their ids."""
+        opt = self.options
+        preds, target, indexes = self._rows()
+        if preds.numel() == 0:
+            if self._update_count > 0:
+                rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
+            no_query = torch.zeros(0, opt.n_cutoffs, device=self.device)
+            if self.aggregation == "none":
+                return opt.shape(no_query), indexes
+            return opt.shape(torch.zeros(opt.n_cutoffs, device=self.device))
+        ids, dcg, ideal = _kernels.segmented_dcg_and_ideal(
+            preds, target, indexes, k=opt.ks, gain=opt.gain, discount=opt.discount, ties=opt.ties
+        )
+        if opt.empty_target_action == "error" and bool((ideal == 0).any()):
+            raise ValueError(
+                "Found a query with no relevant item (ideal DCG = 0) and "
+                "`empty_target_action`='error'."
+            )
+        values = _kernels.normalize(dcg, ideal, opt.empty_target_action)
+        if self.aggregation == "none":
+            return opt.shape(values), ids
+        return opt.shape(_mean_of_counted(values))
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Any | None = None,
+    ) -> None:
+        # torchmetrics stands in an empty tensor of the metric's float dtype for an empty list
+        # state; the int64 ids of the other ranks would then meet a float tensor in the gather.
+        if isinstance(self.indexes, list) and not self.indexes:
+            self.indexes = [torch.empty(0, dtype=torch.int64, device=self.device)]
+        super()._sync_dist(dist_sync_fn, process_group)
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot a value (or a list of values) of the metric; needs matplotlib.
+
+        Args:
+            val: a result of ``compute``/``forward`` (``aggregation="mean"``) or a list of them.
+            ax: a matplotlib axis to draw on.
+
+        Returns:
+            ``(figure, axis)``.
+        """
+        return self._plot(val, ax)
