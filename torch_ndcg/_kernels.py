@@ -112,8 +112,7 @@ def stable_descending_order(scores: Tensor, kmax: int) -> Tensor:
     if scores.dtype == torch.float32 and kmax < length:
         positions = torch.arange(length - 1, -1, -1, device=scores.device)
         key = _ordered_int64(scores.contiguous())
-        key *= length
-        key += positions
+        torch.add(positions, key, alpha=length, out=key)  # key * length + positions, in place
         return key.topk(kmax, dim=-1, sorted=True).indices
     order = scores.sort(dim=-1, descending=True, stable=True).indices
     return order[..., :kmax]

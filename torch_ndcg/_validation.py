@@ -152,8 +152,9 @@ def check_values(
             f"Expected `target` to be non-negative{hint}, but found the value {low!r}."
         )
     if gain == "exponential":
-        # 2^y overflows from y = floor(log2(max)) + 1 on: 128 in float32, 1024 in float64.
-        limit = math.floor(math.log2(torch.finfo(compute_dtype(preds.dtype)).max)) + 1
+        # 2^y overflows once y reaches the exponent of the largest float (max = m * 2^e,
+        # 0.5 <= m < 1): 128 in float32, 1024 in float64.
+        limit = math.frexp(torch.finfo(compute_dtype(preds.dtype)).max)[1]
         if high >= limit:
             raise ValueError(
                 f"Expected `target` values below {limit} with `gain`='exponential' (2^y - 1 "

@@ -199,7 +199,7 @@ def ndcg(
         >>> ndcg(preds, target, gain="linear")
         tensor([0.9808])
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
-        tensor([[1.0000, 0.9520]])
+        tensor([[1.0000, 0.8950]])
     """
     lists = _prepare(
         preds,

@@ -1,0 +1,168 @@
+"""Every bad input gets an error that names the argument and what was given."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from torch_ndcg import dcg, ndcg
+
+PREDS = torch.tensor([[0.3, 0.2, 0.1]])
+TARGET = torch.tensor([[1, 0, 2]])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"k": 0}, ValueError, r"`k` to be a positive int.*but got 0"),
+        ({"k": -3}, ValueError, r"`k`.*but got -3"),
+        ({"k": True}, ValueError, r"`k`.*but got True"),
+        ({"k": 2.0}, ValueError, r"`k`.*but got 2.0"),
+        ({"k": []}, ValueError, r"`k`.*but got \[\]"),
+        ({"k": [1, 0]}, ValueError, r"`k`.*but got \[1, 0\]"),
+        ({"k": "5"}, ValueError, r"`k`.*but got '5'"),
+        (
+            {"gain": "exp"},
+            ValueError,
+            r"`gain` to be one of 'exponential', 'linear' or a callable, but got 'exp'",
+        ),
+        (
+            {"discount": "log"},
+            ValueError,
+            r"`discount` to be one of 'log2', 'jarvelin' or a callable, but got 'log'",
+        ),
+        (
+            {"ties": "random"},
+            ValueError,
+            r"`ties` to be one of 'average', 'first', but got 'random'",
+        ),
+        ({"ties": len}, ValueError, r"`ties` to be one of 'average', 'first', but got <built-in"),
+        ({"ignore_index": 1.5}, TypeError, r"`ignore_index` to be an int or None, but got 1.5"),
+        (
+            {"mask": [[True, True, True]]},
+            TypeError,
+            r"`mask` to be a bool torch.Tensor or None, but got list",
+        ),
+        (
+            {"mask": torch.ones(1, 3)},
+            TypeError,
+            r"`mask` to have dtype torch.bool, but got torch.float32",
+        ),
+        (
+            {"mask": torch.ones(3, dtype=torch.bool)},
+            ValueError,
+            r"`mask` to have the shape of `preds` \(1, 3\), but got \(3,\)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("fn", [dcg, ndcg])
+def test_bad_options(fn: Any, kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        fn(PREDS, TARGET, **kwargs)
+
+
+def test_bad_empty_target_action() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"`empty_target_action` to be one of 'neg', 'pos', 'skip', 'error', but got 'zero'",
+    ):
+        ndcg(PREDS, TARGET, empty_target_action="zero")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("preds", "target", "error", "message"),
+    [
+        ([0.1, 0.2], TARGET, TypeError, r"`preds` to be a torch.Tensor, but got list"),
+        (PREDS, [1, 0, 2], TypeError, r"`target` to be a torch.Tensor, but got list"),
+        (
+            torch.tensor([[3, 2, 1]]),
+            TARGET,
+            TypeError,
+            r"`preds` to be a floating tensor, but got dtype torch.int64",
+        ),
+        (
+            PREDS,
+            TARGET.to(torch.complex64),
+            TypeError,
+            r"`target` to be a bool, int or float tensor, but got torch.complex64",
+        ),
+        (
+            PREDS,
+            torch.tensor([1, 0, 2]),
+            ValueError,
+            r"`preds` and `target` to have the same shape, but got \(1, 3\) and \(3,\)",
+        ),
+        (torch.tensor(0.5), torch.tensor(1), ValueError, r"at least 1-D\), but got a 0-d tensor"),
+        (
+            torch.zeros(2, 0),
+            torch.zeros(2, 0),
+            ValueError,
+            r"non-empty last \(list\) dimension, but `preds` has shape \(2, 0\)",
+        ),
+        (
+            torch.tensor([[0.1, float("nan"), 0.3]]),
+            TARGET,
+            ValueError,
+            r"`preds` to contain no NaN",
+        ),
+        (
+            PREDS,
+            torch.tensor([[1.0, float("nan"), 0.0]]),
+            ValueError,
+            r"`target` to contain no NaN",
+        ),
+        (
+            PREDS,
+            torch.tensor([[1, -1, 0]]),
+            ValueError,
+            r"`target` to be non-negative, but found the value -1",
+        ),
+        (
+            PREDS,
+            torch.tensor([[1.0, -0.5, 0.0]]),
+            ValueError,
+            r"`target` to be non-negative, but found the value -0.5",
+        ),
+        (
+            PREDS,
+            torch.tensor([[1, 200, 0]]),
+            ValueError,
+            r"`target` values below 128 with `gain`='exponential'.*found 200",
+        ),
+    ],
+)
+def test_bad_tensors(preds: Any, target: Any, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        ndcg(preds, target)
+
+
+def test_negative_label_other_than_ignore_index_is_named() -> None:
+    with pytest.raises(
+        ValueError, match=r"non-negative other than `ignore_index`=-1, but found the value -2"
+    ):
+        ndcg(PREDS, torch.tensor([[1, -1, -2]]), ignore_index=-1)
+
+
+def test_large_labels_fine_with_linear_gain_or_float64() -> None:
+    target = torch.tensor([[1, 200, 0]])
+    assert torch.isfinite(ndcg(PREDS, target, gain="linear")).all()
+    assert torch.isfinite(ndcg(PREDS.double(), target)).all()
+    with pytest.raises(ValueError, match=r"below 1024"):
+        ndcg(PREDS.double(), torch.tensor([[1, 2000, 0]]))
+
+
+def test_nan_scores_and_negative_labels_of_padded_items_are_allowed() -> None:
+    preds = torch.tensor([[0.3, float("nan"), 0.1]])
+    target = torch.tensor([[1, -7, 2]])
+    mask = torch.tensor([[True, False, True]])
+    # Real items: label 1 ranked first, label 2 second; exponential gains 1 and 3.
+    expected = (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3))
+    assert ndcg(preds, target, mask=mask).item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_validate_args_false_skips_value_checks() -> None:
+    preds = torch.tensor([[0.3, float("nan"), 0.1]])
+    assert ndcg(preds, TARGET, validate_args=False).shape == (1,)
