@@ -112,3 +112,26 @@ def ndcg_padded_batch(
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval layout: flat rows grouped by query id (for RetrievalNDCG)
+
+
+def ndcg_per_query(
+    scores: Sequence[float],
+    labels: Sequence[float],
+    query_ids: Sequence[int],
+    k: int | None,
+    **options: object,
+) -> dict[int, float]:
+    """nDCG@k of each query of flat rows, by id; a query's items keep their row order."""
+    queries: dict[int, tuple[list[float], list[float]]] = {}
+    for score, label, query in zip(scores, labels, query_ids, strict=True):
+        query_scores, query_labels = queries.setdefault(query, ([], []))
+        query_scores.append(score)
+        query_labels.append(label)
+    return {
+        query: ndcg_one_list(query_scores, query_labels, k, **options)  # type: ignore[arg-type]
+        for query, (query_scores, query_labels) in queries.items()
+    }

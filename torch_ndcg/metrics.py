@@ -236,7 +236,9 @@ class RetrievalNDCG(Metric):
         With ``aggregation="mean"``: a scalar tensor (int ``k`` or ``None``) or a dict
         ``{"ndcg@k": ...}`` (sequence ``k``); 0 with a warning when there is no row. With
         ``"none"``: a tuple ``(values, ids)`` where ``ids`` are the sorted unique query ids
-        ``[Q]`` and ``values`` is ``[Q]`` (or a dict of ``[Q]`` tensors), aligned with ``ids``.
+        ``[Q]`` and ``values`` is ``[Q]`` (or a dict of ``[Q]`` tensors), aligned with ``ids``;
+        NaN for queries skipped by ``"skip"``. (torchmetrics squeezes one-element results, so a
+        single query gives 0-d tensors.)
 
     Raises:
         ValueError: bad ``k``, option or ``aggregation``; ``indexes`` of another shape.

@@ -1,0 +1,417 @@
+"""NDCG and RetrievalNDCG against the functional core, torchmetrics, a loop reference and each other."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torchmetrics import MetricCollection
+from torchmetrics.retrieval import RetrievalNormalizedDCG
+
+from tests import references as ref
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
+
+
+def random_lists(
+    n: int, length: int, *, seed: int, n_scores: int = 5, n_labels: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[n, length]`` scores drawn from few values (many ties) and labels 0..n_labels-1."""
+    gen = torch.Generator().manual_seed(seed)
+    preds = torch.randint(0, n_scores, (n, length), generator=gen).float()
+    target = torch.randint(0, n_labels, (n, length), generator=gen)
+    return preds, target
+
+
+def flat(
+    preds: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None, *, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded lists as flat shuffled rows; list ``i`` gets the sparse id ``i * 10**12 - 5``."""
+    ids = torch.arange(preds.shape[0]).repeat_interleave(preds.shape[1]) * 10**12 - 5
+    rows = torch.ones(preds.numel(), dtype=torch.bool) if mask is None else mask.reshape(-1)
+    perm = torch.randperm(int(rows.sum()), generator=torch.Generator().manual_seed(seed))
+    return preds.reshape(-1)[rows][perm], target.reshape(-1)[rows][perm], ids[rows][perm]
+
+
+def as_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, dict):
+        return torch.stack(list(value.values()))
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# NDCG
+
+
+@pytest.mark.parametrize("k", [None, 3, (1, 3, 10)])
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_ndcg_equals_functional_mean_over_batches(k: Any, gain: str, ties: str) -> None:
+    preds, target = random_lists(40, 7, seed=1)
+    metric = NDCG(k, gain=gain, ties=ties)  # type: ignore[arg-type]
+    for batch in range(0, 40, 9):  # uneven batches
+        metric.update(preds[batch : batch + 9], target[batch : batch + 9])
+    expected = ndcg(preds, target, k=k, gain=gain, ties=ties).double().mean(0)  # type: ignore[arg-type]
+    result = metric.compute()
+    if isinstance(k, tuple):
+        assert list(result) == ["ndcg@1", "ndcg@3", "ndcg@10"]
+    else:
+        assert isinstance(result, torch.Tensor)
+        assert result.shape == ()
+    torch.testing.assert_close(as_tensor(result).double(), expected, atol=1e-6, rtol=0)
+
+
+def test_ndcg_mask_and_ignore_index_match_functional() -> None:
+    preds, target = random_lists(12, 6, seed=2)
+    mask = torch.rand(12, 6, generator=torch.Generator().manual_seed(3)) > 0.3
+    padded_target = torch.where(mask, target, -1)
+    by_mask = NDCG(k=[2, 4])
+    by_mask.update(preds, target, mask)
+    by_index = NDCG(k=[2, 4], ignore_index=-1)
+    by_index.update(preds, padded_target)
+    expected = ndcg(preds, target, k=[2, 4], mask=mask).double().mean(0)
+    torch.testing.assert_close(as_tensor(by_mask.compute()).double(), expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(as_tensor(by_index.compute()).double(), expected, atol=1e-6, rtol=0)
+
+
+def test_ndcg_one_dim_input_is_one_list() -> None:
+    metric = NDCG(k=2, gain="linear")
+    metric.update(torch.tensor([3.0, 2.0, 1.0]), torch.tensor([0, 1, 0]))
+    assert metric.compute().item() == pytest.approx((1 / math.log2(3)) / 1, abs=1e-6)
+
+
+@pytest.mark.parametrize(("action", "expected"), [("neg", 0.5 / 2), ("pos", 1.5 / 2), ("skip", 0.5)])
+def test_ndcg_empty_target_action(action: str, expected: float) -> None:
+    # One list with nDCG@1 = 0.5 (tie of a relevant and an irrelevant item at the top), one list
+    # with no relevant item.
+    preds = torch.tensor([[1.0, 1.0], [2.0, 1.0]])
+    target = torch.tensor([[1, 0], [0, 0]])
+    metric = NDCG(k=1, empty_target_action=action)  # type: ignore[arg-type]
+    metric.update(preds, target)
+    assert metric.compute().item() == pytest.approx(expected, abs=1e-7)
+    assert metric.count.tolist() == [1 if action == "skip" else 2]
+
+
+def test_ndcg_error_action_raises_in_update() -> None:
+    metric = NDCG(empty_target_action="error")
+    with pytest.raises(ValueError, match="no relevant item"):
+        metric.update(torch.tensor([[2.0, 1.0]]), torch.tensor([[0, 0]]))
+
+
+def test_ndcg_state_size_constant_after_10000_updates() -> None:
+    metric = NDCG(k=[1, 5], validate_args=False)
+    preds, target = random_lists(4, 6, seed=4)
+    metric.update(preds, target)
+    sizes = {name: getattr(metric, name).numel() for name in ("sum_ndcg", "count")}
+    for _ in range(9_999):
+        metric.update(preds, target)
+    assert {name: getattr(metric, name).numel() for name in sizes} == sizes == {
+        "sum_ndcg": 2,
+        "count": 2,
+    }
+    assert metric.count.tolist() == [40_000, 40_000]
+
+
+def test_ndcg_forward_returns_batch_value_and_accumulates() -> None:
+    preds, target = random_lists(10, 5, seed=5)
+    metric = NDCG(k=3)
+    first = metric(preds[:4], target[:4])
+    second = metric(preds[4:], target[4:])
+    torch.testing.assert_close(first, ndcg(preds[:4], target[:4], k=3).mean())
+    torch.testing.assert_close(second, ndcg(preds[4:], target[4:], k=3).mean())
+    torch.testing.assert_close(metric.compute(), ndcg(preds, target, k=3).mean())
+
+
+def test_compute_before_update_returns_zero_with_warning() -> None:
+    with pytest.warns(UserWarning, match="before the ``update``"):
+        assert NDCG(k=[1, 2]).compute() == {"ndcg@1": 0.0, "ndcg@2": 0.0}
+    with pytest.warns(UserWarning, match="before the ``update``"):
+        assert RetrievalNDCG(k=5).compute().item() == 0.0
+    with pytest.warns(UserWarning, match="before the ``update``"):
+        values, ids = RetrievalNDCG(aggregation="none").compute()
+    assert values.shape == ids.shape == (0,)
+
+
+def test_retrieval_all_rows_ignored_warns() -> None:
+    metric = RetrievalNDCG(ignore_index=-1)
+    metric.update(torch.tensor([1.0, 2.0]), torch.tensor([-1, -1]), torch.tensor([0, 0]))
+    with pytest.warns(UserWarning, match="no row"):
+        assert metric.compute().item() == 0.0
+
+
+@pytest.mark.parametrize("cls", [NDCG, RetrievalNDCG])
+def test_class_flags(cls: type) -> None:
+    assert cls.higher_is_better is True
+    assert cls.is_differentiable is False
+    assert cls.full_state_update is False
+    assert (cls.plot_lower_bound, cls.plot_upper_bound) == (0.0, 1.0)
+
+
+def updates(metric: Any, retrieval: bool, part: slice) -> None:
+    preds, target = random_lists(30, 5, seed=6)
+    if retrieval:
+        flat_preds, flat_target, ids = flat(preds, target)
+        metric.update(flat_preds[part], flat_target[part], ids[part])
+    else:
+        metric.update(preds[part], target[part])
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+@pytest.mark.parametrize("retrieval", [False, True])
+def test_state_dict_clone_pickle_reset_merge(retrieval: bool) -> None:
+    cls = RetrievalNDCG if retrieval else NDCG
+    whole = cls(k=[1, 3])
+    updates(whole, retrieval, slice(None))
+    expected = as_tensor(whole.compute())
+
+    first, second = cls(k=[1, 3]), cls(k=[1, 3])
+    updates(first, retrieval, slice(0, 70 if retrieval else 13))
+    updates(second, retrieval, slice(70 if retrieval else 13, None))
+    merged = first.clone()
+    merged.merge_state(second)
+    torch.testing.assert_close(as_tensor(merged.compute()), expected)
+
+    restored = pickle.loads(pickle.dumps(whole))
+    torch.testing.assert_close(as_tensor(restored.compute()), expected)
+    torch.testing.assert_close(as_tensor(whole.clone().compute()), expected)
+
+    whole.persistent(True)
+    loaded = cls(k=[1, 3])
+    loaded.persistent(True)
+    loaded.load_state_dict(whole.state_dict())
+    torch.testing.assert_close(as_tensor(loaded.compute()), expected)
+
+    moved = whole.to("cpu")
+    torch.testing.assert_close(as_tensor(moved.compute()), expected)
+    whole.reset()
+    with pytest.warns(UserWarning):
+        assert as_tensor(whole.compute()).tolist() == [0.0, 0.0]
+
+
+def test_metric_collection_logs_every_cutoff() -> None:
+    preds, target = random_lists(20, 6, seed=7)
+    collection = MetricCollection({"ndcg": NDCG(k=[1, 5]), "ndcg_lin": NDCG(k=5, gain="linear")})
+    collection.update(preds, target)
+    result = collection.compute()
+    # MetricCollection flattens a dict result into its own keys.
+    assert set(result) == {"ndcg@1", "ndcg@5", "ndcg_lin"}
+    torch.testing.assert_close(result["ndcg@5"], ndcg(preds, target, k=5).mean())
+    torch.testing.assert_close(result["ndcg_lin"], ndcg(preds, target, k=5, gain="linear").mean())
+
+
+@pytest.mark.parametrize("cls", [NDCG, RetrievalNDCG])
+def test_plot(cls: type) -> None:
+    pytest.importorskip("matplotlib")
+    metric = cls(k=[1, 3])
+    updates(metric, cls is RetrievalNDCG, slice(None))
+    fig, ax = metric.plot()
+    assert fig is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# RetrievalNDCG
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 10])
+def test_retrieval_equals_torchmetrics_with_linear_gain(k: int | None) -> None:
+    preds, target = random_lists(50, 8, seed=8, n_scores=4)  # many ties: both average them
+    flat_preds, flat_target, ids = flat(preds, target)
+    ours = RetrievalNDCG(k, gain="linear")
+    theirs = RetrievalNormalizedDCG(top_k=k)
+    for part in torch.arange(flat_preds.numel()).split(37):
+        ours.update(flat_preds[part], flat_target[part], ids[part])
+        theirs.update(flat_preds[part], flat_target[part], indexes=ids[part])
+    torch.testing.assert_close(ours.compute(), theirs.compute(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("k", [None, (1, 2, 5)])
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
+def test_retrieval_equals_ndcg_on_the_same_data(k: Any, ties: str, empty_target_action: str) -> None:
+    preds, target = random_lists(30, 6, seed=9, n_labels=2)  # some lists without relevant item
+    mask = torch.rand(30, 6, generator=torch.Generator().manual_seed(10)) > 0.25
+    mask[:, 0] = True
+    options: Any = {"ties": ties, "empty_target_action": empty_target_action}
+    lists = NDCG(k, **options)
+    lists.update(preds, target, mask)
+    rows = RetrievalNDCG(k, **options)
+    if ties == "first":
+        # Order of appearance is row order: keep each query's rows in list order.
+        ids = torch.arange(30).repeat_interleave(6)[mask.reshape(-1)]
+        rows.update(preds[mask], target[mask], ids)
+    else:
+        rows.update(*flat(preds, target, mask))
+    torch.testing.assert_close(as_tensor(rows.compute()), as_tensor(lists.compute()), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_retrieval_per_query_equals_loop_reference(ties: str, gain: str) -> None:
+    gen = torch.Generator().manual_seed(11)
+    n = 600
+    ids = torch.randint(-(2**62), 2**62, (40,), generator=gen)[torch.randint(0, 40, (n,), generator=gen)]
+    preds = torch.randint(0, 6, (n,), generator=gen).float() / 3
+    target = torch.randint(0, 4, (n,), generator=gen)
+    metric = RetrievalNDCG(k=[1, 5, 20], gain=gain, ties=ties, aggregation="none")  # type: ignore[arg-type]
+    for part in torch.arange(n).split(97):
+        metric.update(preds[part], target[part], ids[part])
+    values, query_ids = metric.compute()
+    assert torch.equal(query_ids, torch.unique(ids))
+    for cutoff in (1, 5, 20):
+        expected = ref.ndcg_per_query(
+            preds.tolist(), target.tolist(), ids.tolist(), cutoff, gain=ref.GAINS[gain], ties=ties
+        )
+        got = dict(zip(query_ids.tolist(), values[f"ndcg@{cutoff}"].tolist(), strict=True))
+        assert got == pytest.approx(expected, abs=1e-6)
+
+
+def test_retrieval_first_ties_follow_row_order_across_batches() -> None:
+    # One query, three tied rows fed in two batches; labels 0, 0 then 1: the relevant row is
+    # third in order of appearance.
+    metric = RetrievalNDCG(k=3, ties="first", gain="linear")
+    metric.update(torch.tensor([1.0, 1.0]), torch.tensor([0, 0]), torch.tensor([4, 4]))
+    metric.update(torch.tensor([1.0]), torch.tensor([1]), torch.tensor([4]))
+    assert metric.compute().item() == pytest.approx(1 / math.log2(4), abs=1e-7)
+    average = RetrievalNDCG(k=3, gain="linear")
+    average.update(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0, 0, 1]), torch.tensor([4, 4, 4]))
+    expected = (1 + 1 / math.log2(3) + 1 / math.log2(4)) / 3
+    assert average.compute().item() == pytest.approx(expected, abs=1e-7)
+
+
+def test_retrieval_boundary_tie_group_is_averaged_over_all_members() -> None:
+    # Scores 2, 1, 1, 1 with labels 0, 0, 0, 1 and k=2: rank 2 sits in a group of three with
+    # mean gain 1/3 (McSherry–Najork), the ideal DCG@2 is 1.
+    metric = RetrievalNDCG(k=2, gain="linear")
+    metric.update(torch.tensor([2.0, 1.0, 1.0, 1.0]), torch.tensor([0, 0, 0, 1]), torch.zeros(4, dtype=torch.long))
+    assert metric.compute().item() == pytest.approx((1 / 3) / math.log2(3), abs=1e-7)
+
+
+def test_retrieval_error_action_raises_in_compute() -> None:
+    metric = RetrievalNDCG(empty_target_action="error")
+    metric.update(torch.tensor([1.0, 2.0]), torch.tensor([0, 0]), torch.tensor([3, 3]))
+    with pytest.raises(ValueError, match=re.escape("`empty_target_action`='error'")):
+        metric.compute()
+
+
+def test_retrieval_skip_leaves_query_out_and_gives_nan_per_query() -> None:
+    preds = torch.tensor([1.0, 2.0, 1.0, 2.0])
+    target = torch.tensor([1, 0, 0, 0])
+    ids = torch.tensor([0, 0, 1, 1])
+    metric = RetrievalNDCG(empty_target_action="skip", gain="linear")
+    metric.update(preds, target, ids)
+    assert metric.compute().item() == pytest.approx(1 / math.log2(3), abs=1e-7)
+    per_query = RetrievalNDCG(empty_target_action="skip", gain="linear", aggregation="none")
+    values, _ = per_query(preds, target, ids)
+    assert values[0].item() == pytest.approx(1 / math.log2(3), abs=1e-7)
+    assert math.isnan(values[1].item())
+
+
+def test_retrieval_float64_scores_with_set_dtype() -> None:
+    # Scores that differ only below float32 precision are kept apart in float64.
+    preds = torch.tensor([1.0, 1.0 + 1e-12], dtype=torch.float64)
+    target = torch.tensor([0, 1])
+    ids = torch.zeros(2, dtype=torch.long)
+    metric = RetrievalNDCG(gain="linear").set_dtype(torch.float64)
+    metric.update(preds, target, ids)
+    assert metric.compute().item() == pytest.approx(1.0, abs=1e-12)
+    assert ndcg(preds, target, gain="linear").item() == pytest.approx(1.0, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lists=st.lists(
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=7),
+        min_size=1,
+        max_size=6,
+    ),
+    k=st.one_of(st.none(), st.integers(1, 8)),
+    seed=st.integers(0, 2**16),
+)
+def test_retrieval_property_matches_functional_per_list(
+    lists: list[list[tuple[int, int]]], k: int | None, seed: int
+) -> None:
+    """Any lists, any query order: per-query values are the functional ones, all in [0, 1]."""
+    preds = torch.tensor([float(s) for items in lists for s, _ in items])
+    target = torch.tensor([y for items in lists for _, y in items])
+    ids = torch.tensor([7 * q - 3 for q, items in enumerate(lists) for _ in items])
+    perm = torch.randperm(ids.numel(), generator=torch.Generator().manual_seed(seed))
+    values, query_ids = RetrievalNDCG(k, aggregation="none")(preds[perm], target[perm], ids[perm])
+    # torchmetrics' compute wrapper squeezes one-element results to 0-d.
+    values, query_ids = values.reshape(-1), query_ids.reshape(-1)
+    expected = torch.stack(
+        [ndcg(torch.tensor([float(s) for s, _ in it]), torch.tensor([y for _, y in it]), k=k) for it in lists]
+    )
+    assert query_ids.tolist() == [7 * q - 3 for q in range(len(lists))]
+    torch.testing.assert_close(values, expected, atol=1e-6, rtol=0)
+    assert bool(((values >= 0) & (values <= 1 + 1e-6)).all())
+
+
+def test_retrieval_huge_sparse_ids_cost_nothing_extra() -> None:
+    ids = torch.tensor([2**62, -(2**62), 2**62, -(2**62)])
+    metric = RetrievalNDCG(gain="linear", aggregation="none")
+    values, query_ids = metric(torch.tensor([1.0, 1.0, 0.0, 0.0]), torch.tensor([0, 1, 1, 0]), ids)
+    assert query_ids.tolist() == [-(2**62), 2**62]
+    torch.testing.assert_close(values, torch.tensor([1.0, 1 / math.log2(3)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks of the metrics
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"aggregation": "median"}, ValueError, "Expected `aggregation` to be one of 'mean', 'none', but got 'median'."),
+        ({"validate_args": 1}, TypeError, "Expected `validate_args` to be a bool, but got 1."),
+        ({"k": 0}, ValueError, "Expected `k` to be a positive int"),
+        ({"ties": "random"}, ValueError, "Expected `ties` to be one of 'average', 'first', but got 'random'."),
+        ({"ignore_index": 1.5}, TypeError, "Expected `ignore_index` to be an int or None, but got 1.5."),
+    ],
+)
+def test_retrieval_argument_errors(kwargs: dict[str, Any], error: type, message: str) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        RetrievalNDCG(**kwargs)
+
+
+def test_ndcg_argument_errors() -> None:
+    with pytest.raises(TypeError, match=re.escape("Expected `validate_args` to be a bool, but got 'yes'.")):
+        NDCG(validate_args="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape("Expected `empty_target_action` to be one of")):
+        NDCG(empty_target_action="zero")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`aggregation`"):  # torchmetrics: unknown keyword
+        NDCG(aggregation="mean")  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("indexes", "error", "message"),
+    [
+        ([0, 0, 1], TypeError, "Expected `indexes` to be an int64 torch.Tensor, but got list."),
+        (torch.tensor([0.0, 0.0, 1.0]), TypeError, "Expected `indexes` to be an integer (int64) tensor, but got dtype torch.float32."),
+        (torch.tensor([True, False, True]), TypeError, "but got dtype torch.bool."),
+        (torch.tensor([0, 1]), ValueError, "Expected `indexes` to have the shape of `preds` (3,), but got (2,)."),
+    ],
+)
+def test_retrieval_indexes_errors(indexes: Any, error: type, message: str) -> None:
+    metric = RetrievalNDCG()
+    with pytest.raises(error, match=re.escape(message)):
+        metric.update(torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0, 1, 0]), indexes)
+
+
+def test_retrieval_update_checks_preds_and_target() -> None:
+    metric = RetrievalNDCG()
+    ids = torch.tensor([0, 0])
+    with pytest.raises(ValueError, match=re.escape("Expected `target` to be non-negative")):
+        metric.update(torch.tensor([0.1, 0.2]), torch.tensor([0, -2]), ids)
+    with pytest.raises(TypeError, match=re.escape("Expected `preds` to be a floating tensor")):
+        metric.update(torch.tensor([1, 2]), torch.tensor([0, 1]), ids)
+    with pytest.raises(ValueError, match=re.escape("Expected `preds` to contain no NaN")):
+        metric.update(torch.tensor([0.1, float("nan")]), torch.tensor([0, 1]), ids)
+    # ignore_index rows are not checked, and are dropped.
+    ignoring = RetrievalNDCG(ignore_index=-1, gain="linear")
+    ignoring.update(torch.tensor([0.1, 0.2]), torch.tensor([1, -1]), ids)
+    assert ignoring.compute().item() == 1.0
