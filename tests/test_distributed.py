@@ -1,0 +1,147 @@
+"""Both metrics under DDP: 2 gloo processes on the CPU, uneven and empty ranks, vs one process.
+
+One spawn serves the whole module: every scenario runs in the same two workers, which save
+their results; the tests then compare them with the functional value on all the data.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import torch_ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
+
+WORLD_SIZE = 2
+SPAWN_TIMEOUT_S = 120
+KS = (1, 5, 10)
+
+
+def dataset() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """60 lists of 12 items with ties, padded by a mask; some lists have no relevant item."""
+    gen = torch.Generator().manual_seed(0)
+    preds = torch.randint(0, 6, (60, 12), generator=gen).float()
+    target = torch.randint(0, 3, (60, 12), generator=gen) * (torch.arange(60) % 7 != 0)[:, None]
+    mask = torch.rand(60, 12, generator=gen) > 0.2
+    mask[:, 0] = True
+    return preds, target, mask
+
+
+def flat_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The same lists as shuffled flat rows with sparse ids: every query spans both ranks."""
+    preds, target, mask = dataset()
+    ids = (torch.arange(60) * 1_000_003 - 77).repeat_interleave(12).reshape(60, 12)
+    perm = torch.randperm(int(mask.sum()), generator=torch.Generator().manual_seed(1))
+    return preds[mask][perm], target[mask][perm], ids[mask][perm]
+
+
+# Per rank, the slices of the data fed to update(), one slice per call. Lists for NDCG, rows for
+# RetrievalNDCG. "uneven": rank 0 makes more calls than rank 1; "empty": rank 1 makes none.
+LIST_SPLITS = {
+    "uneven": [[slice(0, 10), slice(10, 25), slice(25, 33), slice(33, 40)], [slice(40, 60)]],
+    "empty": [[slice(0, 30), slice(30, 60)], []],
+}
+ROW_SPLITS = {
+    "uneven": [[slice(0, 100), slice(100, 150), slice(150, 400)], [slice(400, None)]],
+    "empty": [[slice(0, 250), slice(250, None)], []],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _value(result: Any) -> Any:
+    if isinstance(result, dict):
+        return {name: value.tolist() for name, value in result.items()}
+    if isinstance(result, tuple):
+        return tuple(_value(part) for part in result)
+    return result.tolist()
+
+
+def _worker(rank: int, port: int, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=60)
+    )
+    results: dict[str, Any] = {"torch_ndcg": torch_ndcg.__file__}
+    preds, target, mask = dataset()
+    rows = flat_rows()
+    for split, per_rank in LIST_SPLITS.items():
+        for k in (KS, None):
+            metric = NDCG(k, empty_target_action="skip" if k is None else "neg")
+            for part in per_rank[rank]:
+                metric.update(preds[part], target[part], mask[part])
+            results[f"ndcg-{split}-{k}"] = _value(metric.compute())
+    for split, per_rank in ROW_SPLITS.items():
+        for aggregation in ("mean", "none"):
+            retrieval = RetrievalNDCG(KS, aggregation=aggregation)  # type: ignore[arg-type]
+            for part in per_rank[rank]:
+                retrieval.update(rows[0][part], rows[1][part], rows[2][part])
+            results[f"retrieval-{split}-{aggregation}"] = _value(retrieval.compute())
+    torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Run every scenario once in 2 gloo processes; the results of each rank."""
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    out_dir = tmp_path_factory.mktemp("ddp")
+    context = mp.start_processes(
+        _worker, args=(_free_port(), str(out_dir)), nprocs=WORLD_SIZE, join=False, start_method="spawn"
+    )
+    deadline = time.monotonic() + SPAWN_TIMEOUT_S
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"DDP workers did not finish within {SPAWN_TIMEOUT_S} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
+
+
+def test_workers_import_this_checkout(ranks: list[dict[str, Any]]) -> None:
+    for result in ranks:
+        assert result["torch_ndcg"] == torch_ndcg.__file__
+
+
+@pytest.mark.parametrize("split", list(LIST_SPLITS))
+def test_ndcg_under_ddp_equals_one_process(ranks: list[dict[str, Any]], split: str) -> None:
+    preds, target, mask = dataset()
+    per_list = ndcg(preds, target, k=KS, mask=mask).double()
+    expected = dict(zip([f"ndcg@{k}" for k in KS], per_list.mean(0).tolist(), strict=True))
+    whole = ndcg(preds, target, mask=mask, empty_target_action="skip").double().nanmean().item()
+    for result in ranks:  # every rank gets the global value
+        assert result[f"ndcg-{split}-{KS}"] == pytest.approx(expected, abs=1e-6)
+        assert result[f"ndcg-{split}-None"] == pytest.approx(whole, abs=1e-6)
+
+
+@pytest.mark.parametrize("split", list(ROW_SPLITS))
+def test_retrieval_under_ddp_equals_one_process(ranks: list[dict[str, Any]], split: str) -> None:
+    preds, target, mask = dataset()
+    per_list = ndcg(preds, target, k=KS, mask=mask).double()
+    names = [f"ndcg@{k}" for k in KS]
+    expected_mean = dict(zip(names, per_list.mean(0).tolist(), strict=True))
+    ids = (torch.arange(60) * 1_000_003 - 77).tolist()
+    for result in ranks:
+        assert result[f"retrieval-{split}-mean"] == pytest.approx(expected_mean, abs=1e-6)
+        values, query_ids = result[f"retrieval-{split}-none"]
+        assert query_ids == ids
+        for column, name in enumerate(names):
+            assert values[name] == pytest.approx(per_list[:, column].tolist(), abs=1e-6)
