@@ -1,0 +1,164 @@
+"""NDCG and RetrievalNDCG against torchmetrics' RetrievalNormalizedDCG, measured in one run.
+
+20,000 queries x 100 items, labels 0-4, k=10, linear gain (torchmetrics' only gain), fed in
+batches of 256 queries:
+
+- update+compute time of ``NDCG`` (one list per row) and of ``RetrievalNDCG`` (flat rows,
+  shuffled across batches) against torchmetrics on the same rows; the values are asserted equal;
+- memory: bytes held in each metric's state after all updates (torch allocations are invisible
+  to tracemalloc, so the state tensors' ``numel * element_size`` is summed);
+- ``RetrievalNDCG.compute()`` on 2,000,000 rows against one ``torch.sort`` of 2,000,000 floats.
+
+Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torchmetrics import Metric
+from torchmetrics.retrieval import RetrievalNormalizedDCG
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import best_ms  # noqa: E402
+
+from torch_ndcg import NDCG, RetrievalNDCG  # noqa: E402
+
+K = 10
+ITEMS = 100
+BATCH_QUERIES = 256
+SORT_ROWS = 2_000_000
+
+
+def state_bytes(metric: Metric) -> int:
+    """Bytes of every tensor in the metric's state (list states summed)."""
+    total = 0
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        for tensor in value if isinstance(value, list) else [value]:
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def feed_lists(metric: Metric, preds: torch.Tensor, target: torch.Tensor) -> Any:
+    for start in range(0, preds.shape[0], BATCH_QUERIES):
+        metric.update(preds[start : start + BATCH_QUERIES], target[start : start + BATCH_QUERIES])
+    return metric.compute()
+
+
+def feed_rows(metric: Metric, rows: tuple[torch.Tensor, ...], batch_rows: int) -> Any:
+    preds, target, indexes = rows
+    for start in range(0, preds.numel(), batch_rows):
+        part = slice(start, start + batch_rows)
+        metric.update(preds[part], target[part], indexes=indexes[part])
+    return metric.compute()
+
+
+def human(n_bytes: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n_bytes < 1024 or unit == "GiB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024  # type: ignore[assignment]
+    raise AssertionError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=20_000)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    n = args.queries
+    preds = torch.rand(n, ITEMS)
+    target = torch.randint(0, 5, (n, ITEMS))
+    ids = torch.arange(n).repeat_interleave(ITEMS)
+    perm = torch.randperm(n * ITEMS)
+    shuffled = (preds.reshape(-1)[perm], target.reshape(-1)[perm], ids[perm])
+    batch_rows = BATCH_QUERIES * ITEMS
+
+    # torchmetrics is slow: one timed run (rows shuffled; it sorts them by query anyway).
+    theirs_metric = RetrievalNormalizedDCG(top_k=K)
+    theirs_value = None
+
+    def run_theirs() -> None:
+        nonlocal theirs_value
+        theirs_metric.reset()
+        theirs_value = feed_rows(theirs_metric, shuffled, batch_rows)
+
+    theirs_ms = best_ms(run_theirs, repeats=1, warmup=0)
+    theirs_bytes = state_bytes(theirs_metric)
+
+    lists = NDCG(k=K, gain="linear")
+    lists_value = None
+
+    def run_lists() -> None:
+        nonlocal lists_value
+        lists.reset()
+        lists_value = feed_lists(lists, preds, target)
+
+    lists_ms = best_ms(run_lists, repeats=3)
+    lists_bytes = state_bytes(lists)
+
+    rows = RetrievalNDCG(k=K, gain="linear")
+    rows_value = None
+
+    def run_rows() -> None:
+        nonlocal rows_value
+        rows.reset()
+        rows_value = feed_rows(rows, shuffled, batch_rows)
+
+    rows_ms = best_ms(run_rows, repeats=3)
+    rows_bytes = state_bytes(rows)
+    assert theirs_value is not None and lists_value is not None and rows_value is not None
+    torch.testing.assert_close(lists_value, theirs_value, atol=1e-5, rtol=0)
+    torch.testing.assert_close(rows_value, theirs_value, atol=1e-5, rtol=0)
+
+    # compute() alone on 2,000,000 stored rows vs one sort of 2,000,000 floats.
+    big_queries = SORT_ROWS // ITEMS
+    big = RetrievalNDCG(k=K, compute_with_cache=False)
+    big_perm = torch.randperm(SORT_ROWS)
+    big.update(
+        torch.rand(SORT_ROWS)[big_perm],
+        torch.randint(0, 5, (SORT_ROWS,))[big_perm],
+        torch.arange(big_queries).repeat_interleave(ITEMS)[big_perm],
+    )
+    compute_ms = best_ms(big.compute, repeats=5)
+    floats = torch.rand(SORT_ROWS)
+    sort_ms = best_ms(lambda: torch.sort(floats), repeats=5)
+
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
+        f"{n:,} queries x {ITEMS} items, k={K}, batches of {BATCH_QUERIES} queries\n"
+    )
+    print("| measurement | torch_ndcg | torchmetrics | ratio |")
+    print("|---|---:|---:|---:|")
+    print(
+        f"| `NDCG` update+compute | {lists_ms:.0f} ms | {theirs_ms:.0f} ms | "
+        f"**{theirs_ms / lists_ms:.0f}x** faster |"
+    )
+    print(
+        f"| `RetrievalNDCG` update+compute (rows shuffled) | {rows_ms:.0f} ms | {theirs_ms:.0f} ms | "
+        f"**{theirs_ms / rows_ms:.0f}x** faster |"
+    )
+    print(
+        f"| `NDCG` state after all updates | {human(lists_bytes)} | {human(theirs_bytes)} | "
+        f"{theirs_bytes / lists_bytes:,.0f}x smaller |"
+    )
+    print(
+        f"| `RetrievalNDCG` state after all updates | {human(rows_bytes)} | {human(theirs_bytes)} | "
+        f"{theirs_bytes / rows_bytes:.2f}x smaller |"
+    )
+    print(
+        f"| `RetrievalNDCG.compute()`, {SORT_ROWS:,} rows vs one `torch.sort` of {SORT_ROWS:,} floats "
+        f"| {compute_ms:.0f} ms | sort {sort_ms:.0f} ms | **{compute_ms / sort_ms:.2f}x** a sort |"
+    )
+    print(f"\nvalues: NDCG {float(lists_value):.6f}, RetrievalNDCG {float(rows_value):.6f}, "
+          f"torchmetrics {float(theirs_value):.6f}")
+
+
+if __name__ == "__main__":
+    main()
