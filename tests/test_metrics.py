@@ -415,3 +415,35 @@ def test_retrieval_update_checks_preds_and_target() -> None:
     ignoring = RetrievalNDCG(ignore_index=-1, gain="linear")
     ignoring.update(torch.tensor([0.1, 0.2]), torch.tensor([1, -1]), ids)
     assert ignoring.compute().item() == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The segmented kernel: its float32 fast path against its generic (float64) path
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    n_queries=st.integers(1, 12),
+    n_scores=st.integers(1, 6),
+    wide_ids=st.booleans(),
+    k=st.one_of(st.none(), st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)),
+    ties=st.sampled_from(["average", "first"]),
+    gain=st.sampled_from(["exponential", "linear"]),
+    seed=st.integers(0, 2**16),
+)
+def test_segmented_kernel_fast_path_equals_generic_path(
+    n: int, n_queries: int, n_scores: int, wide_ids: bool, k: Any, ties: str, gain: str, seed: int
+) -> None:
+    from torch_ndcg import _kernels
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, n_queries, (n,), generator=gen) * (2**40 if wide_ids else 3) - 1
+    preds = torch.randint(0, n_scores, (n,), generator=gen).float()
+    target = torch.randint(0, 4, (n,), generator=gen)
+    options: Any = {"k": k, "gain": gain, "discount": "log2", "ties": ties}
+    fast = _kernels.segmented_dcg_and_ideal(preds, target, ids, **options)
+    generic = _kernels._segmented_dcg_and_ideal_generic(preds.double(), target, ids, **options)
+    assert torch.equal(fast[0], generic[0])
+    torch.testing.assert_close(fast[1], generic[1], atol=1e-9, rtol=0)
+    torch.testing.assert_close(fast[2], generic[2], atol=1e-9, rtol=0)

@@ -304,7 +304,7 @@ def _segment_sum(segment: Tensor, values: Tensor, n_segments: int) -> Tensor:
     return values.new_zeros(n_segments).index_add_(0, segment, values)
 
 
-def segmented_dcg_and_ideal(
+def _segmented_dcg_and_ideal_generic(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
@@ -314,14 +314,7 @@ def segmented_dcg_and_ideal(
     discount: Discount,
     ties: Ties,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
-
-    The same numbers as :func:`dcg_and_ideal` on the queries laid out one per row, computed in
-    one vectorised pass: a sort by query then score (and one by query then gain for the ideal
-    order), tie groups as runs of equal (query, score), and per-query sums. No loop over queries
-    and nothing sized by the largest query id.
-
-    ``ties="first"`` orders equal scores of a query by their position in the flat input.
+    """:func:`segmented_dcg_and_ideal` for any floating dtype, on every row.
 
     Args:
         preds: ``[N]`` floating scores, no NaN.
@@ -382,5 +375,152 @@ def segmented_dcg_and_ideal(
         dcg[:, column] = _segment_sum(ranked_query, torch.where(inside, gained, 0), n_queries)
         ideal[:, column] = _segment_sum(
             ranked_query, torch.where(inside, ideal_gained, 0), n_queries
+        )
+    return ids, dcg, ideal
+
+
+_LOW_32_BITS = 2**32 - 1
+
+
+def _descending_float32_key(values: Tensor) -> Tensor:
+    """Int64 keys in ``[0, 2^32)`` that decrease as the float32 ``values`` increase."""
+    return _ordered_int64(values.contiguous()).neg_().add_(_FLOAT32_KEY_MAX)
+
+
+def _float32_from_descending_key(key: Tensor) -> Tensor:
+    """The float32 values whose :func:`_descending_float32_key` are the low 32 bits of ``key``."""
+    bits = (_FLOAT32_KEY_MAX - key.bitwise_and(_LOW_32_BITS)).to(torch.int32)
+    bits ^= (bits >> 31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS)  # the mapping is an involution
+    return bits.view(torch.float32)
+
+
+def _dense_query_ids(indexes: Tensor) -> tuple[Tensor, Tensor | None, int]:
+    """Query ids as non-negative ints below 2^31: ``(query, ids, offset)``.
+
+    Ids spanning less than 2^31 are only shifted (``ids`` is ``None``; a query's id is its dense
+    value plus ``offset``); wider ones are replaced by their rank among the sorted unique ids.
+    """
+    low, high = (int(v) for v in torch.aminmax(indexes))
+    if high - low <= _FLOAT32_KEY_MAX:
+        return indexes - low, None, low
+    ids, query = torch.unique(indexes, sorted=True, return_inverse=True)
+    return query, ids, 0
+
+
+def _ragged_arange(starts: Tensor, counts: Tensor) -> Tensor:
+    """``cat([arange(s, s + c) for s, c in zip(starts, counts)])``, vectorised."""
+    total = int(counts.sum())
+    offsets = (counts.cumsum(0) - counts).repeat_interleave(counts, output_size=total)
+    return starts.repeat_interleave(counts, output_size=total) + (
+        torch.arange(total, device=starts.device) - offsets
+    )
+
+
+def segmented_dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
+
+    The same numbers as :func:`dcg_and_ideal` on the queries laid out one per row, computed in
+    one vectorised pass with no loop over queries and nothing sized by the largest query id:
+
+    1. one stable sort of the int64 key ``query * 2^32 + descending bits(score)`` orders the
+       rows by query, then score (ties in order of appearance); ranks follow from query starts;
+    2. only the top ``max(k)`` rows of each query are kept; with ``ties="average"`` a tie group
+       is a run of equal keys, and the group at the cut-off is extended past it (McSherry &
+       Najork: averaged over all its members);
+    3. one sort of ``query * 2^32 + descending bits(gain)`` gives the ideal gains, read back
+       from the sorted keys themselves;
+    4. per-query sums of gain times discount at each cut-off.
+
+    Float32 scores and gains take this path; float64 ones take two stable sorts per order.
+    ``ties="first"`` orders equal scores of a query by their position in the flat input.
+
+    Args:
+        preds: ``[N]`` floating scores, no NaN.
+        target: ``[N]`` non-negative labels.
+        indexes: ``[N]`` int64 query ids, any values, in any order.
+        k: cut-offs, or ``None`` for each whole query.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        ties: ``"average"`` or ``"first"``.
+
+    Returns:
+        ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
+        tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    dtype = compute_dtype(preds.dtype)
+    scores = preds.to(dtype)
+    item_gains = gains(target.to(dtype), gain)
+    if dtype != torch.float32 or item_gains.dtype != torch.float32:
+        return _segmented_dcg_and_ideal_generic(
+            preds, target, indexes, k=k, gain=gain, discount=discount, ties=ties
+        )
+    acc = accumulate_dtype(preds.device)
+    device = preds.device
+    query, ids, offset = _dense_query_ids(indexes)
+    high_bits = query << _SEGMENT_SHIFT
+
+    # 1. Rows by query, then score descending; ranks within the query.
+    sorted_key, order = (_descending_float32_key(scores) + high_bits).sort(stable=True)
+    sorted_query = sorted_key >> _SEGMENT_SHIFT
+    n_rows = sorted_key.numel()
+    starts_query = torch.ones(n_rows, dtype=torch.bool, device=device)
+    starts_query[1:] = sorted_query[1:] != sorted_query[:-1]
+    first_row = starts_query.nonzero().squeeze(1)
+    n_queries = first_row.numel()
+    if ids is None:
+        ids = sorted_query.index_select(0, first_row) + offset
+    sizes = torch.diff(first_row, append=first_row.new_tensor([n_rows]))
+    ks, kmax = resolve_cutoffs(k, int(sizes.max()))
+    segment = starts_query.cumsum(0) - 1
+    ranks = torch.arange(1, n_rows + 1, device=device) - first_row.index_select(0, segment)
+
+    # 2. The top kmax rows of each query (contiguous in the sorted order).
+    top = (ranks <= kmax).nonzero().squeeze(1)
+    top_rank, top_segment = ranks.index_select(0, top), segment.index_select(0, top)
+    top_gains = item_gains.index_select(0, order.index_select(0, top)).to(acc)
+    if ties == "average":
+        top_key = sorted_key.index_select(0, top)
+        starts_group = torch.ones_like(top, dtype=torch.bool)
+        starts_group[1:] = top_key[1:] != top_key[:-1]
+        group = starts_group.cumsum(0) - 1
+        group_gain = torch.zeros_like(top_gains).index_add_(0, group, top_gains)
+        group_size = torch.zeros_like(top_gains).index_add_(0, group, torch.ones_like(top_gains))
+        # The group at a query's cut-off may go on below it: add those members too.
+        last_top = first_row + sizes.clamp(max=kmax) - 1
+        run_end = torch.searchsorted(sorted_key, sorted_key.index_select(0, last_top), right=True)
+        extra = torch.where(sizes > kmax, run_end - last_top - 1, 0)
+        if bool(extra.any()):
+            below = _ragged_arange(last_top + 1, extra)
+            below_gains = item_gains.index_select(0, order.index_select(0, below)).to(acc)
+            last_top_in_top = sizes.clamp(max=kmax).cumsum(0) - 1
+            below_group = group.index_select(0, last_top_in_top).repeat_interleave(extra)
+            group_gain.index_add_(0, below_group, below_gains)
+            group_size.index_add_(0, below_group, torch.ones_like(below_gains))
+        top_gains = (group_gain / group_size.clamp(min=1)).index_select(0, group)
+
+    # 3. Ideal gains: the sorted keys hold the gains themselves.
+    ideal_key = (_descending_float32_key(item_gains) + high_bits).sort().values
+    ideal_gains = _float32_from_descending_key(ideal_key.index_select(0, top)).to(acc)
+
+    # 4. Per-query sums at each cut-off.
+    weights = position_discounts(kmax, discount, dtype=acc, device=device)
+    rank_weights = weights.index_select(0, top_rank - 1)
+    gained, ideal_gained = top_gains * rank_weights, ideal_gains * rank_weights
+    dcg = torch.empty(n_queries, len(ks), dtype=acc, device=device)
+    ideal = torch.empty_like(dcg)
+    for column, cutoff in enumerate(ks):
+        inside = top_rank <= cutoff
+        dcg[:, column] = _segment_sum(top_segment, torch.where(inside, gained, 0), n_queries)
+        ideal[:, column] = _segment_sum(
+            top_segment, torch.where(inside, ideal_gained, 0), n_queries
         )
     return ids, dcg, ideal
