@@ -25,9 +25,9 @@ from torchmetrics import Metric
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import best_ms  # noqa: E402
+from _timing import best_ms
 
-from torch_ndcg import NDCG, RetrievalNDCG  # noqa: E402
+from torch_ndcg import NDCG, RetrievalNDCG
 
 K = 10
 ITEMS = 100
@@ -113,7 +113,9 @@ def main() -> None:
 
     rows_ms = best_ms(run_rows, repeats=3)
     rows_bytes = state_bytes(rows)
-    assert theirs_value is not None and lists_value is not None and rows_value is not None
+    assert theirs_value is not None
+    assert lists_value is not None
+    assert rows_value is not None
     torch.testing.assert_close(lists_value, theirs_value, atol=1e-5, rtol=0)
     torch.testing.assert_close(rows_value, theirs_value, atol=1e-5, rtol=0)
 
@@ -131,7 +133,7 @@ def main() -> None:
     sort_ms = best_ms(lambda: torch.sort(floats), repeats=5)
 
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}; "
         f"{n:,} queries x {ITEMS} items, k={K}, batches of {BATCH_QUERIES} queries\n"
     )
     print("| measurement | torch_ndcg | torchmetrics | ratio |")
@@ -141,7 +143,8 @@ def main() -> None:
         f"**{theirs_ms / lists_ms:.0f}x** faster |"
     )
     print(
-        f"| `RetrievalNDCG` update+compute (rows shuffled) | {rows_ms:.0f} ms | {theirs_ms:.0f} ms | "
+        f"| `RetrievalNDCG` update+compute (rows shuffled) | {rows_ms:.0f} ms | "
+        f"{theirs_ms:.0f} ms | "
         f"**{theirs_ms / rows_ms:.0f}x** faster |"
     )
     print(
@@ -149,15 +152,19 @@ def main() -> None:
         f"{theirs_bytes / lists_bytes:,.0f}x smaller |"
     )
     print(
-        f"| `RetrievalNDCG` state after all updates | {human(rows_bytes)} | {human(theirs_bytes)} | "
+        f"| `RetrievalNDCG` state after all updates | {human(rows_bytes)} | "
+        f"{human(theirs_bytes)} | "
         f"{theirs_bytes / rows_bytes:.2f}x smaller |"
     )
     print(
-        f"| `RetrievalNDCG.compute()`, {SORT_ROWS:,} rows vs one `torch.sort` of {SORT_ROWS:,} floats "
+        f"| `RetrievalNDCG.compute()` on {SORT_ROWS:,} rows vs one `torch.sort` of "
+        f"{SORT_ROWS:,} floats "
         f"| {compute_ms:.0f} ms | sort {sort_ms:.0f} ms | **{compute_ms / sort_ms:.2f}x** a sort |"
     )
-    print(f"\nvalues: NDCG {float(lists_value):.6f}, RetrievalNDCG {float(rows_value):.6f}, "
-          f"torchmetrics {float(theirs_value):.6f}")
+    print(
+        f"\nvalues: NDCG {float(lists_value):.6f}, RetrievalNDCG {float(rows_value):.6f}, "
+        f"torchmetrics {float(theirs_value):.6f}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,9 +21,9 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ranking_data import load_split  # noqa: E402
+from ranking_data import load_split
 
-from torch_ndcg import NDCG, RetrievalNDCG, ndcg  # noqa: E402
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 OPTIONS = {"ties": "first", "empty_target_action": "pos"}
 

@@ -21,9 +21,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ranking_data import NUM_FEATURES, load_split  # noqa: E402
+from ranking_data import NUM_FEATURES, load_split
 
-from torch_ndcg import NDCG, RetrievalNDCG, ndcg  # noqa: E402
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 
 def padded_dataset(name: str) -> TensorDataset:
@@ -46,9 +46,11 @@ class Scorer(lightning.LightningModule):
         self.val_retrieval = RetrievalNDCG(k=10, ties="first", empty_target_action="pos")
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Score every item: ``[B, L, 300]`` to ``[B, L]``."""
         return self.net(features).squeeze(-1)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        """ListNet loss of a batch of padded lists."""
         features, labels, mask, _ = batch
         scores = self(features).masked_fill(~mask, float("-inf"))
         # ListNet: cross-entropy between softmax of the labels and of the scores.
@@ -58,6 +60,7 @@ class Scorer(lightning.LightningModule):
         return loss
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """Accumulate the batch into both metrics."""
         features, labels, mask, query = batch
         scores = self(features)
         self.val_ndcg.update(scores, labels, mask)
@@ -66,11 +69,13 @@ class Scorer(lightning.LightningModule):
         self.log("val_retrieval_ndcg@10", self.val_retrieval)
 
     def on_validation_epoch_end(self) -> None:
+        """Log the epoch's nDCG at every cut-off and start over."""
         values = self.val_ndcg.compute()
         self.log_dict({f"val_{name}": value for name, value in values.items()}, prog_bar=True)
         self.val_ndcg.reset()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
+        """Adam."""
         return torch.optim.Adam(self.parameters(), lr=self.lr)
 
 
@@ -78,6 +83,7 @@ class PrintEpoch(lightning.Callback):
     """Print the logged validation nDCG after every validation epoch."""
 
     def on_validation_end(self, trainer: lightning.Trainer, module: Any) -> None:
+        """Print the epoch's logged values."""
         if trainer.sanity_checking:
             return
         logged = trainer.callback_metrics
@@ -117,7 +123,10 @@ def main() -> None:
     with torch.no_grad():
         scores = model(features)
     exact = ndcg(scores, labels, k=[1, 5, 10], mask=mask, ties="first", empty_target_action="pos")
-    print("functional nDCG@1/5/10 over all 50 test queries:", [round(v, 4) for v in exact.mean(0).tolist()])
+    print(
+        "functional nDCG@1/5/10 over all 50 test queries:",
+        [round(v, 4) for v in exact.mean(0).tolist()],
+    )
 
 
 if __name__ == "__main__":

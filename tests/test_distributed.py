@@ -102,7 +102,11 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         pytest.skip("torch.distributed with gloo is not available")
     out_dir = tmp_path_factory.mktemp("ddp")
     context = mp.start_processes(
-        _worker, args=(_free_port(), str(out_dir)), nprocs=WORLD_SIZE, join=False, start_method="spawn"
+        _worker,
+        args=(_free_port(), str(out_dir)),
+        nprocs=WORLD_SIZE,
+        join=False,
+        start_method="spawn",
     )
     deadline = time.monotonic() + SPAWN_TIMEOUT_S
     try:

@@ -52,7 +52,9 @@ class Scorer(lightning.LightningModule):  # type: ignore[misc]
         self.log("val_retrieval_ndcg@10", self.retrieval10)
 
     def on_validation_epoch_end(self) -> None:
-        self.log_dict({f"val_linear_{name}": value for name, value in self.ndcg_many.compute().items()})
+        self.log_dict(
+            {f"val_linear_{name}": value for name, value in self.ndcg_many.compute().items()}
+        )
         self.ndcg_many.reset()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -61,7 +63,7 @@ class Scorer(lightning.LightningModule):  # type: ignore[misc]
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_trainer_logs_functional_ndcg_of_whole_validation_set(devices: int) -> None:
-    """``devices=2``: Lightning's ddp_spawn on 2 CPU processes (gloo), the lists split across them."""
+    """``devices=2``: Lightning's ddp_spawn on 2 CPU processes (gloo), lists split across them."""
     data = validation_data()
     model = Scorer()
     trainer = lightning.Trainer(
@@ -84,9 +86,14 @@ def test_trainer_logs_functional_ndcg_of_whole_validation_set(devices: int) -> N
     assert logged["val_retrieval_ndcg@10"].item() == pytest.approx(expected10, abs=1e-6)
     linear = ndcg(scores, target, k=[1, 5, 10], gain="linear", mask=mask).mean(0)
     for column, k in enumerate((1, 5, 10)):
-        assert logged[f"val_linear_ndcg@{k}"].item() == pytest.approx(linear[column].item(), abs=1e-6)
+        assert logged[f"val_linear_ndcg@{k}"].item() == pytest.approx(
+            linear[column].item(), abs=1e-6
+        )
     # The batches of 20 do not divide 64: a mean of batch means would differ.
     batch_means = torch.stack(
-        [ndcg(scores[i : i + 20], target[i : i + 20], k=10, mask=mask[i : i + 20]).mean() for i in range(0, 64, 20)]
+        [
+            ndcg(scores[i : i + 20], target[i : i + 20], k=10, mask=mask[i : i + 20]).mean()
+            for i in range(0, 64, 20)
+        ]
     ).mean()
     assert abs(batch_means.item() - expected10) > 1e-6

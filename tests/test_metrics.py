@@ -1,4 +1,4 @@
-"""NDCG and RetrievalNDCG against the functional core, torchmetrics, a loop reference and each other."""
+"""NDCG and RetrievalNDCG vs the functional core, torchmetrics, a loop reference, each other."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def test_ndcg_one_dim_input_is_one_list() -> None:
     assert metric.compute().item() == pytest.approx((1 / math.log2(3)) / 1, abs=1e-6)
 
 
-@pytest.mark.parametrize(("action", "expected"), [("neg", 0.5 / 2), ("pos", 1.5 / 2), ("skip", 0.5)])
+@pytest.mark.parametrize(
+    ("action", "expected"), [("neg", 0.5 / 2), ("pos", 1.5 / 2), ("skip", 0.5)]
+)
 def test_ndcg_empty_target_action(action: str, expected: float) -> None:
     # One list with nDCG@1 = 0.5 (tie of a relevant and an irrelevant item at the top), one list
     # with no relevant item.
@@ -110,10 +112,14 @@ def test_ndcg_state_size_constant_after_10000_updates() -> None:
     sizes = {name: getattr(metric, name).numel() for name in ("sum_ndcg", "count")}
     for _ in range(9_999):
         metric.update(preds, target)
-    assert {name: getattr(metric, name).numel() for name in sizes} == sizes == {
-        "sum_ndcg": 2,
-        "count": 2,
-    }
+    assert (
+        {name: getattr(metric, name).numel() for name in sizes}
+        == sizes
+        == {
+            "sum_ndcg": 2,
+            "count": 2,
+        }
+    )
     assert metric.count.tolist() == [40_000, 40_000]
 
 
@@ -189,7 +195,7 @@ def test_state_dict_clone_pickle_reset_merge(retrieval: bool) -> None:
     moved = whole.to("cpu")
     torch.testing.assert_close(as_tensor(moved.compute()), expected)
     whole.reset()
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match="before the ``update``"):
         assert as_tensor(whole.compute()).tolist() == [0.0, 0.0]
 
 
@@ -209,7 +215,7 @@ def test_plot(cls: type) -> None:
     pytest.importorskip("matplotlib")
     metric = cls(k=[1, 3])
     updates(metric, cls is RetrievalNDCG, slice(None))
-    fig, ax = metric.plot()
+    fig, _ = metric.plot()
     assert fig is not None
 
 
@@ -232,7 +238,9 @@ def test_retrieval_equals_torchmetrics_with_linear_gain(k: int | None) -> None:
 @pytest.mark.parametrize("k", [None, (1, 2, 5)])
 @pytest.mark.parametrize("ties", ["average", "first"])
 @pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
-def test_retrieval_equals_ndcg_on_the_same_data(k: Any, ties: str, empty_target_action: str) -> None:
+def test_retrieval_equals_ndcg_on_the_same_data(
+    k: Any, ties: str, empty_target_action: str
+) -> None:
     preds, target = random_lists(30, 6, seed=9, n_labels=2)  # some lists without relevant item
     mask = torch.rand(30, 6, generator=torch.Generator().manual_seed(10)) > 0.25
     mask[:, 0] = True
@@ -246,7 +254,9 @@ def test_retrieval_equals_ndcg_on_the_same_data(k: Any, ties: str, empty_target_
         rows.update(preds[mask], target[mask], ids)
     else:
         rows.update(*flat(preds, target, mask))
-    torch.testing.assert_close(as_tensor(rows.compute()), as_tensor(lists.compute()), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        as_tensor(rows.compute()), as_tensor(lists.compute()), atol=1e-6, rtol=0
+    )
 
 
 @pytest.mark.parametrize("ties", ["average", "first"])
@@ -254,7 +264,9 @@ def test_retrieval_equals_ndcg_on_the_same_data(k: Any, ties: str, empty_target_
 def test_retrieval_per_query_equals_loop_reference(ties: str, gain: str) -> None:
     gen = torch.Generator().manual_seed(11)
     n = 600
-    ids = torch.randint(-(2**62), 2**62, (40,), generator=gen)[torch.randint(0, 40, (n,), generator=gen)]
+    ids = torch.randint(-(2**62), 2**62, (40,), generator=gen)[
+        torch.randint(0, 40, (n,), generator=gen)
+    ]
     preds = torch.randint(0, 6, (n,), generator=gen).float() / 3
     target = torch.randint(0, 4, (n,), generator=gen)
     metric = RetrievalNDCG(k=[1, 5, 20], gain=gain, ties=ties, aggregation="none")  # type: ignore[arg-type]
@@ -287,7 +299,11 @@ def test_retrieval_boundary_tie_group_is_averaged_over_all_members() -> None:
     # Scores 2, 1, 1, 1 with labels 0, 0, 0, 1 and k=2: rank 2 sits in a group of three with
     # mean gain 1/3 (McSherry–Najork), the ideal DCG@2 is 1.
     metric = RetrievalNDCG(k=2, gain="linear")
-    metric.update(torch.tensor([2.0, 1.0, 1.0, 1.0]), torch.tensor([0, 0, 0, 1]), torch.zeros(4, dtype=torch.long))
+    metric.update(
+        torch.tensor([2.0, 1.0, 1.0, 1.0]),
+        torch.tensor([0, 0, 0, 1]),
+        torch.zeros(4, dtype=torch.long),
+    )
     assert metric.compute().item() == pytest.approx((1 / 3) / math.log2(3), abs=1e-7)
 
 
@@ -344,7 +360,10 @@ def test_retrieval_property_matches_functional_per_list(
     # torchmetrics' compute wrapper squeezes one-element results to 0-d.
     values, query_ids = values.reshape(-1), query_ids.reshape(-1)
     expected = torch.stack(
-        [ndcg(torch.tensor([float(s) for s, _ in it]), torch.tensor([y for _, y in it]), k=k) for it in lists]
+        [
+            ndcg(torch.tensor([float(s) for s, _ in it]), torch.tensor([y for _, y in it]), k=k)
+            for it in lists
+        ]
     )
     assert query_ids.tolist() == [7 * q - 3 for q in range(len(lists))]
     torch.testing.assert_close(values, expected, atol=1e-6, rtol=0)
@@ -366,11 +385,23 @@ def test_retrieval_huge_sparse_ids_cost_nothing_extra() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"aggregation": "median"}, ValueError, "Expected `aggregation` to be one of 'mean', 'none', but got 'median'."),
+        (
+            {"aggregation": "median"},
+            ValueError,
+            "Expected `aggregation` to be one of 'mean', 'none', but got 'median'.",
+        ),
         ({"validate_args": 1}, TypeError, "Expected `validate_args` to be a bool, but got 1."),
         ({"k": 0}, ValueError, "Expected `k` to be a positive int"),
-        ({"ties": "random"}, ValueError, "Expected `ties` to be one of 'average', 'first', but got 'random'."),
-        ({"ignore_index": 1.5}, TypeError, "Expected `ignore_index` to be an int or None, but got 1.5."),
+        (
+            {"ties": "random"},
+            ValueError,
+            "Expected `ties` to be one of 'average', 'first', but got 'random'.",
+        ),
+        (
+            {"ignore_index": 1.5},
+            TypeError,
+            "Expected `ignore_index` to be an int or None, but got 1.5.",
+        ),
     ],
 )
 def test_retrieval_argument_errors(kwargs: dict[str, Any], error: type, message: str) -> None:
@@ -379,7 +410,9 @@ def test_retrieval_argument_errors(kwargs: dict[str, Any], error: type, message:
 
 
 def test_ndcg_argument_errors() -> None:
-    with pytest.raises(TypeError, match=re.escape("Expected `validate_args` to be a bool, but got 'yes'.")):
+    with pytest.raises(
+        TypeError, match=re.escape("Expected `validate_args` to be a bool, but got 'yes'.")
+    ):
         NDCG(validate_args="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=re.escape("Expected `empty_target_action` to be one of")):
         NDCG(empty_target_action="zero")  # type: ignore[arg-type]
@@ -391,9 +424,17 @@ def test_ndcg_argument_errors() -> None:
     ("indexes", "error", "message"),
     [
         ([0, 0, 1], TypeError, "Expected `indexes` to be an int64 torch.Tensor, but got list."),
-        (torch.tensor([0.0, 0.0, 1.0]), TypeError, "Expected `indexes` to be an integer (int64) tensor, but got dtype torch.float32."),
+        (
+            torch.tensor([0.0, 0.0, 1.0]),
+            TypeError,
+            "Expected `indexes` to be an integer (int64) tensor, but got dtype torch.float32.",
+        ),
         (torch.tensor([True, False, True]), TypeError, "but got dtype torch.bool."),
-        (torch.tensor([0, 1]), ValueError, "Expected `indexes` to have the shape of `preds` (3,), but got (2,)."),
+        (
+            torch.tensor([0, 1]),
+            ValueError,
+            "Expected `indexes` to have the shape of `preds` (3,), but got (2,).",
+        ),
     ],
 )
 def test_retrieval_indexes_errors(indexes: Any, error: type, message: str) -> None:

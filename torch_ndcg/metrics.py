@@ -329,7 +329,7 @@ class RetrievalNDCG(Metric):
         return preds, target, indexes
 
     def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
-        """nDCG of the queries seen so far: the mean, or per query with their ids."""
+        """Return the nDCG of the queries seen so far: the mean, or per query with their ids."""
         opt = self.options
         preds, target, indexes = self._rows()
         if preds.numel() == 0:
