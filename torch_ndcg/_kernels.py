@@ -432,8 +432,9 @@ def segmented_dcg_and_ideal(
     one vectorised pass with no loop over queries and nothing sized by the largest query id:
 
     1. one stable sort of the int64 key ``query * 2^32 + descending bits(score)`` orders the
-       rows by query, then score (ties in order of appearance); ranks follow from query starts;
-    2. only the top ``max(k)`` rows of each query are kept; with ``ties="average"`` a tie group
+       rows by query, then score (ties in order of appearance);
+    2. only the top ``max(k)`` rows of each query are visited (ranks from the query starts);
+       with ``ties="average"`` a tie group
        is a run of equal keys, and the group at the cut-off is extended past it (McSherry &
        Najork: averaged over all its members);
     3. one sort of ``query * 2^32 + descending bits(gain)`` gives the ideal gains, read back
@@ -468,7 +469,7 @@ def segmented_dcg_and_ideal(
     query, ids, offset = _dense_query_ids(indexes)
     high_bits = query << _SEGMENT_SHIFT
 
-    # 1. Rows by query, then score descending; ranks within the query.
+    # 1. Rows by query, then score descending; where each query starts.
     sorted_key, order = (_descending_float32_key(scores) + high_bits).sort(stable=True)
     sorted_query = sorted_key >> _SEGMENT_SHIFT
     n_rows = sorted_key.numel()
@@ -480,12 +481,15 @@ def segmented_dcg_and_ideal(
         ids = sorted_query.index_select(0, first_row) + offset
     sizes = torch.diff(first_row, append=first_row.new_tensor([n_rows]))
     ks, kmax = resolve_cutoffs(k, int(sizes.max()))
-    segment = starts_query.cumsum(0) - 1
-    ranks = torch.arange(1, n_rows + 1, device=device) - first_row.index_select(0, segment)
 
-    # 2. The top kmax rows of each query (contiguous in the sorted order).
-    top = (ranks <= kmax).nonzero().squeeze(1)
-    top_rank, top_segment = ranks.index_select(0, top), segment.index_select(0, top)
+    # 2. The top kmax rows of each query: contiguous in the sorted order, from its first row.
+    top_counts = sizes.clamp(max=kmax)
+    n_top = int(top_counts.sum())
+    top_segment = torch.arange(n_queries, device=device).repeat_interleave(
+        top_counts, output_size=n_top
+    )
+    top = _ragged_arange(first_row, top_counts)
+    top_rank = top - first_row.index_select(0, top_segment) + 1
     top_gains = item_gains.index_select(0, order.index_select(0, top)).to(acc)
     if ties == "average":
         top_key = sorted_key.index_select(0, top)
@@ -495,13 +499,13 @@ def segmented_dcg_and_ideal(
         group_gain = torch.zeros_like(top_gains).index_add_(0, group, top_gains)
         group_size = torch.zeros_like(top_gains).index_add_(0, group, torch.ones_like(top_gains))
         # The group at a query's cut-off may go on below it: add those members too.
-        last_top = first_row + sizes.clamp(max=kmax) - 1
+        last_top = first_row + top_counts - 1
         run_end = torch.searchsorted(sorted_key, sorted_key.index_select(0, last_top), right=True)
         extra = torch.where(sizes > kmax, run_end - last_top - 1, 0)
         if bool(extra.any()):
             below = _ragged_arange(last_top + 1, extra)
             below_gains = item_gains.index_select(0, order.index_select(0, below)).to(acc)
-            last_top_in_top = sizes.clamp(max=kmax).cumsum(0) - 1
+            last_top_in_top = top_counts.cumsum(0) - 1
             below_group = group.index_select(0, last_top_in_top).repeat_interleave(extra)
             group_gain.index_add_(0, below_group, below_gains)
             group_size.index_add_(0, below_group, torch.ones_like(below_gains))

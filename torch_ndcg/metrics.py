@@ -305,14 +305,18 @@ class RetrievalNDCG(Metric):
         if opt.validate_args:
             _validation.check_preds_target(preds, target)
             _validation.check_indexes(indexes, preds.shape)
-            real = _validation.real_items(target, None, opt.ignore_index)
+        stored_preds = preds.detach().reshape(-1).to(self.dtype)
+        if opt.validate_args:
+            # Checked as stored: the exponential gain's overflow limit is that of the metric dtype.
+            flat_target = target.reshape(-1)
+            real = _validation.real_items(flat_target, None, opt.ignore_index)
             _validation.check_values(
-                preds, target, real, gain=opt.gain, ignore_index=opt.ignore_index
+                stored_preds, flat_target, real, gain=opt.gain, ignore_index=opt.ignore_index
             )
         assert isinstance(self.preds, list)
         assert isinstance(self.target, list)
         assert isinstance(self.indexes, list)
-        self.preds.append(preds.detach().reshape(-1).to(self.dtype))
+        self.preds.append(stored_preds)
         self.target.append(target.detach().reshape(-1).to(self.dtype))
         self.indexes.append(indexes.detach().reshape(-1).to(torch.int64))
 
