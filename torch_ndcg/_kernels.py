@@ -470,7 +470,10 @@ def segmented_dcg_and_ideal(
     high_bits = query << _SEGMENT_SHIFT
 
     # 1. Rows by query, then score descending; where each query starts.
-    sorted_key, order = (_descending_float32_key(scores) + high_bits).sort(stable=True)
+    key = _descending_float32_key(scores)
+    key += high_bits
+    sorted_key, order = key.sort(stable=True)
+    del key
     sorted_query = sorted_key >> _SEGMENT_SHIFT
     n_rows = sorted_key.numel()
     starts_query = torch.ones(n_rows, dtype=torch.bool, device=device)
@@ -512,7 +515,9 @@ def segmented_dcg_and_ideal(
         top_gains = (group_gain / group_size.clamp(min=1)).index_select(0, group)
 
     # 3. Ideal gains: the sorted keys hold the gains themselves.
-    ideal_key = (_descending_float32_key(item_gains) + high_bits).sort().values
+    ideal_key = _descending_float32_key(item_gains)
+    ideal_key += high_bits
+    ideal_key = ideal_key.sort(stable=True).values
     ideal_gains = _float32_from_descending_key(ideal_key.index_select(0, top)).to(acc)
 
     # 4. Per-query sums at each cut-off.
