@@ -473,7 +473,7 @@ def test_retrieval_update_checks_preds_and_target() -> None:
     wide_ids=st.booleans(),
     k=st.one_of(st.none(), st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)),
     ties=st.sampled_from(["average", "first"]),
-    gain=st.sampled_from(["exponential", "linear"]),
+    gain=st.sampled_from(["exponential", "linear", "callable"]),
     seed=st.integers(0, 2**16),
 )
 def test_segmented_kernel_fast_path_equals_generic_path(
@@ -485,7 +485,9 @@ def test_segmented_kernel_fast_path_equals_generic_path(
     ids = torch.randint(0, n_queries, (n,), generator=gen) * (2**40 if wide_ids else 3) - 1
     preds = torch.randint(0, n_scores, (n,), generator=gen).float()
     target = torch.randint(0, 4, (n,), generator=gen)
-    options: Any = {"k": k, "gain": gain, "discount": "log2", "ties": ties}
+    # A gain that is not monotone in the label: the ideal order must follow the gains.
+    gain_fn: Any = (lambda y: (y - 1.5).abs()) if gain == "callable" else gain
+    options: Any = {"k": k, "gain": gain_fn, "discount": "log2", "ties": ties}
     fast = _kernels.segmented_dcg_and_ideal(preds, target, ids, **options)
     generic = _kernels._segmented_dcg_and_ideal_generic(preds.double(), target, ids, **options)
     assert torch.equal(fast[0], generic[0])
