@@ -115,7 +115,7 @@ class PairwiseLogistic(torch.autograd.Function):
 
 
 class SmoothRanks(torch.autograd.Function):
-    r"""Sigmoid-smoothed ranks, blockwise: :math:`\hat r_i = \tfrac12 + \sum_j v_j \sigma(u_j - u_i)`.
+    r"""Sigmoid-smoothed ranks :math:`\hat r_i = \frac12 + \sum_j v_j \sigma(u_j - u_i)`, blockwise.
 
     With ``v`` the real items (1, or ``None`` for all real) the self term :math:`\sigma(0) = 1/2`
     turns this into :math:`1 + \sum_{j \ne i} v_j \sigma(u_j - u_i)` for every real item. Backward
