@@ -35,7 +35,7 @@ ALLRANK_TENSORS = 10  # about ten [B, L, L] tensors live at once in allRank's lo
 
 
 def import_allrank(path: str) -> Any:
-    """allRank's loss modules, or ``None``; stand-ins replace its heavy import-time modules."""
+    """The loss modules of allRank, or ``None``; stand-ins replace its heavy import-time modules."""
     if Path(path).is_dir():
         sys.path.insert(0, path)
     dataset_loading = types.ModuleType("allrank.data.dataset_loading")
