@@ -96,7 +96,9 @@ def _ranks_first(scores: Tensor, mask: Tensor) -> Tensor:
     """0-based ranks, descending, ties in order of appearance, padded items last."""
     keyed = torch.where(mask, scores, float("-inf"))
     order = torch.sort(keyed, dim=-1, descending=True, stable=True).indices
-    return torch.empty_like(order).scatter_(-1, order, torch.arange(scores.shape[-1]).expand_as(order))
+    return torch.empty_like(order).scatter_(
+        -1, order, torch.arange(scores.shape[-1]).expand_as(order)
+    )
 
 
 def _dense_ideal(target: Tensor, mask: Tensor, k: int | None) -> Tensor:

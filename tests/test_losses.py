@@ -16,11 +16,11 @@ from tests import references_losses as ref
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
+    _pairwise,
     approx_ndcg_loss,
     lambdarank_loss,
     ndcg,
 )
-from torch_ndcg import _pairwise
 
 WEIGHTINGS = ["lambdarank", "ndcg2", "ndcg2pp"]
 LossFn = Callable[..., torch.Tensor]
@@ -72,7 +72,7 @@ def test_lambdarank_blockwise_equals_dense(weighting: str, k: int | None, reduct
     ours = preds.clone().requires_grad_()
     dense = preds.clone().requires_grad_()
     got = lambdarank_loss(
-        ours, target, k=k, weighting=weighting, mu=3.0, reduction=reduction, mask=mask  # type: ignore[arg-type]
+        ours, target, k=k, weighting=weighting, mu=3.0, reduction=reduction, mask=mask
     )
     want = ref.lambdaloss_dense(
         dense, target, mask, k=k, weighting=weighting, mu=3.0, reduction=reduction
@@ -118,7 +118,7 @@ def test_approx_blockwise_equals_dense(temperature: float, k: int | None, reduct
     ours = preds.clone().requires_grad_()
     dense = preds.clone().requires_grad_()
     got = approx_ndcg_loss(
-        ours, target, temperature=temperature, k=k, reduction=reduction, mask=mask  # type: ignore[arg-type]
+        ours, target, temperature=temperature, k=k, reduction=reduction, mask=mask
     )
     want = ref.approx_ndcg_dense(
         dense, target, mask, temperature=temperature, k=k, reduction=reduction
@@ -170,7 +170,11 @@ def test_approx_worked_example() -> None:
 @pytest.mark.parametrize(
     ("module", "function", "options"),
     [
-        (LambdaRankLoss, lambdarank_loss, {"k": 3, "sigma": 2.0, "weighting": "ndcg2pp", "mu": 5.0}),
+        (
+            LambdaRankLoss,
+            lambdarank_loss,
+            {"k": 3, "sigma": 2.0, "weighting": "ndcg2pp", "mu": 5.0},
+        ),
         (ApproxNDCGLoss, approx_ndcg_loss, {"k": 3, "temperature": 0.5}),
     ],
 )
@@ -311,7 +315,9 @@ def test_long_lists_use_bounded_memory() -> None:
     function=st.sampled_from(BOTH),
     k=st.sampled_from([None, 1, 3]),
 )
-def test_joint_permutation_changes_nothing(length: int, seed: int, function: LossFn, k: Any) -> None:
+def test_joint_permutation_changes_nothing(
+    length: int, seed: int, function: LossFn, k: Any
+) -> None:
     generator = torch.Generator().manual_seed(seed)
     preds = torch.randn(2, length, generator=generator, dtype=torch.float64)
     target = torch.randint(0, 4, (2, length), generator=generator)
