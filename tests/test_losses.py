@@ -415,3 +415,20 @@ def test_exports() -> None:
         torch_ndcg.__all__
     )
     assert torch_ndcg.functional.lambdarank_loss is lambdarank_loss
+
+
+# --- Real data: a shortened examples/train_ranker.py --------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["LambdaRankLoss (ndcg2pp)", "ApproxNDCGLoss"])
+def test_short_training_on_real_data_learns_to_rank(name: str) -> None:
+    from examples import train_ranker
+
+    train, test = train_ranker.load_lists("train"), train_ranker.load_lists("test")
+    untrained = train_ranker.train_mlp(train_ranker.LOSSES[name], train, seed=0, epochs=0)
+    model = train_ranker.train_mlp(train_ranker.LOSSES[name], train, seed=0, epochs=8)
+    with torch.no_grad():
+        before = train_ranker.test_ndcg(untrained(test.features).squeeze(-1), test)[-1]
+        after = train_ranker.test_ndcg(model(test.features).squeeze(-1), test)[-1]
+    assert after > before + 0.05
+    assert after > 0.70
