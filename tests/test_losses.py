@@ -155,6 +155,27 @@ def test_approx_tends_to_exact_ndcg_as_temperature_goes_to_zero(k: int | None) -
     assert errors == sorted(errors, reverse=True)
 
 
+@pytest.mark.parametrize(
+    ("gain", "discount"),
+    [("linear", "jarvelin"), (lambda y: y**2, lambda r: 1 / r)],
+    ids=["linear-jarvelin", "callables"],
+)
+def test_approx_limit_follows_the_metric_options(gain: Any, discount: Any) -> None:
+    preds, target, mask = batch(3, 6, seed=11)
+    exact = ndcg(preds, target, k=4, gain=gain, discount=discount, mask=mask)
+    approx = 1 - approx_ndcg_loss(
+        preds,
+        target,
+        k=4,
+        gain=gain,
+        discount=discount,
+        temperature=1e-4,
+        mask=mask,
+        reduction="none",
+    )
+    torch.testing.assert_close(approx, exact)
+
+
 def test_approx_worked_example() -> None:
     # Scores 0 and 1, relevant item (label 1) first: rank_0 = 1 + sigmoid(1), rank_1 = 1 +
     # sigmoid(-1); loss = 1 - (1 / log2(1 + rank_0)) / 1.
