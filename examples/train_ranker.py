@@ -16,45 +16,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_svmlight_file
+from ranking_data import NUM_FEATURES, PaddedLists, load_split
 from torch import Tensor, nn
 
 from torch_ndcg import ApproxNDCGLoss, LambdaRankLoss, ndcg
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-NUM_FEATURES = 300
 CUTOFFS = (1, 3, 5, 10)
 LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
-@dataclass(frozen=True)
-class Lists:
-    """One split as padded lists: features ``[Q, L, 300]``, labels ``[Q, L]``, mask ``[Q, L]``."""
-
-    features: Tensor
-    labels: Tensor
-    mask: Tensor
-    flat_features: np.ndarray
-    flat_labels: np.ndarray
-    query_sizes: np.ndarray
-
-
-def load_lists(name: str) -> Lists:
-    """Read ``rank.{name}`` (SVMlight) and its ``.query`` sizes; pad every query to the longest."""
-    sparse, labels = load_svmlight_file(str(DATA_DIR / f"rank.{name}"), n_features=NUM_FEATURES)
-    features = np.asarray(sparse.todense(), dtype=np.float32)
-    sizes = np.loadtxt(DATA_DIR / f"rank.{name}.query", dtype=np.int64)
-    mask = torch.arange(int(sizes.max()))[None, :] < torch.from_numpy(sizes)[:, None]
-    padded = torch.zeros((*mask.shape, NUM_FEATURES))
-    padded[mask] = torch.from_numpy(features)
-    padded_labels = torch.zeros(mask.shape)
-    padded_labels[mask] = torch.from_numpy(labels.astype(np.float32))
-    return Lists(padded, padded_labels, mask, features, labels, sizes)
+def load_lists(name: str) -> PaddedLists:
+    """The ``"train"`` or ``"test"`` split of ``examples/data/`` as padded lists."""
+    return load_split(name).padded_lists()
 
 
 def mse_loss(preds: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -69,13 +45,13 @@ LOSSES: dict[str, LossFn] = {
 }
 
 
-def test_ndcg(scores: Tensor, test: Lists) -> list[float]:
+def test_ndcg(scores: Tensor, test: PaddedLists) -> list[float]:
     """Mean test nDCG at :data:`CUTOFFS`."""
     values = ndcg(scores, test.labels, k=list(CUTOFFS), mask=test.mask)
     return [float(v) for v in values.mean(dim=0)]
 
 
-def train_mlp(loss_fn: LossFn, train: Lists, *, seed: int, epochs: int) -> nn.Module:
+def train_mlp(loss_fn: LossFn, train: PaddedLists, *, seed: int, epochs: int) -> nn.Module:
     """Train the 300 -> 64 -> 1 MLP with ``loss_fn`` on 16 lists per batch."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(NUM_FEATURES, 64), nn.ReLU(), nn.Linear(64, 1))
@@ -91,16 +67,16 @@ def train_mlp(loss_fn: LossFn, train: Lists, *, seed: int, epochs: int) -> nn.Mo
     return model
 
 
-def lightgbm_scores(train: Lists, test: Lists) -> Tensor | None:
+def lightgbm_scores(train: PaddedLists, test: PaddedLists) -> Tensor | None:
     """``LGBMRanker(n_estimators=100)`` test scores, padded like ``test``; None without lightgbm."""
     try:
         from lightgbm import LGBMRanker
     except ImportError:
         return None
     ranker = LGBMRanker(n_estimators=100, verbose=-1)
-    ranker.fit(train.flat_features, train.flat_labels, group=train.query_sizes)
+    ranker.fit(train.flat.features, train.flat.labels, group=train.flat.query_sizes)
     scores = torch.zeros(test.mask.shape)
-    scores[test.mask] = torch.from_numpy(ranker.predict(test.flat_features)).float()
+    scores[test.mask] = torch.from_numpy(ranker.predict(test.flat.features)).float()
     return scores
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torch_ndcg
-from tests import references_losses as ref
+from tests import references as ref
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
@@ -447,7 +447,7 @@ def test_exports() -> None:
 
 @pytest.mark.parametrize("name", ["LambdaRankLoss (ndcg2pp)", "ApproxNDCGLoss"])
 def test_short_training_on_real_data_learns_to_rank(name: str) -> None:
-    from examples import train_ranker
+    import train_ranker
 
     train, test = train_ranker.load_lists("train"), train_ranker.load_lists("test")
     untrained = train_ranker.train_mlp(train_ranker.LOSSES[name], train, seed=0, epochs=0)
