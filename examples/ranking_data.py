@@ -30,9 +30,24 @@ class RankingSplit:
         """Features ``[Q, L, 300]``, labels ``[Q, L]`` and mask ``[Q, L]`` (True = real row)."""
         return pad_by_query(torch.from_numpy(self.features), self.labels, self.query_sizes)
 
+    def padded_lists(self) -> PaddedLists:
+        """The split laid out as padded lists, keeping the flat rows alongside."""
+        features, labels, mask = self.padded()
+        return PaddedLists(features, labels, mask, self)
+
     def query_ids(self) -> np.ndarray:
         """Query id of every row, 0..Q-1."""
         return np.repeat(np.arange(len(self.query_sizes)), self.query_sizes)
+
+
+@dataclass(frozen=True)
+class PaddedLists:
+    """Padded lists ``[Q, L, 300]`` features, ``[Q, L]`` labels and mask, and the flat split."""
+
+    features: torch.Tensor
+    labels: torch.Tensor
+    mask: torch.Tensor
+    flat: RankingSplit
 
 
 def pad_by_query(

@@ -1,12 +1,17 @@
 """Slow, obvious, loop-based references that the tests compare torch_ndcg against.
 
-Nothing here imports torch_ndcg or vectorises anything: plain Python over lists of floats.
+Nothing here imports torch_ndcg: gains, discounts, ranks and ideal DCGs are written out from
+their textbook definitions, as plain Python loops (or, for the losses, plain dense ``[N, L, L]``
+autograd), so that a bug in the shared kernels cannot hide on both sides.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
 
 GainFn = Callable[[float], float]
 DiscountFn = Callable[[int], float]
@@ -112,6 +117,159 @@ def ndcg_padded_batch(
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses: Burges' lambdas by loops, and dense [N, L, L] autograd versions of both losses
+
+
+def burges_lambdas(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor,
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    weighting: str = "lambdarank",
+    mu: float = 10.0,
+) -> tuple[float, list[list[float]]]:
+    """Mean LambdaLoss over lists with a relevant item, and its gradient, by loops.
+
+    For a pair with label y_i > y_j, Burges' lambda is
+    lambda_ij = -sigma * |dNDCG_ij| / (1 + exp(sigma (s_i - s_j))); item i gets lambda_ij and
+    item j gets -lambda_ij. |dNDCG_ij| is the nDCG@k change of swapping the two items at their
+    current ranks (scores descending, ties in order of appearance). Exponential gain, log2
+    discount. For "ndcg2" the weight is |1/log2(1+m) - 1/log2(2+m)| |G_i - G_j| / IDCG with m the
+    rank gap; "ndcg2pp" adds mu times that to the lambdarank weight.
+    """
+    n_lists, length = preds.shape
+    total = 0.0
+    counted = 0
+    grads = [[0.0] * length for _ in range(n_lists)]
+    for b in range(n_lists):
+        items = [i for i in range(length) if bool(mask[b, i])]
+        labels = {i: float(target[b, i]) for i in items}
+        scores = {i: float(preds[b, i]) for i in items}
+        ideal = ideal_dcg_one_list(list(labels.values()), k)
+        if ideal == 0:
+            continue
+        counted += 1
+        ranked = sorted(items, key=lambda i: -scores[i])  # Python's sort is stable
+        rank = {item: position + 1 for position, item in enumerate(ranked)}
+        cut = len(items) if k is None else k
+
+        def disc_k(r: int, cut: int = cut) -> float:
+            return log2_discount(r) if r <= cut else 0.0
+
+        for i in items:
+            for j in items:
+                if labels[i] <= labels[j]:
+                    continue
+                if min(rank[i], rank[j]) > cut:
+                    continue
+                gain_gap = abs(exponential_gain(labels[i]) - exponential_gain(labels[j])) / ideal
+                lambdarank = gain_gap * abs(disc_k(rank[i]) - disc_k(rank[j]))
+                gap = abs(rank[i] - rank[j])
+                ndcg2 = gain_gap * abs(log2_discount(gap) - log2_discount(gap + 1))
+                weight = {
+                    "lambdarank": lambdarank,
+                    "ndcg2": ndcg2,
+                    "ndcg2pp": lambdarank + mu * ndcg2,
+                }[weighting]
+                diff = scores[i] - scores[j]
+                total += weight * math.log1p(math.exp(-sigma * diff))
+                lam = -sigma * weight / (1.0 + math.exp(sigma * diff))
+                grads[b][i] += lam
+                grads[b][j] -= lam
+    scale = 1.0 / max(counted, 1)
+    return total * scale, [[g * scale for g in row] for row in grads]
+
+
+def _ranks_first(scores: Tensor, mask: Tensor) -> Tensor:
+    """0-based ranks, descending, ties in order of appearance, padded items last."""
+    keyed = torch.where(mask, scores, float("-inf"))
+    order = torch.sort(keyed, dim=-1, descending=True, stable=True).indices
+    return torch.empty_like(order).scatter_(
+        -1, order, torch.arange(scores.shape[-1]).expand_as(order)
+    )
+
+
+def _dense_ideal(target: Tensor, mask: Tensor, k: int | None) -> Tensor:
+    labels = torch.where(mask, target.to(torch.float64), 0.0)
+    best = labels.sort(dim=-1, descending=True).values
+    gains = 2.0**best - 1.0
+    discounts = 1.0 / torch.log2(torch.arange(2, labels.shape[-1] + 2, dtype=torch.float64))
+    if k is not None:
+        discounts[k:] = 0
+    return (gains * discounts).sum(-1)
+
+
+def lambdaloss_dense(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor,
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    weighting: str = "lambdarank",
+    mu: float = 10.0,
+    reduction: str = "mean",
+) -> Tensor:
+    """LambdaLoss with every [N, L, L] pair tensor materialised; autograd does the backward."""
+    length = preds.shape[-1]
+    ideal = _dense_ideal(target, mask, k).to(preds.dtype)
+    gains = torch.where(mask, 2.0 ** target.to(preds.dtype) - 1.0, 0.0) / torch.where(
+        ideal > 0, ideal, 1.0
+    ).unsqueeze(-1)
+    ranks = _ranks_first(preds.detach(), mask)
+    disc = 1.0 / torch.log2(ranks.to(preds.dtype) + 2.0)
+    cut = length if k is None else k
+    disc_k = torch.where(ranks < cut, disc, 0.0)
+    pair = (target[:, :, None] > target[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    pair &= torch.minimum(ranks[:, :, None], ranks[:, None, :]) < cut
+    gain_gap = (gains[:, :, None] - gains[:, None, :]).abs()
+    lambdarank = gain_gap * (disc_k[:, :, None] - disc_k[:, None, :]).abs()
+    gap = (ranks[:, :, None] - ranks[:, None, :]).abs().clamp(min=1).to(preds.dtype)
+    delta = (1.0 / torch.log2(1.0 + gap) - 1.0 / torch.log2(2.0 + gap)).abs()
+    ndcg2 = gain_gap * delta
+    weight = {"lambdarank": lambdarank, "ndcg2": ndcg2, "ndcg2pp": lambdarank + mu * ndcg2}[
+        weighting
+    ]
+    weight = torch.where(pair, weight, 0.0).detach()
+    diff = preds[:, :, None] - preds[:, None, :]
+    per_list = (weight * torch.nn.functional.softplus(-sigma * diff)).sum(dim=(1, 2))
+    return _reduce(per_list, ideal > 0, reduction)
+
+
+def approx_ndcg_dense(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    k: int | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """ApproxNDCG with the [N, L, L] sigmoid matrix materialised; autograd does the backward."""
+    length = preds.shape[-1]
+    diff = (preds[:, None, :] - preds[:, :, None]) / temperature  # [b, i, j] = s_j - s_i
+    others = mask[:, None, :] & ~torch.eye(length, dtype=torch.bool)
+    ranks = 1.0 + torch.where(others, torch.sigmoid(diff), 0.0).sum(-1)
+    gains = torch.where(mask, 2.0 ** target.to(preds.dtype) - 1.0, 0.0)
+    terms = gains / torch.log2(1.0 + ranks)
+    if k is not None and k < length:
+        terms = terms * torch.sigmoid((k + 0.5 - ranks) / temperature)
+    ideal = _dense_ideal(target, mask, k).to(preds.dtype)
+    per_list = torch.where(ideal > 0, 1 - terms.sum(-1) / torch.where(ideal > 0, ideal, 1.0), 0.0)
+    return _reduce(per_list, ideal > 0, reduction)
+
+
+def _reduce(per_list: Tensor, counted: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return per_list
+    if reduction == "sum":
+        return per_list.sum()
+    return per_list.sum() / max(int(counted.sum()), 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ import runpy
 from pathlib import Path
 
 import pytest
-
-from examples.ranking_data import load_split
+from ranking_data import load_split
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from ranking_data import load_split, pad_by_query
 
-from examples.ranking_data import load_split, pad_by_query
 from torch_ndcg import ndcg
 
 lightgbm = pytest.importorskip("lightgbm")

@@ -1,8 +1,19 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
-from torch_ndcg.functional import dcg, ndcg
+from torch_ndcg.functional import approx_ndcg_loss, dcg, lambdarank_loss, ndcg
+from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["NDCG", "RetrievalNDCG", "__version__", "dcg", "ndcg"]
+__all__ = [
+    "NDCG",
+    "ApproxNDCGLoss",
+    "LambdaRankLoss",
+    "RetrievalNDCG",
+    "__version__",
+    "approx_ndcg_loss",
+    "dcg",
+    "lambdarank_loss",
+    "ndcg",
+]

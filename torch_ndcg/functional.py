@@ -11,8 +11,9 @@ from torch import Tensor
 
 from torch_ndcg import _kernels, _validation
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._loss_functions import approx_ndcg_loss, lambdarank_loss
 
-__all__ = ["dcg", "ndcg"]
+__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,459 @@
+"""LambdaRankLoss / ApproxNDCGLoss: gradients, blockwise = dense, limits, numerics, errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torch_ndcg
+from tests import references as ref
+from torch_ndcg import (
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    _pairwise,
+    approx_ndcg_loss,
+    lambdarank_loss,
+    ndcg,
+)
+
+WEIGHTINGS = ["lambdarank", "ndcg2", "ndcg2pp"]
+LossFn = Callable[..., torch.Tensor]
+BOTH: list[LossFn] = [lambdarank_loss, approx_ndcg_loss]
+
+
+def batch(
+    n: int = 3, length: int = 9, *, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tie-free scores, graded labels, a mask with padding at the end of some lists."""
+    generator = torch.Generator().manual_seed(seed)
+    preds = torch.randn(n, length, generator=generator, dtype=dtype)
+    target = torch.randint(0, 4, (n, length), generator=generator)
+    lengths = torch.randint(1, length + 1, (n,), generator=generator)
+    lengths[0] = length
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    return preds, target, mask
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few elements per block: many blocks, uneven last blocks."""
+    monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
+
+
+# --- LambdaRankLoss against independent references ---------------------------------------------
+
+
+@pytest.mark.parametrize("weighting", WEIGHTINGS)
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_lambdarank_gradient_equals_burges_lambdas(weighting: str, k: int | None) -> None:
+    preds, target, mask = batch(4, 8, seed=1)
+    preds[1, :4] = 0.5  # tied scores: ranked in order of appearance on both sides
+    preds.requires_grad_()
+    loss = lambdarank_loss(preds, target, k=k, weighting=weighting, sigma=1.5, mask=mask)
+    loss.backward()
+    expected_loss, expected_grad = ref.burges_lambdas(
+        preds.detach(), target, mask, k=k, sigma=1.5, weighting=weighting
+    )
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-10)
+    torch.testing.assert_close(preds.grad, torch.tensor(expected_grad, dtype=torch.float64))
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize("weighting", WEIGHTINGS)
+@pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (2, "sum"), (4, "none")])
+def test_lambdarank_blockwise_equals_dense(weighting: str, k: int | None, reduction: str) -> None:
+    preds, target, mask = batch(3, 11, seed=2)
+    ours = preds.clone().requires_grad_()
+    dense = preds.clone().requires_grad_()
+    got = lambdarank_loss(
+        ours, target, k=k, weighting=weighting, mu=3.0, reduction=reduction, mask=mask
+    )
+    want = ref.lambdaloss_dense(
+        dense, target, mask, k=k, weighting=weighting, mu=3.0, reduction=reduction
+    )
+    torch.testing.assert_close(got, want)
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(ours.grad, dense.grad)
+
+
+@pytest.mark.parametrize("weighting", WEIGHTINGS)
+def test_lambdarank_gradcheck(weighting: str) -> None:
+    preds, target, mask = batch(2, 6, seed=3)
+    preds.requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda p: lambdarank_loss(p, target, k=4, weighting=weighting, mask=mask, reduction="none"),
+        (preds,),
+    )
+
+
+def test_lambdarank_weights_carry_no_gradient_and_follow_current_ranks() -> None:
+    # Swapping the scores of two items changes their ranks, hence the weights: loss values at
+    # mirrored scores differ only through the logistic term, never through a weight gradient.
+    preds = torch.tensor([0.3, 0.1, 0.2], dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([2, 0, 1])
+    loss = lambdarank_loss(preds, target)
+    (grad,) = torch.autograd.grad(loss, preds)
+    _, expected = ref.burges_lambdas(
+        preds.detach()[None], target[None], torch.ones(1, 3, dtype=torch.bool)
+    )
+    torch.testing.assert_close(grad, torch.tensor(expected[0], dtype=torch.float64))
+
+
+# --- ApproxNDCGLoss -----------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize(
+    ("temperature", "k", "reduction"), [(1.0, None, "mean"), (0.3, 3, "sum"), (2.0, 20, "none")]
+)
+def test_approx_blockwise_equals_dense(temperature: float, k: int | None, reduction: str) -> None:
+    preds, target, mask = batch(3, 10, seed=4)
+    ours = preds.clone().requires_grad_()
+    dense = preds.clone().requires_grad_()
+    got = approx_ndcg_loss(
+        ours, target, temperature=temperature, k=k, reduction=reduction, mask=mask
+    )
+    want = ref.approx_ndcg_dense(
+        dense, target, mask, temperature=temperature, k=k, reduction=reduction
+    )
+    torch.testing.assert_close(got, want)
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(ours.grad, dense.grad)
+
+
+@pytest.mark.parametrize("k", [None, 3])
+def test_approx_gradcheck(k: int | None) -> None:
+    preds, target, mask = batch(2, 6, seed=5)
+    preds.requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda p: approx_ndcg_loss(p, target, k=k, temperature=0.7, mask=mask, reduction="none"),
+        (preds,),
+    )
+
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_approx_tends_to_exact_ndcg_as_temperature_goes_to_zero(k: int | None) -> None:
+    preds, target, mask = batch(4, 7, seed=6)
+    exact = ndcg(preds, target, k=k, mask=mask)
+    has_relevant = torch.where(mask, target, 0).amax(-1) > 0
+    errors = []
+    for temperature in (1.0, 1e-2, 1e-4):
+        approx = 1 - approx_ndcg_loss(
+            preds, target, temperature=temperature, k=k, mask=mask, reduction="none"
+        )
+        errors.append((approx - exact)[has_relevant].abs().max().item())
+    assert errors[0] > 1e-3  # smooth at T = 1 ...
+    assert errors[-1] < 1e-8  # ... exact in the limit
+    assert errors == sorted(errors, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("gain", "discount"),
+    [("linear", "jarvelin"), (lambda y: y**2, lambda r: 1 / r)],
+    ids=["linear-jarvelin", "callables"],
+)
+def test_approx_limit_follows_the_metric_options(gain: Any, discount: Any) -> None:
+    preds, target, mask = batch(3, 6, seed=11)
+    exact = ndcg(preds, target, k=4, gain=gain, discount=discount, mask=mask)
+    approx = 1 - approx_ndcg_loss(
+        preds,
+        target,
+        k=4,
+        gain=gain,
+        discount=discount,
+        temperature=1e-4,
+        mask=mask,
+        reduction="none",
+    )
+    torch.testing.assert_close(approx, exact)
+
+
+def test_approx_worked_example() -> None:
+    # Scores 0 and 1, relevant item (label 1) first: rank_0 = 1 + sigmoid(1), rank_1 = 1 +
+    # sigmoid(-1); loss = 1 - (1 / log2(1 + rank_0)) / 1.
+    preds = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    loss = approx_ndcg_loss(preds, torch.tensor([1, 0]))
+    rank = 1 + 1 / (1 + math.exp(-1))
+    assert loss.item() == pytest.approx(1 - 1 / math.log2(1 + rank), rel=1e-12)
+
+
+# --- Both: module, reduction, padding, numerics, compile ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "function", "options"),
+    [
+        (
+            LambdaRankLoss,
+            lambdarank_loss,
+            {"k": 3, "sigma": 2.0, "weighting": "ndcg2pp", "mu": 5.0},
+        ),
+        (ApproxNDCGLoss, approx_ndcg_loss, {"k": 3, "temperature": 0.5}),
+    ],
+)
+def test_module_equals_function(module: Any, function: LossFn, options: dict[str, Any]) -> None:
+    preds, target, mask = batch(seed=7)
+    target = torch.where(mask, target, -1)
+    loss_fn = module(**options, gain="linear", ignore_index=-1, reduction="none")
+    expected = function(preds, target, **options, gain="linear", mask=mask, reduction="none")
+    torch.testing.assert_close(loss_fn(preds, target), expected)
+    assert "k=3" in repr(loss_fn)
+
+
+@pytest.mark.parametrize("function", BOTH)
+def test_reductions(function: LossFn) -> None:
+    preds, target, mask = batch(4, 6, seed=8)
+    target[1] = 0  # no relevant item: left out of the mean
+    per_list = function(preds, target, mask=mask, reduction="none")
+    assert per_list.shape == (4,)
+    assert per_list[1].item() == 0
+    torch.testing.assert_close(function(preds, target, mask=mask, reduction="sum"), per_list.sum())
+    mean = function(preds, target, mask=mask)
+    torch.testing.assert_close(mean, per_list.sum() / 3)
+    leading = function(preds.reshape(2, 2, 6), target.reshape(2, 2, 6), reduction="none")
+    assert leading.shape == (2, 2)
+
+
+@pytest.mark.parametrize("function", BOTH)
+def test_padding_equals_dropping_the_items(function: LossFn) -> None:
+    preds, target, _ = batch(1, 8, seed=9)
+    mask = torch.tensor([[True, False, True, True, False, True, True, True]])
+    padded_preds = torch.where(mask, preds, float("nan"))  # padded values never reach arithmetic
+    full = padded_preds.clone().requires_grad_()
+    loss = function(full, target, mask=mask)
+    loss.backward()
+    short = preds[mask][None].clone().requires_grad_()
+    expected = function(short, target[mask][None])
+    torch.testing.assert_close(loss, expected)
+    expected.backward()
+    assert full.grad is not None
+    assert short.grad is not None
+    torch.testing.assert_close(full.grad[mask], short.grad[0])
+    assert (full.grad[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_nothing_to_rank_gives_zero_loss_and_zero_gradient(
+    function: LossFn, reduction: str
+) -> None:
+    preds = torch.randn(3, 5, requires_grad=True)
+    cases = [
+        (torch.zeros(3, 5, dtype=torch.long), None),  # no relevant item anywhere
+        (torch.full((3, 5), -1), None),  # every item padded via ignore_index
+        (torch.ones(3, 5, dtype=torch.long), torch.zeros(3, 5, dtype=torch.bool)),  # via mask
+    ]
+    for target, mask in cases:
+        preds.grad = None
+        loss = function(preds, target, mask=mask, ignore_index=-1, reduction=reduction)
+        loss.backward()
+        assert loss.item() == 0
+        assert preds.grad is not None
+        assert (preds.grad == 0).all()
+
+
+NUMERIC_CASES = {
+    "single item": (torch.tensor([[0.3]]), torch.tensor([[2]])),
+    "all labels equal": (torch.randn(2, 6), torch.full((2, 6), 3)),
+    "all scores tied": (torch.zeros(2, 6), torch.tensor([[0, 1, 2, 3, 0, 1]] * 2)),
+    "scores +-1e4": (
+        torch.tensor([[1e4, -1e4, 1e4, -1e4, 0.0]]),
+        torch.tensor([[0, 3, 1, 2, 0]]),
+    ),
+    "one padded row": (torch.randn(2, 4), torch.tensor([[1, 0, 2, 0], [-1, -1, -1, -1]])),
+}
+
+
+@pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize("case", NUMERIC_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_loss_and_gradient_are_finite(function: LossFn, case: str, dtype: torch.dtype) -> None:
+    values, target = NUMERIC_CASES[case]
+    preds = values.to(dtype, copy=True).requires_grad_()
+    loss = function(preds, target, ignore_index=-1)
+    assert loss.dtype == torch.float32  # half inputs are computed in float32
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert preds.grad is not None
+    assert preds.grad.dtype == dtype
+    assert torch.isfinite(preds.grad.float()).all()
+
+
+def test_large_score_gaps_keep_their_gradient() -> None:
+    # A badly misordered pair 1e4 apart: the softplus form keeps slope sigma * weight, where a
+    # clamped log-sigmoid would give 0.
+    preds = torch.tensor([-1e4, 1e4], requires_grad=True)
+    lambdarank_loss(preds, torch.tensor([1, 0])).backward()
+    weight = 1 - 1 / math.log2(3)
+    assert preds.grad is not None
+    torch.testing.assert_close(preds.grad, torch.tensor([-weight, weight]))
+
+
+# Dynamo peeks at `.grad` of non-leaf tensors after the validation's graph break; inductor uses
+# torch.jit internally. Neither warning is about this code.
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(
+    "loss_fn", [LambdaRankLoss(weighting="ndcg2pp", k=3), ApproxNDCGLoss(k=3)], ids=repr
+)
+def test_torch_compile(loss_fn: torch.nn.Module) -> None:
+    preds, target, mask = batch(2, 5, seed=10, dtype=torch.float32)
+    eager = preds.clone().requires_grad_()
+    compiled_preds = preds.clone().requires_grad_()
+    compiled = torch.compile(loss_fn)  # the default (inductor) backend
+    expected = loss_fn(eager, target, mask)
+    got = compiled(compiled_preds, target, mask)
+    torch.testing.assert_close(got, expected)
+    got.backward()
+    expected.backward()
+    torch.testing.assert_close(compiled_preds.grad, eager.grad)
+
+
+def test_long_lists_use_bounded_memory() -> None:
+    # B x L x L float32 would be 64 MiB here; the blockwise functions never hold such a tensor.
+    import resource
+
+    preds = torch.randn(2, 4096, requires_grad=True)
+    target = torch.randint(0, 5, (2, 4096))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for function in BOTH:
+        function(preds, target).backward()
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 48
+
+
+# --- Invariants ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    length=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+    function=st.sampled_from(BOTH),
+    k=st.sampled_from([None, 1, 3]),
+)
+def test_joint_permutation_changes_nothing(
+    length: int, seed: int, function: LossFn, k: Any
+) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    preds = torch.randn(2, length, generator=generator, dtype=torch.float64)
+    target = torch.randint(0, 4, (2, length), generator=generator)
+    permutation = torch.randperm(length, generator=generator)
+    loss = function(preds, target, k=k, reduction="none")
+    permuted = function(preds[:, permutation], target[:, permutation], k=k, reduction="none")
+    torch.testing.assert_close(loss, permuted)
+    assert (loss >= 0).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(length=st.integers(2, 9), seed=st.integers(0, 2**16), weighting=st.sampled_from(WEIGHTINGS))
+def test_lambdarank_perfect_order_beats_reversed(length: int, seed: int, weighting: Any) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, 4, (length,), generator=generator)
+    perfect = target.double() * 10 + torch.rand(length, generator=generator, dtype=torch.float64)
+    good = lambdarank_loss(perfect, target, weighting=weighting)
+    bad = lambdarank_loss(-perfect, target, weighting=weighting)
+    assert good <= bad
+    if target.unique().numel() > 1:
+        assert good < bad
+
+
+# --- Errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"sigma": 0.0}, ValueError, r"`sigma` to be a positive finite float, but got 0.0"),
+        ({"sigma": float("inf")}, ValueError, r"`sigma` to be a positive finite float"),
+        ({"mu": -1.0}, ValueError, r"`mu` to be a non-negative finite float, but got -1.0"),
+        ({"weighting": "ndcg1"}, ValueError, r"`weighting` to be one of .*'ndcg1'"),
+        ({"reduction": "max"}, ValueError, r"`reduction` to be one of .*'max'"),
+        ({"k": 0}, ValueError, r"`k` to be a positive int or None, but got 0"),
+        ({"k": [1, 2]}, ValueError, r"`k` to be a positive int or None, but got \[1, 2\]"),
+        ({"gain": "log"}, ValueError, r"`gain` to be one of"),
+        ({"discount": "ln"}, ValueError, r"`discount` to be one of"),
+        ({"ignore_index": 1.5}, TypeError, r"`ignore_index` to be an int or None"),
+    ],
+)
+def test_lambdarank_errors(options: dict[str, Any], error: type[Exception], match: str) -> None:
+    preds, target, _ = batch()
+    with pytest.raises(error, match=match):
+        lambdarank_loss(preds, target, **options)
+    module_options = {key: value for key, value in options.items() if key != "mask"}
+    with pytest.raises(error, match=match):
+        LambdaRankLoss(**module_options)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"temperature": 0}, ValueError, r"`temperature` to be a positive finite float, but got 0"),
+        ({"temperature": "1"}, ValueError, r"`temperature` to be a positive finite float"),
+        ({"reduction": None}, ValueError, r"`reduction` to be one of"),
+        ({"k": True}, ValueError, r"`k` to be a positive int or None, but got True"),
+    ],
+)
+def test_approx_errors(options: dict[str, Any], error: type[Exception], match: str) -> None:
+    preds, target, _ = batch()
+    with pytest.raises(error, match=match):
+        approx_ndcg_loss(preds, target, **options)
+    with pytest.raises(error, match=match):
+        ApproxNDCGLoss(**options)
+
+
+@pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize(
+    ("preds", "target", "mask", "error", "match"),
+    [
+        (torch.zeros(2, 3), torch.zeros(2, 4), None, ValueError, r"same shape"),
+        (torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3), None, TypeError, r"floating"),
+        (torch.tensor([0.0, float("nan")]), torch.zeros(2), None, ValueError, r"no NaN"),
+        (torch.zeros(2), torch.tensor([1, -2]), None, ValueError, r"non-negative"),
+        (torch.zeros(2), torch.zeros(2), torch.ones(2), TypeError, r"`mask` to have dtype"),
+        (torch.zeros(2), torch.zeros(2), torch.ones(3, dtype=torch.bool), ValueError, r"`mask`"),
+        (torch.zeros(0), torch.zeros(0), None, ValueError, r"non-empty last"),
+    ],
+)
+def test_tensor_errors(
+    function: LossFn,
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    mask: Any,
+    error: type[Exception],
+    match: str,
+) -> None:
+    with pytest.raises(error, match=match):
+        function(preds, target, mask=mask)
+
+
+def test_exports() -> None:
+    assert {"LambdaRankLoss", "ApproxNDCGLoss", "lambdarank_loss", "approx_ndcg_loss"} <= set(
+        torch_ndcg.__all__
+    )
+    assert torch_ndcg.functional.lambdarank_loss is lambdarank_loss
+
+
+# --- Real data: a shortened examples/train_ranker.py --------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["LambdaRankLoss (ndcg2pp)", "ApproxNDCGLoss"])
+def test_short_training_on_real_data_learns_to_rank(name: str) -> None:
+    import train_ranker
+
+    train, test = train_ranker.load_lists("train"), train_ranker.load_lists("test")
+    untrained = train_ranker.train_mlp(train_ranker.LOSSES[name], train, seed=0, epochs=0)
+    model = train_ranker.train_mlp(train_ranker.LOSSES[name], train, seed=0, epochs=8)
+    with torch.no_grad():
+        before = train_ranker.test_ndcg(untrained(test.features).squeeze(-1), test)[-1]
+        after = train_ranker.test_ndcg(model(test.features).squeeze(-1), test)[-1]
+    assert after > before + 0.05
+    assert after > 0.70

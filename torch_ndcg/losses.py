@@ -1,0 +1,181 @@
+"""Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from torch_ndcg._kernels import Discount, Gain
+from torch_ndcg._loss_functions import (
+    Reduction,
+    Weighting,
+    _check_loss_k,
+    _check_positive,
+    approx_ndcg_loss,
+    lambdarank_loss,
+)
+from torch_ndcg._validation import check_ignore_index, check_option, check_options
+
+__all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
+
+
+class LambdaRankLoss(nn.Module):
+    r"""LambdaLoss with LambdaRank, NDCG-Loss2 or NDCG-Loss2++ weights; see :func:`lambdarank_loss`.
+
+    .. math::
+        \ell = \sum_{G_w > G_l} \omega_{wl} \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+        \qquad \omega^{\mathrm{lambdarank}}_{wl} = |\Delta \mathrm{nDCG@}k_{wl}|
+
+    Hyper-parameters are checked here, once; ``forward`` checks the tensors.
+
+    Args:
+        k: truncation level (pairs with an item in the current top k), or ``None``.
+        sigma: positive slope of the logistic loss.
+        weighting: ``"lambdarank"``, ``"ndcg2"`` or ``"ndcg2pp"``.
+        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``.
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items.
+        validate_args: check the tensors at every call.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import LambdaRankLoss
+
+        One pair (the last two items are padding), weight :math:`1 - 1/\log_2 3`, loss
+        :math:`(1 - 1/\log_2 3) \log(1 + e) = 0.4847`; the gradient is
+        :math:`\mp (1 - 1/\log_2 3) \operatorname{sigmoid}(1) = \mp 0.2698`.
+
+        >>> loss_fn = LambdaRankLoss(ignore_index=-1)
+        >>> preds = torch.tensor([[1.0, 2.0, 0.0, -1.0]], requires_grad=True)
+        >>> target = torch.tensor([[1, 0, -1, -1]])
+        >>> loss = loss_fn(preds, target)
+        >>> round(loss.item(), 4)
+        0.4847
+        >>> loss.backward()
+        >>> preds.grad
+        tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
+    """
+
+    def __init__(
+        self,
+        *,
+        k: int | None = None,
+        sigma: float = 1.0,
+        weighting: Weighting = "lambdarank",
+        mu: float = 10.0,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        super().__init__()
+        _check_loss_k(k)
+        _check_positive("sigma", sigma)
+        check_option("weighting", weighting, ("lambdarank", "ndcg2", "ndcg2pp"), callable_ok=False)
+        _check_positive("mu", mu, allow_zero=True)
+        check_options(gain, discount, "first")
+        check_option("reduction", reduction, ("mean", "sum", "none"), callable_ok=False)
+        check_ignore_index(ignore_index)
+        self.k = k
+        self.sigma = sigma
+        self.weighting: Weighting = weighting
+        self.mu = mu
+        self.gain: Gain = gain
+        self.discount: Discount = discount
+        self.reduction: Reduction = reduction
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+
+    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+        return lambdarank_loss(
+            preds,
+            target,
+            k=self.k,
+            sigma=self.sigma,
+            weighting=self.weighting,
+            mu=self.mu,
+            gain=self.gain,
+            discount=self.discount,
+            reduction=self.reduction,
+            mask=mask,
+            ignore_index=self.ignore_index,
+            validate_args=self.validate_args,
+        )
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return f"k={self.k}, sigma={self.sigma}, weighting={self.weighting!r}, mu={self.mu}"
+
+
+class ApproxNDCGLoss(nn.Module):
+    r"""One minus the sigmoid-smoothed nDCG@k of Qin, Liu & Li (2010); see :func:`approx_ndcg_loss`.
+
+    .. math::
+        \hat r_i = 1 + \sum_{j \ne i} \operatorname{sigmoid}\Bigl(\frac{s_j - s_i}{T}\Bigr),
+        \qquad \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i)
+
+    Args:
+        temperature: positive temperature :math:`T` (default 1).
+        k: smooth cut-off, or ``None`` for the whole list.
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items.
+        validate_args: check the tensors at every call.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import ApproxNDCGLoss
+        >>> loss_fn = ApproxNDCGLoss(temperature=0.01)
+        >>> preds = torch.tensor([[0.0, 1.0, 2.0]])
+        >>> target = torch.tensor([[2, 1, 0]])
+        >>> loss_fn(preds, target)  # 1 - (3/log2(4) + 1/log2(3)) / (3 + 1/log2(3))
+        tensor(0.4131)
+    """
+
+    def __init__(
+        self,
+        *,
+        temperature: float = 1.0,
+        k: int | None = None,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        super().__init__()
+        _check_positive("temperature", temperature)
+        _check_loss_k(k)
+        check_options(gain, discount, "first")
+        check_option("reduction", reduction, ("mean", "sum", "none"), callable_ok=False)
+        check_ignore_index(ignore_index)
+        self.temperature = temperature
+        self.k = k
+        self.gain: Gain = gain
+        self.discount: Discount = discount
+        self.reduction: Reduction = reduction
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+
+    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+        return approx_ndcg_loss(
+            preds,
+            target,
+            temperature=self.temperature,
+            k=self.k,
+            gain=self.gain,
+            discount=self.discount,
+            reduction=self.reduction,
+            mask=mask,
+            ignore_index=self.ignore_index,
+            validate_args=self.validate_args,
+        )
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return f"temperature={self.temperature}, k={self.k}"
