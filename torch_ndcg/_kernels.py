@@ -95,11 +95,20 @@ def _top(values: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     return values.topk(kmax, dim=-1, sorted=True)
 
 
-def _ordered_int64(scores: Tensor) -> Tensor:
-    """Float32 scores mapped to int64 keys with the same order (``-0.0`` equals ``0.0``)."""
+def _ordered_int32(scores: Tensor) -> Tensor:
+    """Float32 scores mapped to int32 keys with the same order and equalities (``-0.0 == 0.0``).
+
+    Integer comparisons are cheaper than float ones (no NaN handling): ``topk`` on these keys
+    is about a quarter faster than on the floats, and selects the same items.
+    """
     bits = (scores + 0.0).view(torch.int32)
     bits ^= (bits >> 31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS)
-    return bits.to(torch.int64)
+    return bits
+
+
+def _ordered_int64(scores: Tensor) -> Tensor:
+    """Float32 scores mapped to int64 keys with the same order (``-0.0`` equals ``0.0``)."""
+    return _ordered_int32(scores).to(torch.int64)
 
 
 def stable_descending_order(scores: Tensor, kmax: int) -> Tensor:
@@ -131,6 +140,8 @@ def tie_averaged_gains(scores: Tensor, item_gains: Tensor, kmax: int) -> Tensor:
         item_gains: ``[N, L]`` gains, 0 for padded items.
         kmax: number of positions, ``1 <= kmax <= L``.
     """
+    if scores.dtype == torch.float32:
+        scores = _ordered_int32(scores.contiguous())  # same order and tie groups, cheaper topk
     top_scores, top_index = _top(scores, kmax)
     top_gains = item_gains.gather(-1, top_index)
     starts_group = torch.ones_like(top_scores, dtype=torch.bool)
@@ -188,12 +199,12 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     r"""DCG at each cut-off from per-position gains: :math:`\sum_{r \le k} g_r \, d(r)`.
 
     Args:
-        position_gains: ``[N, kmax]`` gains credited to ranks ``1..kmax``.
+        position_gains: ``[..., kmax]`` gains credited to ranks ``1..kmax``.
         ks: cut-offs; values above ``kmax`` mean ``kmax``.
         discount: discount name or callable.
 
     Returns:
-        ``[N, len(ks)]`` in the accumulation dtype (float64 where the device has it).
+        ``[..., len(ks)]`` in the accumulation dtype (float64 where the device has it).
     """
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
@@ -256,8 +267,7 @@ def dcg_and_ideal(
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)
     ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
-    dcg = cumulative_dcg(position_gains, ks, discount)
-    ideal = cumulative_dcg(ideal_gains, ks, discount)
+    dcg, ideal = cumulative_dcg(torch.stack([position_gains, ideal_gains]), ks, discount)
     return dcg, ideal
 
 
