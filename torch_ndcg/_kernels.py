@@ -7,6 +7,7 @@ a ranking score of ``-inf`` (below every real item) and a gain of 0, so they nev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
 
@@ -195,8 +196,26 @@ def ideal_ranked_gains(
     return best_gains
 
 
+@functools.lru_cache(maxsize=64)
+def _cutoff_weights(
+    kmax: int, ks: tuple[int, ...], discount: Discount, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """``[kmax, len(ks)]`` matrix: the discount of rank ``r + 1`` in column ``j`` if ``r < ks[j]``.
+
+    Cached (read-only, never modified in place): a metric calls this with the same arguments at
+    every update. Built outside inference mode so that it can serve autograd code later.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        weights = position_discounts(kmax, discount, dtype=dtype, device=device)
+        cutoffs = torch.tensor(ks, device=device)
+        inside = torch.arange(kmax, device=device)[:, None] < cutoffs[None, :]
+        return torch.where(inside, weights[:, None], 0)
+
+
 def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount) -> Tensor:
     r"""DCG at each cut-off from per-position gains: :math:`\sum_{r \le k} g_r \, d(r)`.
+
+    One matrix product with the cached ``[kmax, len(ks)]`` cut-off discount matrix.
 
     Args:
         position_gains: ``[..., kmax]`` gains credited to ranks ``1..kmax``.
@@ -208,10 +227,8 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     """
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
-    weights = position_discounts(kmax, discount, dtype=acc, device=position_gains.device)
-    running = (position_gains.to(acc) * weights).cumsum(dim=-1)
-    last = torch.tensor([min(k, kmax) - 1 for k in ks], device=position_gains.device)
-    return running.index_select(-1, last)
+    weights = _cutoff_weights(kmax, tuple(ks), discount, acc, position_gains.device)
+    return position_gains.to(acc) @ weights
 
 
 def resolve_cutoffs(k: Sequence[int] | None, length: int) -> tuple[list[int], int]:
