@@ -4,7 +4,7 @@ Data: ``examples/data/`` (LightGBM's lambdarank example: 300 features, labels 0-
 and 50 test queries). Protocol: a 300 -> 64 -> 1 MLP with ReLU, Adam (lr 1e-3, weight decay
 1e-4), 16 lists per batch, 150 epochs, seeds 0 and 1, for ``LambdaRankLoss(weighting="ndcg2pp")``,
 ``ApproxNDCGLoss()`` and a pointwise MSE baseline; next to LightGBM's
-``LGBMRanker(n_estimators=100)`` on the same split. Test nDCG: ``torch_ndcg.ndcg`` with its
+``LGBMRanker(n_estimators=100)`` on the same split. Test nDCG: ``torch_ndcg.NDCG`` with its
 defaults (exponential gain, log2 discount, tied scores averaged, a list with no relevant item
 scores 0), the mean over test queries.
 
@@ -22,7 +22,7 @@ import torch
 from ranking_data import NUM_FEATURES, PaddedLists, load_split
 from torch import Tensor, nn
 
-from torch_ndcg import ApproxNDCGLoss, LambdaRankLoss, ndcg
+from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss
 
 CUTOFFS = (1, 3, 5, 10)
 LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -46,9 +46,10 @@ LOSSES: dict[str, LossFn] = {
 
 
 def test_ndcg(scores: Tensor, test: PaddedLists) -> list[float]:
-    """Mean test nDCG at :data:`CUTOFFS`."""
-    values = ndcg(scores, test.labels, k=list(CUTOFFS), mask=test.mask)
-    return [float(v) for v in values.mean(dim=0)]
+    """Mean test nDCG at :data:`CUTOFFS`, accumulated by the ``NDCG`` metric."""
+    metric = NDCG(k=list(CUTOFFS))
+    metric.update(scores, test.labels, test.mask)
+    return [float(metric.compute()[f"ndcg@{k}"]) for k in CUTOFFS]
 
 
 def train_mlp(loss_fn: LossFn, train: PaddedLists, *, seed: int, epochs: int) -> nn.Module:
