@@ -100,7 +100,7 @@ def main() -> None:
         lists.reset()
         lists_value = feed_lists(lists, preds, target)
 
-    lists_ms = best_ms(run_lists, repeats=3)
+    lists_ms = best_ms(run_lists, repeats=5)
     lists_bytes = state_bytes(lists)
 
     rows = RetrievalNDCG(k=K, gain="linear")
@@ -111,7 +111,7 @@ def main() -> None:
         rows.reset()
         rows_value = feed_rows(rows, shuffled, batch_rows)
 
-    rows_ms = best_ms(run_rows, repeats=3)
+    rows_ms = best_ms(run_rows, repeats=5)
     rows_bytes = state_bytes(rows)
     assert theirs_value is not None
     assert lists_value is not None
