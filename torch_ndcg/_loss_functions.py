@@ -70,14 +70,17 @@ def _prepare(
 ) -> _LossInput:
     cutoff = _check_loss_k(k)
     _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    if validate_args:
-        _validation.check_options(gain, discount, "first")
-        _validation.check_ignore_index(ignore_index)
-        _validation.check_preds_target(preds, target)
-        _validation.check_mask(mask, preds.shape)
-    real = _validation.real_items(target, mask, ignore_index)
-    if validate_args:
-        _validation.check_values(preds, target, real, gain=gain, ignore_index=ignore_index)
+    real = _validation.check_lists(
+        preds,
+        target,
+        mask,
+        gain=gain,
+        discount=discount,
+        ties="first",
+        empty_target_action="neg",
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
     length = preds.shape[-1]
     scores = preds.reshape(-1, length).to(_kernels.compute_dtype(preds.dtype))
     flat_mask = None if real is None else real.reshape(-1, length)

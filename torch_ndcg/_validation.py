@@ -194,3 +194,30 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
             f"Expected `indexes` to have the shape of `preds` {tuple(shape)}, but got "
             f"{tuple(indexes.shape)}."
         )
+
+
+def check_lists(
+    preds: Any,
+    target: Any,
+    mask: Any,
+    *,
+    gain: Any,
+    discount: Any,
+    ties: Any,
+    empty_target_action: Any,
+    ignore_index: Any,
+    validate_args: bool,
+) -> Tensor | None:
+    """Every check of a ``[..., L]`` entry point, in order; return the mask of real items.
+
+    With ``validate_args=False`` nothing is checked: only the mask is built.
+    """
+    if validate_args:
+        check_options(gain, discount, ties, empty_target_action)
+        check_ignore_index(ignore_index)
+        check_preds_target(preds, target)
+        check_mask(mask, preds.shape)
+    real = real_items(target, mask, ignore_index)
+    if validate_args:
+        check_values(preds, target, real, gain=gain, ignore_index=ignore_index)
+    return real

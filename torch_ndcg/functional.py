@@ -50,14 +50,17 @@ def _prepare(
     validate_args: bool,
 ) -> _Lists:
     ks = _validation.check_k(k)
-    if validate_args:
-        _validation.check_options(gain, discount, ties, empty_target_action)
-        _validation.check_ignore_index(ignore_index)
-        _validation.check_preds_target(preds, target)
-        _validation.check_mask(mask, preds.shape)
-    real = _validation.real_items(target, mask, ignore_index)
-    if validate_args:
-        _validation.check_values(preds, target, real, gain=gain, ignore_index=ignore_index)
+    real = _validation.check_lists(
+        preds,
+        target,
+        mask,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
