@@ -6,6 +6,8 @@ from torch import Tensor, nn
 
 from torch_ndcg._kernels import Discount, Gain
 from torch_ndcg._loss_functions import (
+    REDUCTIONS,
+    WEIGHTINGS,
     Reduction,
     Weighting,
     _check_loss_k,
@@ -73,10 +75,10 @@ class LambdaRankLoss(nn.Module):
         super().__init__()
         _check_loss_k(k)
         _check_positive("sigma", sigma)
-        check_option("weighting", weighting, ("lambdarank", "ndcg2", "ndcg2pp"), callable_ok=False)
+        check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
         _check_positive("mu", mu, allow_zero=True)
         check_options(gain, discount, "first")
-        check_option("reduction", reduction, ("mean", "sum", "none"), callable_ok=False)
+        check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
         check_ignore_index(ignore_index)
         self.k = k
         self.sigma = sigma
@@ -151,7 +153,7 @@ class ApproxNDCGLoss(nn.Module):
         _check_positive("temperature", temperature)
         _check_loss_k(k)
         check_options(gain, discount, "first")
-        check_option("reduction", reduction, ("mean", "sum", "none"), callable_ok=False)
+        check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
         check_ignore_index(ignore_index)
         self.temperature = temperature
         self.k = k
