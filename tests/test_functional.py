@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -446,3 +447,23 @@ def test_top_level_exports() -> None:
     assert torch_ndcg.ndcg is torch_ndcg.functional.ndcg
     assert torch_ndcg.dcg is torch_ndcg.functional.dcg
     assert {"dcg", "ndcg"} <= set(torch_ndcg.__all__)
+
+
+def test_tied_exponential_gains_near_the_float32_limit_do_not_overflow() -> None:
+    # 2^127 is finite in float32; two of them tied are summed in float64, not to inf.
+    preds, target = torch.tensor([1.0, 1.0, 0.0]), torch.tensor([127, 127, 0])
+    assert ndcg(preds, target).item() == pytest.approx(1.0)
+    assert ndcg(preds, target, k=1).item() == pytest.approx(1.0)
+
+
+def test_callable_discount_may_answer_in_another_dtype_and_be_unhashable() -> None:
+    @dataclasses.dataclass
+    class Power:  # a dataclass with eq=True is unhashable
+        p: float
+
+        def __call__(self, ranks: torch.Tensor) -> torch.Tensor:
+            return (1 / ranks**self.p).float()
+
+    preds, target = torch.tensor([3.0, 2.0, 1.0]), torch.tensor([0, 1, 2])
+    expected = ndcg(preds, target, discount=lambda r: 1 / r)
+    assert ndcg(preds, target, discount=Power(1.0)).item() == pytest.approx(expected.item())

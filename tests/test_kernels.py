@@ -50,10 +50,11 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> N
     scores = torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.0]])
     item_gains = torch.tensor([[1.0, 6.0, 2.0, 0.0, 3.0]])
     # Ranked: 3.0 (gain 1), 2.0 (gain 2), then three tied at 1.0 with mean gain 3.
-    expected = torch.tensor([[1.0, 2.0, 3.0]])
+    expected = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
     torch.testing.assert_close(kernels.tie_averaged_gains(scores, item_gains, 3), expected)
     torch.testing.assert_close(
-        kernels.tie_averaged_gains(scores, item_gains, 5), torch.tensor([[1.0, 2, 3, 3, 3]])
+        kernels.tie_averaged_gains(scores, item_gains, 5),
+        torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
 
 
@@ -74,3 +75,18 @@ def test_normalize() -> None:
     torch.testing.assert_close(kernels.normalize(dcg, ideal, "neg"), torch.tensor([0.5, 0, 0]))
     torch.testing.assert_close(kernels.normalize(dcg, ideal, "pos"), torch.tensor([0.5, 1, 1]))
     assert kernels.normalize(dcg, ideal, "skip").isnan().tolist() == [False, True, True]
+
+
+def test_cutoff_weights_follow_a_callable_discount_each_call() -> None:
+    class Power:
+        def __init__(self, p: float) -> None:
+            self.p = p
+
+        def __call__(self, ranks: torch.Tensor) -> torch.Tensor:
+            return 1 / ranks**self.p
+
+    discount = Power(1.0)
+    gains = torch.tensor([[0.0, 1.0]])
+    assert kernels.cumulative_dcg(gains, [2], discount).item() == pytest.approx(1 / 2)
+    discount.p = 2.0
+    assert kernels.cumulative_dcg(gains, [2], discount).item() == pytest.approx(1 / 4)

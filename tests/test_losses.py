@@ -223,15 +223,16 @@ def test_reductions(function: LossFn) -> None:
 
 
 @pytest.mark.parametrize("function", BOTH)
-def test_padding_equals_dropping_the_items(function: LossFn) -> None:
+@pytest.mark.parametrize("k", [None, 2, 6])  # 6 = the number of real items: no cut-off
+def test_padding_equals_dropping_the_items(function: LossFn, k: int | None) -> None:
     preds, target, _ = batch(1, 8, seed=9)
     mask = torch.tensor([[True, False, True, True, False, True, True, True]])
     padded_preds = torch.where(mask, preds, float("nan"))  # padded values never reach arithmetic
     full = padded_preds.clone().requires_grad_()
-    loss = function(full, target, mask=mask)
+    loss = function(full, target, mask=mask, k=k)
     loss.backward()
     short = preds[mask][None].clone().requires_grad_()
-    expected = function(short, target[mask][None])
+    expected = function(short, target[mask][None], k=k)
     torch.testing.assert_close(loss, expected)
     expected.backward()
     assert full.grad is not None
@@ -457,3 +458,26 @@ def test_short_training_on_real_data_learns_to_rank(name: str) -> None:
         after = train_ranker.test_ndcg(model(test.features).squeeze(-1), test)[-1]
     assert after > before + 0.05
     assert after > 0.70
+
+
+@pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize(("reduction", "shape"), [("mean", ()), ("sum", ()), ("none", (0,))])
+def test_empty_batch_gives_zero_loss(
+    function: LossFn, reduction: str, shape: tuple[int, ...]
+) -> None:
+    preds = torch.zeros(0, 4, requires_grad=True)
+    loss = function(preds, torch.zeros(0, 4), reduction=reduction)
+    assert loss.shape == shape
+    assert (loss == 0).all()
+
+
+@pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
+def test_infinite_scores_are_rejected(function: LossFn, bad: float) -> None:
+    with pytest.raises(ValueError, match=r"`preds` to be finite, but found -?inf"):
+        function(torch.tensor([bad, 1.0, 0.0]), torch.tensor([0, 1, 2]))
+    # Padded items may hold anything.
+    mask = torch.tensor([False, True, True])
+    assert torch.isfinite(
+        function(torch.tensor([bad, 1.0, 0.0]), torch.tensor([0, 1, 2]), mask=mask)
+    )

@@ -509,3 +509,24 @@ def test_segmented_kernel_fast_path_equals_generic_path(
     rtol = 0.0 if labels == "small" else 1e-6
     torch.testing.assert_close(fast[1], generic[1], atol=1e-9, rtol=rtol)
     torch.testing.assert_close(fast[2], generic[2], atol=1e-9, rtol=rtol)
+
+
+def test_lists_of_padding_only_are_not_counted_by_either_metric() -> None:
+    preds = torch.tensor([[2.0, 1.0], [2.0, 1.0], [0.5, 1.5]])
+    target = torch.tensor([[1, 0], [-1, -1], [1, 0]])
+    lists = NDCG(ignore_index=-1)
+    lists.update(preds, target)
+    rows = RetrievalNDCG(ignore_index=-1)
+    rows.update(preds.flatten(), target.flatten(), torch.tensor([0, 0, 1, 1, 2, 2]))
+    expected = (1 + 1 / math.log2(3)) / 2  # the two real lists only
+    assert lists.compute().item() == pytest.approx(expected, abs=1e-6)
+    assert rows.compute().item() == pytest.approx(expected, abs=1e-6)
+    masked = NDCG()
+    masked.update(preds.abs(), target.abs(), mask=target >= 0)
+    assert masked.compute().item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("metric_class", [NDCG, RetrievalNDCG])
+def test_duplicate_cutoffs_are_rejected_by_the_metrics(metric_class: Any) -> None:
+    with pytest.raises(ValueError, match=r"`k` to hold distinct cut-offs.*but got \[3, 3, 1\]"):
+        metric_class(k=[3, 3, 1])

@@ -166,3 +166,8 @@ def test_nan_scores_and_negative_labels_of_padded_items_are_allowed() -> None:
 def test_validate_args_false_skips_value_checks() -> None:
     preds = torch.tensor([[0.3, float("nan"), 0.1]])
     assert ndcg(preds, TARGET, validate_args=False).shape == (1,)
+
+
+def test_infinite_labels_are_rejected() -> None:
+    with pytest.raises(ValueError, match=r"`target` to be finite, but found inf"):
+        ndcg(PREDS, torch.tensor([[1.0, float("inf"), 0.0]]), gain="linear")

@@ -78,7 +78,7 @@ def position_discounts(
 ) -> Tensor:
     """Discounts of ranks ``1..n`` as a 1-D tensor of length ``n``."""
     ranks = torch.arange(1, n + 1, dtype=dtype, device=device)
-    return discounts(ranks, discount)
+    return discounts(ranks, discount).to(dtype)  # a callable may answer in another dtype
 
 
 def ranking_scores(preds: Tensor, mask: Tensor | None) -> Tensor:
@@ -131,6 +131,8 @@ def stable_descending_order(scores: Tensor, kmax: int) -> Tensor:
 def tie_averaged_gains(scores: Tensor, item_gains: Tensor, kmax: int) -> Tensor:
     """Mean gain of the tie group covering each of the top ``kmax`` positions, ``[N, kmax]``.
 
+    Returned in the accumulation dtype (float64 where the device has it).
+
     The tie-aware DCG of McSherry & Najork (2008): every item of a group of equal scores is
     credited the mean gain of its group. The group at the ``kmax`` boundary is averaged over all
     its members in the whole list, including those below the cut-off, so that one group is the
@@ -144,7 +146,9 @@ def tie_averaged_gains(scores: Tensor, item_gains: Tensor, kmax: int) -> Tensor:
     if scores.dtype == torch.float32:
         scores = _ordered_int32(scores.contiguous())  # same order and tie groups, cheaper topk
     top_scores, top_index = _top(scores, kmax)
-    top_gains = item_gains.gather(-1, top_index)
+    # Sums of up to L exponential gains (2^127 each in float32) are taken in float64.
+    acc = accumulate_dtype(item_gains.device)
+    top_gains = item_gains.gather(-1, top_index).to(acc)
     starts_group = torch.ones_like(top_scores, dtype=torch.bool)
     starts_group[..., 1:] = top_scores[..., 1:] != top_scores[..., :-1]
     group_id = starts_group.cumsum(dim=-1) - 1
@@ -155,7 +159,7 @@ def tie_averaged_gains(scores: Tensor, item_gains: Tensor, kmax: int) -> Tensor:
         return mean_gain
     boundary = top_scores[..., -1:]
     in_boundary_group = scores == boundary
-    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(dim=-1, keepdim=True)
+    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
     boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
     return torch.where(top_scores == boundary, boundary_gain / boundary_size, mean_gain)
 
@@ -202,8 +206,9 @@ def _cutoff_weights(
 ) -> Tensor:
     """``[kmax, len(ks)]`` matrix: the discount of rank ``r + 1`` in column ``j`` if ``r < ks[j]``.
 
-    Cached (read-only, never modified in place): a metric calls this with the same arguments at
-    every update. Built outside inference mode so that it can serve autograd code later.
+    Cached for named discounts (read-only, never modified in place): a metric calls this with
+    the same arguments at every update. Built outside inference mode so that it can serve
+    autograd code later.
     """
     with torch.inference_mode(False), torch.no_grad():
         weights = position_discounts(kmax, discount, dtype=dtype, device=device)
@@ -227,7 +232,9 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     """
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
-    weights = _cutoff_weights(kmax, tuple(ks), discount, acc, position_gains.device)
+    # Only named discounts are cached: a callable may be unhashable or change between calls.
+    build = _cutoff_weights.__wrapped__ if callable(discount) else _cutoff_weights
+    weights = build(kmax, tuple(ks), discount, acc, position_gains.device)
     return position_gains.to(acc) @ weights
 
 
@@ -284,7 +291,9 @@ def dcg_and_ideal(
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)
     ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
-    dcg, ideal = cumulative_dcg(torch.stack([position_gains, ideal_gains]), ks, discount)
+    acc = accumulate_dtype(preds.device)
+    both = torch.stack([position_gains.to(acc), ideal_gains.to(acc)])
+    dcg, ideal = cumulative_dcg(both, ks, discount)
     return dcg, ideal
 
 

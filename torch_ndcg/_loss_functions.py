@@ -80,6 +80,7 @@ def _prepare(
         empty_target_action="neg",
         ignore_index=ignore_index,
         validate_args=validate_args,
+        finite_preds=True,
     )
     length = preds.shape[-1]
     scores = preds.reshape(-1, length).to(_kernels.compute_dtype(preds.dtype))
@@ -275,8 +276,8 @@ def approx_ndcg_loss(
         \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i) \, c_i,
 
     with the gains :math:`G`, discount :math:`D` and ideal DCG@k :math:`Z` of the metric. Without
-    ``k`` (or ``k`` at least the list length) :math:`c_i = 1`; with ``k`` the cut-off is smooth
-    in rank space, :math:`c_i = \operatorname{sigmoid}((k + \tfrac12 - \hat r_i) / T)`, so
+    ``k``, or in a list with at most ``k`` real items, :math:`c_i = 1`; otherwise the cut-off is
+    smooth in rank space, :math:`c_i = \operatorname{sigmoid}((k + \tfrac12 - \hat r_i) / T)`, so
     :math:`1 - \ell` tends to the exact nDCG@k as :math:`T \to 0` on tie-free scores.
 
     The default temperature :math:`T = 1` (allRank's :math:`\alpha = 1`) is the one that reached
@@ -345,7 +346,11 @@ def approx_ndcg_loss(
         ranks = torch.where(real, ranks, 1)
     terms = item_gains * _kernels.discounts(ranks, discount)
     if kmax < length:
-        terms = terms * torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+        cutoff = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+        if real is not None:
+            # Only lists with more than k real items are cut: padding changes nothing.
+            cutoff = torch.where(real.sum(-1, keepdim=True) > kmax, cutoff, 1)
+        terms = terms * cutoff
     approx = terms.sum(dim=-1) / torch.where(has_relevant, ideal, 1)
     per_list = torch.where(has_relevant, 1 - approx, 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 # Elements of one block temporary: 2^18 float32 = 1 MiB, so the handful of live temporaries
@@ -87,6 +88,8 @@ class PairwiseLogistic(torch.autograd.Function):
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
+        if n_lists == 0:
+            rows = 0  # an empty batch has no pair
         for i0, i1 in _row_blocks(n_lists, rows, length, upper=True):
             c0 = i0 + 1
             position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
@@ -109,6 +112,7 @@ class PairwiseLogistic(torch.autograd.Function):
         return loss
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
         return grad_loss[:, None] * grad, None, None, None, None, None, None
@@ -139,6 +143,7 @@ class SmoothRanks(torch.autograd.Function):
         return ranks.add_(0.5)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None]:
         u, valid = ctx.saved_tensors
         n_lists, length = u.shape

@@ -124,11 +124,19 @@ def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) ->
 
 
 def check_values(
-    preds: Tensor, target: Tensor, mask: Tensor | None, *, gain: Any, ignore_index: int | None
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    *,
+    gain: Any,
+    ignore_index: int | None,
+    finite_preds: bool = False,
 ) -> None:
-    """No NaN among real scores or labels, no negative label, no exponential-gain overflow.
+    """No NaN among real scores, finite non-negative labels, no exponential-gain overflow.
 
-    Padded items (``mask`` False) are not checked: their values never count.
+    With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
+    scores must be finite too. Padded items (``mask`` False) are not checked: their values
+    never count.
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     real_target = target if mask is None else torch.where(mask, target, 0)
@@ -144,8 +152,13 @@ def check_values(
     ).tolist()
     if low_pred != low_pred or high_pred != high_pred:
         raise ValueError("Expected `preds` to contain no NaN, but found NaN scores.")
+    if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
+        infinite = low_pred if math.isinf(low_pred) else high_pred
+        raise ValueError(f"Expected `preds` to be finite, but found {infinite!r}.")
     if low != low or high != high:
         raise ValueError("Expected `target` to contain no NaN, but found NaN labels.")
+    if math.isinf(high):
+        raise ValueError(f"Expected `target` to be finite, but found {high!r}.")
     if low < 0:
         hint = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
         raise ValueError(
@@ -207,10 +220,12 @@ def check_lists(
     empty_target_action: Any,
     ignore_index: Any,
     validate_args: bool,
+    finite_preds: bool = False,
 ) -> Tensor | None:
     """Every check of a ``[..., L]`` entry point, in order; return the mask of real items.
 
-    With ``validate_args=False`` nothing is checked: only the mask is built.
+    With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
+    as in :func:`check_values`.
     """
     if validate_args:
         check_options(gain, discount, ties, empty_target_action)
@@ -219,5 +234,7 @@ def check_lists(
         check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
     if validate_args:
-        check_values(preds, target, real, gain=gain, ignore_index=ignore_index)
+        check_values(
+            preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
+        )
     return real

@@ -44,6 +44,10 @@ class _Options:
         validate_args: bool,
     ) -> None:
         self.ks = _validation.check_k(k)
+        if self.ks is not None and len(set(self.ks)) != len(self.ks):
+            raise ValueError(
+                f"Expected `k` to hold distinct cut-offs (each names one result), but got {k!r}."
+            )
         _validation.check_options(gain, discount, ties, empty_target_action)
         _validation.check_ignore_index(ignore_index)
         _validation.check_bool("validate_args", validate_args)
@@ -93,7 +97,8 @@ class NDCG(Metric):
     running sum per cut-off and a list count: the state has a constant size, and under DDP it is
     synchronised by one sum all-reduce, exact whatever the split of batches across ranks (also
     for ranks with fewer updates or none). Lists with no relevant item count as 0 (``"neg"``),
-    1 (``"pos"``), are left out of the mean (``"skip"``) or raise (``"error"``).
+    1 (``"pos"``), are left out of the mean (``"skip"``) or raise (``"error"``); lists made
+    only of padding (``mask`` / ``ignore_index``) are not counted at all.
 
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
@@ -180,6 +185,10 @@ class NDCG(Metric):
         )
         values = values.reshape(-1, opt.n_cutoffs).to(self.sum_ndcg.dtype)
         counted = ~values.isnan()
+        real = _validation.real_items(target, mask, opt.ignore_index)
+        if real is not None:
+            # A list of padding only is no list (RetrievalNDCG never sees its rows either).
+            counted &= real.reshape(-1, real.shape[-1]).any(-1, keepdim=True)
         self.sum_ndcg += torch.where(counted, values, 0).sum(0)
         self.count += counted.sum(0)
 
