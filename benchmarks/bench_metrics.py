@@ -5,8 +5,10 @@ batches of 256 queries:
 
 - update+compute time of ``NDCG`` (one list per row) and of ``RetrievalNDCG`` (flat rows,
   shuffled across batches) against torchmetrics on the same rows; the values are asserted equal;
-- memory: bytes held in each metric's state after all updates (torch allocations are invisible
-  to tracemalloc, so the state tensors' ``numel * element_size`` is summed);
+- memory: bytes held in each metric's state after all updates (the state tensors'
+  ``numel * element_size``), and the peak memory of update+compute: each metric runs once in a
+  fresh subprocess that first builds the data, returns freed memory to the OS and resets its
+  peak resident set size (Linux ``VmHWM``), and reports how far the peak then grows;
 - ``RetrievalNDCG.compute()`` on 2,000,000 rows against one ``torch.sort`` of 2,000,000 floats.
 
 Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size).
@@ -15,7 +17,9 @@ Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,55 @@ def feed_rows(metric: Metric, rows: tuple[torch.Tensor, ...], batch_rows: int) -
     return metric.compute()
 
 
+def make_data(n: int) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Lists ``[n, 100]`` (scores, labels 0-4) and the same rows flat and shuffled, with ids."""
+    torch.manual_seed(0)
+    preds = torch.rand(n, ITEMS)
+    target = torch.randint(0, 5, (n, ITEMS))
+    ids = torch.arange(n).repeat_interleave(ITEMS)
+    perm = torch.randperm(n * ITEMS)
+    return preds, target, (preds.reshape(-1)[perm], target.reshape(-1)[perm], ids[perm])
+
+
+PEAK_RUNS = {
+    "torchmetrics": lambda d: feed_rows(
+        RetrievalNormalizedDCG(top_k=K), d[2], BATCH_QUERIES * ITEMS
+    ),
+    "NDCG": lambda d: feed_lists(NDCG(k=K, gain="linear"), d[0], d[1]),
+    "RetrievalNDCG": lambda d: feed_rows(
+        RetrievalNDCG(k=K, gain="linear"), d[2], BATCH_QUERIES * ITEMS
+    ),
+}
+
+
+def _peak_rss_kib() -> int:
+    """Peak resident set size of this process since the last reset (``VmHWM``), in KiB."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def peak_worker(name: str, n: int) -> None:
+    """Run one metric once on fresh data; print the growth of the peak RSS in bytes.
+
+    The memory freed after building the data is handed back to the OS (``malloc_trim``) and the
+    peak is reset (``/proc/self/clear_refs``), so the peak measures the metric alone (Linux).
+    """
+    data = make_data(n)
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # resets VmHWM to the current RSS
+    before = _peak_rss_kib()
+    PEAK_RUNS[name](data)
+    print((_peak_rss_kib() - before) * 1024)
+
+
+def peak_bytes(name: str, n: int) -> int:
+    """Peak extra memory of ``name``'s update+compute, measured in a fresh process."""
+    command = [sys.executable, __file__, "--queries", str(n), "--peak-worker", name]
+    return int(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
 def human(n_bytes: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n_bytes < 1024 or unit == "GiB":
@@ -70,14 +123,13 @@ def human(n_bytes: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=20_000)
+    parser.add_argument("--peak-worker", choices=list(PEAK_RUNS), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.manual_seed(0)
     n = args.queries
-    preds = torch.rand(n, ITEMS)
-    target = torch.randint(0, 5, (n, ITEMS))
-    ids = torch.arange(n).repeat_interleave(ITEMS)
-    perm = torch.randperm(n * ITEMS)
-    shuffled = (preds.reshape(-1)[perm], target.reshape(-1)[perm], ids[perm])
+    if args.peak_worker:
+        peak_worker(args.peak_worker, n)
+        return
+    preds, target, shuffled = make_data(n)
     batch_rows = BATCH_QUERIES * ITEMS
 
     # torchmetrics is slow: one timed run (rows shuffled; it sorts them by query anyway).
@@ -156,6 +208,13 @@ def main() -> None:
         f"{human(theirs_bytes)} | "
         f"{theirs_bytes / rows_bytes:.2f}x smaller |"
     )
+    peaks = {name: peak_bytes(name, n) for name in PEAK_RUNS}
+    for name in ("NDCG", "RetrievalNDCG"):
+        print(
+            f"| `{name}` peak extra memory of update+compute | {human(peaks[name])} | "
+            f"{human(peaks['torchmetrics'])} | "
+            f"{peaks['torchmetrics'] / max(peaks[name], 1):.1f}x smaller |"
+        )
     print(
         f"| `RetrievalNDCG.compute()` on {SORT_ROWS:,} rows vs one `torch.sort` of "
         f"{SORT_ROWS:,} floats "
