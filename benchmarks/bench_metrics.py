@@ -210,10 +210,11 @@ def main() -> None:
     )
     peaks = {name: peak_bytes(name, n) for name in PEAK_RUNS}
     for name in ("NDCG", "RetrievalNDCG"):
+        ratio = peaks["torchmetrics"] / max(peaks[name], 1)
+        versus = f"{ratio:.1f}x smaller" if ratio >= 1 else f"{1 / ratio:.1f}x larger"
         print(
             f"| `{name}` peak extra memory of update+compute | {human(peaks[name])} | "
-            f"{human(peaks['torchmetrics'])} | "
-            f"{peaks['torchmetrics'] / max(peaks[name], 1):.1f}x smaller |"
+            f"{human(peaks['torchmetrics'])} | {versus} |"
         )
     print(
         f"| `RetrievalNDCG.compute()` on {SORT_ROWS:,} rows vs one `torch.sort` of "
