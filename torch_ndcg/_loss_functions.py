@@ -45,6 +45,24 @@ def _check_loss_k(k: Any) -> int | None:
     raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
 
 
+def check_lambdarank_options(
+    *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
+) -> int | None:
+    """The hyper-parameters of :func:`lambdarank_loss` (function and module); returns ``k``."""
+    _check_positive("sigma", sigma)
+    _validation.check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
+    _check_positive("mu", mu, allow_zero=True)
+    _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    return _check_loss_k(k)
+
+
+def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
+    """The hyper-parameters of :func:`approx_ndcg_loss` (function and module); returns ``k``."""
+    _check_positive("temperature", temperature)
+    _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    return _check_loss_k(k)
+
+
 @dataclass(frozen=True)
 class _LossInput:
     """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return."""
@@ -55,21 +73,24 @@ class _LossInput:
     k: int | None
     leading_shape: torch.Size
 
+    @property
+    def kmax(self) -> int:
+        """Positions the cut-off needs: ``k`` capped at the list length (``None``: all)."""
+        ks = None if self.k is None else [self.k]
+        return _kernels.resolve_cutoffs(ks, self.scores.shape[-1])[1]
+
 
 def _prepare(
     preds: Tensor,
     target: Tensor,
     *,
-    k: Any,
+    k: int | None,
     gain: Any,
     discount: Any,
-    reduction: Any,
     mask: Tensor | None,
     ignore_index: int | None,
     validate_args: bool,
 ) -> _LossInput:
-    cutoff = _check_loss_k(k)
-    _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     real = _validation.check_lists(
         preds,
         target,
@@ -92,7 +113,7 @@ def _prepare(
         scores=scores,
         target=target.reshape(-1, length),
         mask=flat_mask,
-        k=cutoff,
+        k=k,
         leading_shape=preds.shape[:-1],
     )
 
@@ -198,23 +219,21 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    _check_positive("sigma", sigma)
-    _validation.check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
-    _check_positive("mu", mu, allow_zero=True)
+    cutoff = check_lambdarank_options(
+        k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
+    )
     lists = _prepare(
         preds,
         target,
-        k=k,
+        k=cutoff,
         gain=gain,
         discount=discount,
-        reduction=reduction,
         mask=mask,
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
     scores, real = lists.scores, lists.mask
-    length = scores.shape[-1]
-    kmax = length if lists.k is None else min(lists.k, length)
+    length, kmax = scores.shape[-1], lists.kmax
     item_gains, ideal = _gains_and_ideal(lists, kmax, gain, discount)
     has_relevant = ideal > 0
     inverse_ideal = torch.where(has_relevant, 1 / torch.where(has_relevant, ideal, 1), 0)
@@ -321,21 +340,19 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(preds, target)
         tensor(0.3691)
     """
-    _check_positive("temperature", temperature)
+    cutoff = check_approx_options(k=k, temperature=temperature, reduction=reduction)
     lists = _prepare(
         preds,
         target,
-        k=k,
+        k=cutoff,
         gain=gain,
         discount=discount,
-        reduction=reduction,
         mask=mask,
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
     scores, real = lists.scores, lists.mask
-    length = scores.shape[-1]
-    kmax = length if lists.k is None else min(lists.k, length)
+    length, kmax = scores.shape[-1], lists.kmax
     item_gains, ideal = _gains_and_ideal(lists, kmax, gain, discount)
     has_relevant = ideal > 0
     weights = None if real is None else real.to(scores.dtype)
@@ -346,11 +363,11 @@ def approx_ndcg_loss(
         ranks = torch.where(real, ranks, 1)
     terms = item_gains * _kernels.discounts(ranks, discount)
     if kmax < length:
-        cutoff = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+        smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
         if real is not None:
             # Only lists with more than k real items are cut: padding changes nothing.
-            cutoff = torch.where(real.sum(-1, keepdim=True) > kmax, cutoff, 1)
-        terms = terms * cutoff
+            smooth_cut = torch.where(real.sum(-1, keepdim=True) > kmax, smooth_cut, 1)
+        terms = terms * smooth_cut
     approx = terms.sum(dim=-1) / torch.where(has_relevant, ideal, 1)
     per_list = torch.where(has_relevant, 1 - approx, 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)

@@ -6,16 +6,14 @@ from torch import Tensor, nn
 
 from torch_ndcg._kernels import Discount, Gain
 from torch_ndcg._loss_functions import (
-    REDUCTIONS,
-    WEIGHTINGS,
     Reduction,
     Weighting,
-    _check_loss_k,
-    _check_positive,
     approx_ndcg_loss,
+    check_approx_options,
+    check_lambdarank_options,
     lambdarank_loss,
 )
-from torch_ndcg._validation import check_ignore_index, check_option, check_options
+from torch_ndcg._validation import check_ignore_index, check_options
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
 
@@ -73,12 +71,8 @@ class LambdaRankLoss(nn.Module):
         validate_args: bool = True,
     ) -> None:
         super().__init__()
-        _check_loss_k(k)
-        _check_positive("sigma", sigma)
-        check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
-        _check_positive("mu", mu, allow_zero=True)
+        check_lambdarank_options(k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction)
         check_options(gain, discount, "first")
-        check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
         check_ignore_index(ignore_index)
         self.k = k
         self.sigma = sigma
@@ -150,10 +144,8 @@ class ApproxNDCGLoss(nn.Module):
         validate_args: bool = True,
     ) -> None:
         super().__init__()
-        _check_positive("temperature", temperature)
-        _check_loss_k(k)
+        check_approx_options(k=k, temperature=temperature, reduction=reduction)
         check_options(gain, discount, "first")
-        check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
         check_ignore_index(ignore_index)
         self.temperature = temperature
         self.k = k
