@@ -232,10 +232,48 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     """
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
+    weights = cutoff_matrix(kmax, ks, discount, acc, position_gains.device)
+    return position_gains.to(acc) @ weights
+
+
+def cutoff_matrix(
+    kmax: int, ks: Sequence[int], discount: Discount, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """``[kmax, len(ks)]``: discount of rank ``r + 1`` in column ``j`` if ``r < ks[j]``, else 0."""
     # Only named discounts are cached: a callable may be unhashable or change between calls.
     build = _cutoff_weights.__wrapped__ if callable(discount) else _cutoff_weights
-    weights = build(kmax, tuple(ks), discount, acc, position_gains.device)
-    return position_gains.to(acc) @ weights
+    return build(kmax, tuple(ks), discount, dtype, device)
+
+
+def _segment_dcg(
+    segment: Tensor,
+    rank: Tensor,
+    position_gains: Tensor,
+    n_segments: int,
+    ks: Sequence[int],
+    kmax: int,
+    discount: Discount,
+) -> Tensor:
+    """Per segment, at every cut-off, the sum of gain times discount of its rows' ranks.
+
+    Args:
+        segment: ``[M]`` segment id of each row.
+        rank: ``[M]`` 1-based rank of each row in its segment; ranks past ``kmax`` count 0.
+        position_gains: ``[M, C]`` gains credited to the rows (C columns summed apart).
+        n_segments: number of segments.
+        ks: cut-offs.
+        kmax: number of ranks the cut-offs need.
+        discount: discount name or callable.
+
+    Returns:
+        ``[C, n_segments, len(ks)]`` in the dtype of ``position_gains``.
+    """
+    weights = cutoff_matrix(kmax, ks, discount, position_gains.dtype, position_gains.device)
+    row_weights = weights.index_select(0, rank.clamp(max=kmax) - 1)
+    row_weights = torch.where((rank <= kmax)[:, None], row_weights, 0)
+    credited = position_gains[:, :, None] * row_weights[:, None, :]  # [M, C, len(ks)]
+    totals = credited.new_zeros(n_segments, *credited.shape[1:]).index_add_(0, segment, credited)
+    return totals.permute(1, 0, 2)
 
 
 def resolve_cutoffs(k: Sequence[int] | None, length: int) -> tuple[list[int], int]:
@@ -382,9 +420,6 @@ def _segmented_dcg_and_ideal_generic(
     ranks = torch.arange(1, query.numel() + 1, device=query.device) - first_row.gather(
         0, ranked_query
     )
-    weights = position_discounts(kmax, discount, dtype=acc, device=preds.device)
-    rank_weights = weights.gather(0, (ranks - 1).clamp(max=kmax - 1))
-
     ranked_gains = item_gains.gather(0, order).to(acc)
     if ties == "average":
         # McSherry & Najork: every member of a run of equal (query, score) gets the run's mean.
@@ -402,16 +437,8 @@ def _segmented_dcg_and_ideal_generic(
     # The ideal order ranks by gain (for the built-in gains, the label order).
     ideal_gains = item_gains.gather(0, _segment_descending_order(query, item_gains)).to(acc)
 
-    dcg = torch.empty(n_queries, len(ks), dtype=acc, device=preds.device)
-    ideal = torch.empty_like(dcg)
-    gained = ranked_gains * rank_weights
-    ideal_gained = ideal_gains * rank_weights
-    for column, cutoff in enumerate(ks):
-        inside = ranks <= cutoff
-        dcg[:, column] = _segment_sum(ranked_query, torch.where(inside, gained, 0), n_queries)
-        ideal[:, column] = _segment_sum(
-            ranked_query, torch.where(inside, ideal_gained, 0), n_queries
-        )
+    both = torch.stack([ranked_gains, ideal_gains], dim=-1)
+    dcg, ideal = _segment_dcg(ranked_query, ranks, both, n_queries, ks, kmax, discount)
     return ids, dcg, ideal
 
 
@@ -560,15 +587,6 @@ def segmented_dcg_and_ideal(
     ideal_gains = _float32_from_descending_key(ideal_key.index_select(0, top)).to(acc)
 
     # 4. Per-query sums at each cut-off.
-    weights = position_discounts(kmax, discount, dtype=acc, device=device)
-    rank_weights = weights.index_select(0, top_rank - 1)
-    gained, ideal_gained = top_gains * rank_weights, ideal_gains * rank_weights
-    dcg = torch.empty(n_queries, len(ks), dtype=acc, device=device)
-    ideal = torch.empty_like(dcg)
-    for column, cutoff in enumerate(ks):
-        inside = top_rank <= cutoff
-        dcg[:, column] = _segment_sum(top_segment, torch.where(inside, gained, 0), n_queries)
-        ideal[:, column] = _segment_sum(
-            top_segment, torch.where(inside, ideal_gained, 0), n_queries
-        )
+    both = torch.stack([top_gains, ideal_gains], dim=-1)
+    dcg, ideal = _segment_dcg(top_segment, top_rank, both, n_queries, ks, kmax, discount)
     return ids, dcg, ideal
