@@ -390,18 +390,8 @@ def _segmented_dcg_and_ideal_generic(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`segmented_dcg_and_ideal` for any floating dtype, on every row.
 
-    Args:
-        preds: ``[N]`` floating scores, no NaN.
-        target: ``[N]`` non-negative labels.
-        indexes: ``[N]`` int64 query ids, any values, in any order.
-        k: cut-offs, or ``None`` for each whole query.
-        gain: gain name or callable.
-        discount: discount name or callable.
-        ties: ``"average"`` or ``"first"``.
-
-    Returns:
-        ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
-        tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    Same arguments and result; two stable sorts per order instead of one composite key, and no
+    top-k shortcut. The tests use it as the fast path's oracle.
     """
     acc = accumulate_dtype(preds.device)
     dtype = compute_dtype(preds.dtype)
