@@ -51,11 +51,29 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> N
     item_gains = torch.tensor([[1.0, 6.0, 2.0, 0.0, 3.0]])
     # Ranked: 3.0 (gain 1), 2.0 (gain 2), then three tied at 1.0 with mean gain 3.
     expected = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
-    torch.testing.assert_close(kernels.tie_averaged_gains(scores, item_gains, 3), expected)
+    keys, top_keys, top_index, tied = kernels.top_items(scores, 3, padded=False)
+    assert tied
     torch.testing.assert_close(
-        kernels.tie_averaged_gains(scores, item_gains, 5),
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
+    )
+    keys, top_keys, top_index, tied = kernels.top_items(scores, 5, padded=False)
+    torch.testing.assert_close(
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
+
+
+def test_top_items_reports_only_ties_that_touch_the_top() -> None:
+    # The tie at 1.0 lies below the 3rd item; at k = 2 the boundary pair (2.0, 1.5) is distinct.
+    scores = torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.5]])
+    assert not kernels.top_items(scores, 2, padded=False)[3]
+    assert kernels.top_items(scores, 4, padded=False)[3]  # 4th and 5th tie across the cut-off
+    # Ties among padding (-inf) do not count; a tie between real items does.
+    padded = torch.tensor([[2.0, float("-inf"), 1.0, float("-inf")]])
+    assert not kernels.top_items(padded, 3, padded=True)[3]
+    assert kernels.top_items(padded, 3, padded=False)[3]
+    assert kernels.top_items(padded.double(), 3, padded=False)[3]
+    assert not kernels.top_items(padded.double(), 3, padded=True)[3]
 
 
 def test_ideal_ranked_gains_with_padding_and_custom_gain() -> None:
