@@ -205,6 +205,39 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
+    lists, normalized = ndcg_of_lists(
+        preds,
+        target,
+        k=k,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        mask=mask,
+        ignore_index=ignore_index,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
+    return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
+
+
+def ndcg_of_lists(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    k: int | Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    mask: Tensor | None,
+    ignore_index: int | None,
+    empty_target_action: EmptyTargetAction,
+    validate_args: bool,
+) -> tuple[_Lists, Tensor]:
+    """:func:`ndcg` before shaping: the validated lists and their ``[N, len(k)]`` nDCG.
+
+    The values stay in the accumulation dtype (float64 where the device has it); the metric
+    classes add them up as they are.
+    """
     lists = _prepare(
         preds,
         target,
@@ -224,5 +257,4 @@ def ndcg(
         raise ValueError(
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-    normalized = _kernels.normalize(value, ideal, empty_target_action)
-    return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
+    return lists, _kernels.normalize(value, ideal, empty_target_action)

@@ -19,7 +19,7 @@ from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _kernels, _validation
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
-from torch_ndcg.functional import ndcg
+from torch_ndcg.functional import ndcg_of_lists
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -171,26 +171,33 @@ class NDCG(Metric):
             mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
         """
         opt = self.options
-        values = ndcg(
-            preds,
-            target,
-            k=opt.k,
-            gain=opt.gain,
-            discount=opt.discount,
-            ties=opt.ties,
-            mask=mask,
-            ignore_index=opt.ignore_index,
-            empty_target_action=opt.empty_target_action,
-            validate_args=opt.validate_args,
-        )
-        values = values.reshape(-1, opt.n_cutoffs).to(self.sum_ndcg.dtype)
-        counted = ~values.isnan()
-        real = _validation.real_items(target, mask, opt.ignore_index)
-        if real is not None:
-            # A list of padding only is no list (RetrievalNDCG never sees its rows either).
-            counted &= real.reshape(-1, real.shape[-1]).any(-1, keepdim=True)
-        self.sum_ndcg += torch.where(counted, values, 0).sum(0)
-        self.count += counted.sum(0)
+        # Nothing here is differentiated: inference mode spares every op its autograd
+        # bookkeeping (about a tenth of an update of [256, 100]).
+        with torch.inference_mode():
+            lists, values = ndcg_of_lists(
+                preds,
+                target,
+                k=opt.k,
+                gain=opt.gain,
+                discount=opt.discount,
+                ties=opt.ties,
+                mask=mask,
+                ignore_index=opt.ignore_index,
+                empty_target_action=opt.empty_target_action,
+                validate_args=opt.validate_args,
+            )
+            values = values.to(self.sum_ndcg.dtype)
+            if lists.mask is None and opt.empty_target_action != "skip":
+                batch_sum, batch_count = values.sum(0), values.shape[0]
+            else:
+                counted = ~values.isnan()
+                if lists.mask is not None:
+                    # A list of padding only is no list (RetrievalNDCG never sees its rows).
+                    counted &= lists.mask.any(-1, keepdim=True)
+                batch_sum = torch.where(counted, values, 0).sum(0)
+                batch_count = counted.sum(0)
+        self.sum_ndcg += batch_sum
+        self.count += batch_count
 
     def compute(self) -> MetricValue:
         """Mean nDCG of the lists seen so far (0 if none was counted)."""
