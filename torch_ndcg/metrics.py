@@ -187,6 +187,7 @@ class NDCG(Metric):
                 validate_args=opt.validate_args,
             )
             values = values.to(self.sum_ndcg.dtype)
+            batch_count: Tensor | int
             if lists.mask is None and opt.empty_target_action != "skip":
                 batch_sum, batch_count = values.sum(0), values.shape[0]
             else:
