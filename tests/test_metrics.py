@@ -462,53 +462,83 @@ def test_retrieval_update_checks_preds_and_target() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The segmented kernel: its float32 fast path against its generic (float64) path
+# Grouping flat rows into padded lists (RetrievalNDCG's compute)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    n=st.integers(1, 300),
-    n_queries=st.integers(1, 12),
+    sizes=st.lists(st.integers(1, 70), min_size=1, max_size=12),
     n_scores=st.integers(1, 6),
-    wide_ids=st.booleans(),
+    id_spread=st.sampled_from([1, 3, 2**20, 2**40]),
     k=st.one_of(st.none(), st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)),
     ties=st.sampled_from(["average", "first"]),
     gain=st.sampled_from(["exponential", "linear", "callable"]),
     labels=st.sampled_from(["small", "fractional", "large"]),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**16),
 )
-def test_segmented_kernel_fast_path_equals_generic_path(
-    n: int,
-    n_queries: int,
+def test_grouped_kernel_equals_loop_reference_per_query(
+    sizes: list[int],
     n_scores: int,
-    wide_ids: bool,
+    id_spread: int,
     k: Any,
     ties: str,
     gain: str,
     labels: str,
+    dtype: torch.dtype,
     seed: int,
 ) -> None:
-    from torch_ndcg import _kernels
+    """Queries of skewed sizes (several buckets), rows shuffled, ids narrow to very wide."""
+    from torch_ndcg import _grouping
 
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, n_queries, (n,), generator=gen) * (2**40 if wide_ids else 3) - 1
-    preds = torch.randint(0, n_scores, (n,), generator=gen).float()
-    target = torch.randint(0, 4, (n,), generator=gen)
-    # Small integer labels take the label-count ideal; the others the ideal sort.
+    query_of_row = torch.arange(len(sizes)).repeat_interleave(torch.tensor(sizes))
+    perm = torch.randperm(query_of_row.numel(), generator=gen)
+    ids = (query_of_row * id_spread - 7)[perm]
+    n = ids.numel()
+    preds = torch.randint(0, n_scores, (n,), generator=gen).to(dtype)
+    target = torch.randint(0, 4, (n,), generator=gen).double()
+    # Small integer labels take the label-count ideal; the others the ideal top-k.
     if labels == "fractional":
         target = target / 2
     elif labels == "large":
         target = target * 30  # up to 90: past the counted labels (exponential gain stays finite)
     # A gain that is not monotone in the label: the ideal order must follow the gains.
     gain_fn: Any = (lambda y: (y - 1.5).abs()) if gain == "callable" else gain
-    options: Any = {"k": k, "gain": gain_fn, "discount": "log2", "ties": ties}
-    fast = _kernels.segmented_dcg_and_ideal(preds, target, ids, **options)
-    generic = _kernels._segmented_dcg_and_ideal_generic(preds.double(), target, ids, **options)
-    assert torch.equal(fast[0], generic[0])
-    # Gains of integer labels are exact in float32; others round at float32's 6e-8.
-    rtol = 0.0 if labels == "small" else 1e-6
-    torch.testing.assert_close(fast[1], generic[1], atol=1e-9, rtol=rtol)
-    torch.testing.assert_close(fast[2], generic[2], atol=1e-9, rtol=rtol)
+    ref_gain: Any = (lambda y: abs(y - 1.5)) if gain == "callable" else ref.GAINS[gain]
+    query_ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
+        preds, target, ids, k=k, gain=gain_fn, discount="log2", ties=ties
+    )
+    assert torch.equal(query_ids, torch.unique(ids))
+    values = torch.where(ideal == 0, 0, dcg / ideal)
+    for column, cutoff in enumerate([None] if k is None else k):
+        expected = ref.ndcg_per_query(
+            preds.tolist(), target.tolist(), ids.tolist(), cutoff, gain=ref_gain, ties=ties
+        )
+        got = dict(zip(query_ids.tolist(), values[:, column].tolist(), strict=True))
+        assert got == pytest.approx(expected, abs=1e-6)
+
+
+def test_grouping_buckets_bound_the_padding() -> None:
+    from torch_ndcg import _grouping
+
+    # Sizes 1, 2, 3, 4, 5, 100: buckets (0, 1], (1, 2], (2, 4], (4, 8], (64, 128].
+    sizes = torch.tensor([3, 1, 100, 4, 2, 5])
+    ids = torch.arange(6).repeat_interleave(sizes) * 10
+    grouping = _grouping.group_rows(ids[torch.randperm(ids.numel())])
+    assert grouping.ids.tolist() == [0, 10, 20, 30, 40, 50]
+    assert grouping.sizes.tolist() == sizes.tolist()
+    buckets = list(grouping.buckets())
+    assert [rows.shape[1] for _, rows, _ in buckets] == [1, 2, 4, 5, 100]
+    padded = sum(rows.numel() for _, rows, _ in buckets)
+    assert padded <= 2 * ids.numel()
+    for queries, rows, mask in buckets:
+        real = rows.numel() if mask is None else int(mask.sum())
+        assert real == int(grouping.sizes[queries].sum())
+    # Equal sizes: one bucket, no padding, no mask.
+    (only,) = list(_grouping.group_rows(torch.tensor([5, 9, 5, 9])).buckets())
+    assert only[1].tolist() == [[0, 2], [1, 3]]
+    assert only[2] is None
 
 
 def test_lists_of_padding_only_are_not_counted_by_either_metric() -> None:

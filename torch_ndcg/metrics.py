@@ -17,7 +17,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _kernels, _validation
+from torch_ndcg import _grouping, _kernels, _validation
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg.functional import ndcg_of_lists
 
@@ -360,7 +360,7 @@ class RetrievalNDCG(Metric):
             if self.aggregation == "none":
                 return opt.shape(no_query), indexes
             return opt.shape(torch.zeros(opt.n_cutoffs, device=self.device))
-        ids, dcg, ideal = _kernels.segmented_dcg_and_ideal(
+        ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
             preds, target, indexes, k=opt.ks, gain=opt.gain, discount=opt.discount, ties=opt.ties
         )
         if opt.empty_target_action == "error" and bool((ideal == 0).any()):

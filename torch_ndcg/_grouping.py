@@ -1,0 +1,161 @@
+"""Flat rows grouped by query id into padded ``[Q, W]`` lists, for ``RetrievalNDCG``.
+
+One stable sort of small integer query codes puts each query's rows next to each other, in
+their order of appearance. Queries are then laid out one per row of a padded matrix, in
+buckets of similar size (sizes in ``(2^(b-1), 2^b]`` share a bucket), so that padding never
+more than doubles the data however skewed the query sizes are. Each bucket goes through the
+dense kernel :func:`torch_ndcg._kernels.dcg_and_ideal`: the grouped metric has no math of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _kernels
+from torch_ndcg._kernels import Discount, Gain, Ties
+
+# Query codes are sorted in the narrowest integer dtype that holds them: ATen's CPU radix sort
+# makes one pass per byte of the dtype, so int16 codes sort about twice as fast as int32 ones.
+_INT16_CODES = 2**15
+_INT32_CODES = 2**31
+
+
+def _narrow(codes: Tensor, n_codes: int) -> Tensor:
+    """``codes`` (all in ``[0, n_codes)``) in int16 or int32 when they fit, else int64."""
+    if n_codes <= _INT16_CODES:
+        return codes.to(torch.int16)
+    if n_codes <= _INT32_CODES:
+        return codes.to(torch.int32)
+    return codes
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Rows sorted by query: ``order`` lists the rows of query 0, then query 1, and so on.
+
+    Attributes:
+        ids: ``[Q]`` sorted unique query ids.
+        order: ``[N]`` row indices, grouped by query, rows of a query in order of appearance.
+        first_row: ``[Q]`` position in ``order`` of each query's first row.
+        sizes: ``[Q]`` number of rows of each query.
+    """
+
+    ids: Tensor
+    order: Tensor
+    first_row: Tensor
+    sizes: Tensor
+
+    def buckets(self) -> Iterator[tuple[Tensor, Tensor, Tensor | None]]:
+        """Queries of similar size as padded lists: ``(queries, rows, mask)`` per bucket.
+
+        ``queries`` are ``[B]`` query positions (into ``ids``), ``rows`` the ``[B, W]`` row
+        indices of their items (padding points at some real row), and ``mask`` the ``[B, W]``
+        real items, or ``None`` when the bucket has no padding. A bucket spans sizes in
+        ``(2^(b-1), 2^b]``; ``W`` is its largest size.
+        """
+        n_queries = self.sizes.numel()
+        if n_queries == 0:
+            return
+        n_rows = self.order.numel()
+        low, high = (int(v) for v in torch.aminmax(self.sizes))
+        if low == high:  # every query has the same size: the sorted rows are the lists
+            yield (
+                torch.arange(n_queries, device=self.order.device),
+                self.order.view(n_queries, high),
+                None,
+            )
+            return
+        size_class = torch.frexp((self.sizes - 1).to(torch.float64)).exponent
+        for size_bits in torch.unique(size_class).tolist():
+            queries = (size_class == size_bits).nonzero().squeeze(1)
+            sizes = self.sizes.index_select(0, queries)
+            width = int(sizes.max())
+            columns = torch.arange(width, device=sizes.device)
+            mask = columns < sizes[:, None]
+            positions = self.first_row.index_select(0, queries)[:, None] + columns
+            positions = positions.clamp_(max=n_rows - 1)  # padding: any real row
+            rows = self.order.index_select(0, positions.view(-1)).view(positions.shape)
+            yield queries, rows, None if bool(mask.all()) else mask
+
+
+def group_rows(indexes: Tensor) -> Grouping:
+    """Group flat rows by their int64 query ids (any values, any order): one stable sort.
+
+    Ids spanning less than 2^31 are coded as their offset from the smallest id; wider ones
+    as their rank among the unique ids (one more sort, in ``torch.unique``).
+    """
+    n_rows = indexes.numel()
+    device = indexes.device
+    if n_rows == 0:
+        empty = torch.zeros(0, dtype=torch.int64, device=device)
+        return Grouping(ids=indexes.reshape(0), order=empty, first_row=empty, sizes=empty)
+    low, high = (int(v) for v in torch.aminmax(indexes))
+    unique_ids: Tensor | None = None
+    if high - low < _INT32_CODES:
+        codes = _narrow(indexes - low, high - low + 1)
+    else:
+        unique_ids, inverse = torch.unique(indexes, sorted=True, return_inverse=True)
+        codes = _narrow(inverse, unique_ids.numel())
+    sorted_codes, order = codes.sort(stable=True)
+    starts = torch.ones(n_rows, dtype=torch.bool, device=device)
+    torch.ne(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
+    first_row = starts.nonzero().squeeze(1)
+    sizes = torch.diff(first_row, append=first_row.new_tensor([n_rows]))
+    if unique_ids is None:
+        unique_ids = sorted_codes.index_select(0, first_row).to(torch.int64) + low
+    return Grouping(ids=unique_ids, order=order, first_row=first_row, sizes=sizes)
+
+
+def grouped_dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
+
+    The numbers of :func:`torch_ndcg._kernels.dcg_and_ideal` on the queries laid out one per
+    row (rows of a query in order of appearance, which is what ``ties="first"`` follows), with
+    no loop over queries and nothing sized by the largest query id.
+
+    Args:
+        preds: ``[N]`` floating scores, no NaN.
+        target: ``[N]`` non-negative labels.
+        indexes: ``[N]`` int64 query ids, any values, in any order.
+        k: cut-offs, or ``None`` for each whole query.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        ties: ``"average"`` or ``"first"``.
+
+    Returns:
+        ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
+        tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    grouping = group_rows(indexes)
+    n_cutoffs = 1 if k is None else len(k)
+    acc = _kernels.accumulate_dtype(preds.device)
+    shape = (grouping.ids.numel(), n_cutoffs)
+    dcg = torch.zeros(shape, dtype=acc, device=preds.device)
+    ideal = torch.zeros(shape, dtype=acc, device=preds.device)
+    for queries, rows, mask in grouping.buckets():
+        flat_rows = rows.view(-1)
+        bucket_dcg, bucket_ideal = _kernels.dcg_and_ideal(
+            preds.index_select(0, flat_rows).view(rows.shape),
+            target.index_select(0, flat_rows).view(rows.shape),
+            mask,
+            k=k,
+            gain=gain,
+            discount=discount,
+            ties=ties,
+        )
+        dcg.index_copy_(0, queries, bucket_dcg)
+        ideal.index_copy_(0, queries, bucket_ideal)
+    return grouping.ids, dcg, ideal
