@@ -152,7 +152,7 @@ def main() -> None:
         lists.reset()
         lists_value = feed_lists(lists, preds, target)
 
-    lists_ms = best_ms(run_lists, repeats=5)
+    lists_ms = best_ms(run_lists, repeats=7, warmup=3)
     lists_bytes = state_bytes(lists)
 
     rows = RetrievalNDCG(k=K, gain="linear")
@@ -163,7 +163,7 @@ def main() -> None:
         rows.reset()
         rows_value = feed_rows(rows, shuffled, batch_rows)
 
-    rows_ms = best_ms(run_rows, repeats=5)
+    rows_ms = best_ms(run_rows, repeats=7, warmup=3)
     rows_bytes = state_bytes(rows)
     assert theirs_value is not None
     assert lists_value is not None

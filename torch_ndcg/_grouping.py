@@ -96,7 +96,8 @@ def group_rows(indexes: Tensor) -> Grouping:
     low, high = (int(v) for v in torch.aminmax(indexes))
     unique_ids: Tensor | None = None
     if high - low < _INT32_CODES:
-        codes = _narrow(indexes - low, high - low + 1)
+        offsets = indexes if low >= 0 and high < _INT32_CODES else indexes - low
+        codes = _narrow(offsets, (high if offsets is indexes else high - low) + 1)
     else:
         unique_ids, inverse = torch.unique(indexes, sorted=True, return_inverse=True)
         codes = _narrow(inverse, unique_ids.numel())

@@ -267,22 +267,31 @@ def ideal_ranked_gains(
 _MAX_COUNTED_LEVELS = 64
 
 
-def integer_label_levels(target: Tensor, mask: Tensor | None) -> int | None:
-    """``max label + 1`` if the real labels are integers below the histogram limit, else ``None``.
+def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
+    """Integer labels and ``max label + 1``, if the real labels are small integers.
 
-    One host sync (two for floating labels: the integrality check).
+    ``None`` when a real label is fractional or reaches the histogram limit. Integer labels are
+    returned as they are; bool and float ones as a fresh int32 tensor (int64 if the bins of
+    :func:`ideal_dcg_from_label_counts` need it). One host sync.
     """
     if target.numel() == 0:
         return None
+    n, length = target.shape
+    limit = max(_MAX_COUNTED_LEVELS, length)
     if target.dtype == torch.bool:
-        return 2
-    real = target if mask is None else torch.where(mask, target, 0)
-    limit = max(_MAX_COUNTED_LEVELS, target.shape[-1])
+        return target.to(torch.int32), 2
     if not target.is_floating_point():
-        high = int(real.max())
-        return high + 1 if high < limit else None
-    high, fraction = torch.stack([real.max(), (real - real.trunc()).abs().max()]).tolist()
-    return int(high) + 1 if fraction == 0 and high < limit else None
+        high = int((target if mask is None else torch.where(mask, target, 0)).max())
+        return (target, high + 1) if high < limit else None
+    labels = target.to(torch.int32 if n * (limit + 1) < 2**31 else torch.int64)
+    # A fractional label, or one past the integer dtype, does not survive the round trip.
+    lost = labels != target
+    real_labels = labels
+    if mask is not None:
+        lost &= mask
+        real_labels = torch.where(mask, labels, 0)
+    any_lost, high = torch.stack([lost.any().to(labels.dtype), real_labels.max()]).tolist()
+    return (labels, high + 1) if not any_lost and high < limit else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -296,7 +305,7 @@ def _level_gain_steps(
 
 
 def ideal_dcg_from_label_counts(
-    target: Tensor,
+    labels: Tensor,
     mask: Tensor | None,
     levels: int,
     ks: Sequence[int],
@@ -314,9 +323,10 @@ def ideal_dcg_from_label_counts(
         \qquad g(-1) = 0.
 
     Args:
-        target: ``[N, L]`` labels, integers in ``[0, levels)`` on real items.
+        labels: ``[N, L]`` integer labels in ``[0, levels)`` on real items, from
+            :func:`small_integer_labels`.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        levels: number of label values (max label + 1), from :func:`integer_label_levels`.
+        levels: number of label values (max label + 1), from :func:`small_integer_labels`.
         ks: cut-offs.
         kmax: number of ranks the cut-offs need.
         gain: a named gain (non-decreasing, so the ideal order is the label order).
@@ -325,13 +335,16 @@ def ideal_dcg_from_label_counts(
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
-    n = target.shape[0]
-    device = target.device
+    n = labels.shape[0]
+    device = labels.device
     acc = accumulate_dtype(device)
     # Row i has the bins i * (levels + 1) + j: bin j counts the label levels - 1 - j, and the
     # last one (j = levels) the padding.
-    row_top = torch.arange(levels - 1, n * (levels + 1), levels + 1, device=device)[:, None]
-    bins = row_top - target.to(torch.int64)
+    index_dtype = torch.int32 if n * (levels + 1) < 2**31 else torch.int64
+    row_top = torch.arange(
+        levels - 1, n * (levels + 1), levels + 1, dtype=index_dtype, device=device
+    )[:, None]
+    bins = row_top - labels
     if mask is not None:
         bins = torch.where(mask, bins, row_top + 1)
     counts = torch.bincount(bins.view(-1), minlength=n * (levels + 1)).view(n, levels + 1)
@@ -467,10 +480,11 @@ def dcg_and_ideal(
         else:
             position_gains = ranked_gains(target, mask, order, gain, dtype)
     dcg = cumulative_dcg(position_gains, ks, discount)
-    levels = None if callable(gain) else integer_label_levels(target, mask)
-    if levels is not None:
+    counted = None if callable(gain) else small_integer_labels(target, mask)
+    if counted is not None:
         assert not callable(gain)
-        ideal = ideal_dcg_from_label_counts(target, mask, levels, ks, kmax, gain, discount)
+        labels, levels = counted
+        ideal = ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount)
         return dcg, ideal
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)
@@ -483,6 +497,5 @@ def normalize(dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction
 
     ``"error"`` must be checked by the caller before; here it behaves like ``"neg"``.
     """
-    empty = ideal == 0
     fill = {"pos": 1.0, "skip": float("nan")}.get(empty_target_action, 0.0)
-    return torch.where(empty, fill, dcg / torch.where(empty, 1, ideal))
+    return torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
