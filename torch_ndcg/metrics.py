@@ -197,8 +197,9 @@ class NDCG(Metric):
                     counted &= lists.mask.any(-1, keepdim=True)
                 batch_sum = torch.where(counted, values, 0).sum(0)
                 batch_count = counted.sum(0)
-        self.sum_ndcg += batch_sum
-        self.count += batch_count
+        # In place by method: `+=` would go through torchmetrics' slow attribute setter.
+        self.sum_ndcg.add_(batch_sum)
+        self.count.add_(batch_count)
 
     def compute(self) -> MetricValue:
         """Mean nDCG of the lists seen so far (0 if none was counted)."""
