@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torch_ndcg import _kernels as kernels
 
@@ -108,3 +111,138 @@ def test_cutoff_weights_follow_a_callable_discount_each_call() -> None:
     assert kernels.cumulative_dcg(gains, [2], discount).item() == pytest.approx(1 / 2)
     discount.p = 2.0
     assert kernels.cumulative_dcg(gains, [2], discount).item() == pytest.approx(1 / 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast paths against the general ones they replace
+
+
+@pytest.fixture
+def two_threads() -> Iterator[None]:
+    """ATen on two threads, the setting in which small CPU batches are padded for ``topk``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("two_threads")
+@pytest.mark.parametrize(("rows", "length"), [(256, 100), (200, 120), (256, 300), (3, 5)])
+def test_top_keys_padding_for_two_threads_selects_the_same_items(rows: int, length: int) -> None:
+    gen = torch.Generator().manual_seed(rows + length)
+    keys = torch.randint(-(2**31) + 1, 2**31 - 1, (rows, length), dtype=torch.int32, generator=gen)
+    keys[0, :4] = keys[0, 4]  # a tie, which topk may break either way
+    two_thread_length = kernels._CPU_TOPK_GRAIN // rows + 1
+    padded = length < two_thread_length <= 1.5 * length
+    assert padded == ((rows, length) in [(256, 100), (200, 120)])  # the cases are what they claim
+    for kmax in sorted({1, min(11, length - 1), length - 1}):
+        values, index = kernels._top_keys(keys, kmax)
+        expected = keys.topk(kmax, dim=-1).values
+        assert torch.equal(values, expected)
+        assert bool((index < length).all())
+        assert torch.equal(keys.gather(-1, index), values)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    length=st.integers(1, 40),
+    top_label=st.integers(0, 70),
+    k=st.lists(st.integers(1, 45), min_size=1, max_size=3, unique=True),
+    gain=st.sampled_from(["exponential", "linear"]),
+    discount=st.sampled_from(["log2", "jarvelin"]),
+    dtype=st.sampled_from([torch.int64, torch.int32, torch.float32, torch.float64, torch.bool]),
+    padded=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_label_count_ideal_equals_ideal_from_the_top_labels(
+    rows: int,
+    length: int,
+    top_label: int,
+    k: list[int],
+    gain: str,
+    discount: str,
+    dtype: torch.dtype,
+    padded: bool,
+    seed: int,
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, top_label + 1, (rows, length), generator=gen).to(dtype)
+    mask = torch.rand(rows, length, generator=gen) < 0.7 if padded else None
+    if mask is not None and dtype.is_floating_point:
+        target = torch.where(mask, target, float("nan"))  # padding may hold anything
+    kmax = min(max(k), length)
+    counted = kernels.small_integer_labels(target, mask)
+    levels_limit = max(kernels._MAX_COUNTED_LEVELS, length)
+    real_max = int((target if mask is None else torch.where(mask, target, 0)).nan_to_num().max())
+    assert (counted is not None) == (real_max < levels_limit)
+    if counted is None:
+        return
+    labels, levels = counted
+    assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
+    by_counts = kernels.ideal_dcg_from_label_counts(
+        labels,
+        mask,
+        levels,
+        k,
+        kmax,
+        gain,
+        discount,  # type: ignore[arg-type]
+    )
+    best = kernels.ideal_ranked_gains(target, None, mask, kmax, gain, torch.float64)  # type: ignore[arg-type]
+    by_top_labels = kernels.cumulative_dcg(best, k, discount)  # type: ignore[arg-type]
+    torch.testing.assert_close(by_counts, by_top_labels, rtol=1e-12, atol=1e-12)
+
+
+def test_small_integer_labels_refuses_fractional_and_large_labels() -> None:
+    assert kernels.small_integer_labels(torch.tensor([[0.0, 1.5]]), None) is None
+    assert kernels.small_integer_labels(torch.tensor([[0.0, 3e9]]), None) is None  # past int32
+    assert kernels.small_integer_labels(torch.tensor([[0, 64]]), None) is None  # 65 levels > 64
+    counted = kernels.small_integer_labels(torch.tensor([[0, 64] + [0] * 63]), None)
+    assert counted is not None
+    assert counted[1] == 65  # a list of 65 items may have 65 levels
+    # A fractional label on padding does not count.
+    mask = torch.tensor([[True, False]])
+    assert kernels.small_integer_labels(torch.tensor([[2.0, 0.5]]), mask) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    length=st.integers(2, 30),
+    kmax=st.integers(1, 30),
+    n_scores=st.integers(1, 1000),
+    padded=st.booleans(),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_tie_free_fast_path_equals_tie_averaged_gains(
+    rows: int,
+    length: int,
+    kmax: int,
+    n_scores: int,
+    padded: bool,
+    dtype: torch.dtype,
+    seed: int,
+) -> None:
+    """Whether or not a tie is found, the general tie averaging gives the gains read directly."""
+    gen = torch.Generator().manual_seed(seed)
+    kmax = min(kmax, length)
+    preds = torch.randint(0, n_scores, (rows, length), generator=gen).to(dtype)
+    mask = torch.rand(rows, length, generator=gen) < 0.7 if padded else None
+    scores = kernels.ranking_scores(preds, mask)
+    item_gains = kernels.list_gains(
+        torch.randint(0, 4, (rows, length), generator=gen), mask, "exponential", torch.float32
+    )
+    keys, top_keys, top_index, tied = kernels.top_items(scores, kmax, padded=padded)
+    averaged = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    if not tied:
+        direct = item_gains.gather(-1, top_index).double()
+        torch.testing.assert_close(averaged, direct)
+    else:
+        # A real tie touches the top: some pair of neighbours among the best kmax + 1 is equal.
+        sorted_scores = scores.sort(dim=-1, descending=True).values[:, : kmax + 1]
+        real_pair = sorted_scores[:, 1:] == sorted_scores[:, :-1]
+        if padded:
+            real_pair &= sorted_scores[:, 1:] != float("-inf")
+        assert bool(real_pair.any())
