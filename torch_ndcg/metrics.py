@@ -227,10 +227,12 @@ class RetrievalNDCG(Metric):
 
     where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`. Query ids may be
     any int64 values (sparse, huge, negative), in any order, and a query may span batches and
-    DDP ranks. Rows are concatenated (``dist_reduce_fx="cat"``); ``compute`` groups them in one
-    vectorised pass (sort by query then score, tie groups as runs, per-query sums): no loop over
-    queries, no per-query host sync, nothing sized by the largest id. Rows whose label equals
-    ``ignore_index`` are dropped.
+    DDP ranks. Rows are concatenated (``dist_reduce_fx="cat"``); ``compute`` groups them with
+    one stable sort of the query ids (narrowed to int16/int32 codes, which the CPU radix-sorts
+    in two or four passes), lays the queries out as padded lists in buckets of similar size
+    (padding at most doubles the rows) and scores each bucket with the same kernel as
+    :func:`torch_ndcg.ndcg`: no loop over queries, no per-query host sync, nothing sized by the
+    largest id. Rows whose label equals ``ignore_index`` are dropped.
 
     Scores and labels are stored in the metric's float dtype (float32; ``set_dtype`` changes
     it). With ``ties="first"``, equal scores of a query keep their order of appearance in the
