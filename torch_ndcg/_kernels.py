@@ -269,29 +269,27 @@ _MAX_COUNTED_LEVELS = 64
 
 
 def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
-    """Integer labels and ``max label + 1``, if the real labels are small integers.
+    """The labels as int64 and ``max label + 1``, if the real labels are small integers.
 
-    ``None`` when a real label is fractional or reaches the histogram limit. Integer labels are
-    returned as they are; bool and float ones as a fresh int32 tensor (int64 if the bins of
-    :func:`ideal_dcg_from_label_counts` need it). One host sync.
+    ``None`` when a real label is fractional or reaches the histogram limit (64 values, or the
+    list length if longer). One host sync.
     """
     if target.numel() == 0:
         return None
-    n, length = target.shape
-    limit = max(_MAX_COUNTED_LEVELS, length)
+    limit = max(_MAX_COUNTED_LEVELS, target.shape[-1])
+    labels = target.to(torch.int64)
     if target.dtype == torch.bool:
-        return target.to(torch.int32), 2
+        return labels, 2
     if not target.is_floating_point():
         high = int((target if mask is None else torch.where(mask, target, 0)).max())
-        return (target, high + 1) if high < limit else None
-    labels = target.to(torch.int32 if n * (limit + 1) < 2**31 else torch.int64)
-    # A fractional label, or one past the integer dtype, does not survive the round trip.
+        return (labels, high + 1) if high < limit else None
+    # A fractional label, or one past int64, does not survive the round trip.
     lost = labels != target
     real_labels = labels
     if mask is not None:
         lost &= mask
         real_labels = torch.where(mask, labels, 0)
-    any_lost, high = torch.stack([lost.any().to(labels.dtype), real_labels.max()]).tolist()
+    any_lost, high = torch.stack([lost.any().to(torch.int64), real_labels.max()]).tolist()
     return (labels, high + 1) if not any_lost and high < limit else None
 
 
@@ -324,7 +322,7 @@ def ideal_dcg_from_label_counts(
         \qquad g(-1) = 0.
 
     Args:
-        labels: ``[N, L]`` integer labels in ``[0, levels)`` on real items, from
+        labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items, from
             :func:`small_integer_labels`.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
         levels: number of label values (max label + 1), from :func:`small_integer_labels`.
@@ -336,21 +334,16 @@ def ideal_dcg_from_label_counts(
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
-    n = labels.shape[0]
+    n, length = labels.shape
     device = labels.device
     acc = accumulate_dtype(device)
-    # Row i has the bins i * (levels + 1) + j: bin j counts the label levels - 1 - j, and the
-    # last one (j = levels) the padding.
-    index_dtype = torch.int32 if n * (levels + 1) < 2**31 else torch.int64
-    row_top = torch.arange(
-        levels - 1, n * (levels + 1), levels + 1, dtype=index_dtype, device=device
-    ).unsqueeze(1)
-    bins = row_top.sub(labels)
-    if mask is not None:
-        bins = torch.where(mask, bins, row_top.add(1))
-    counts = torch.bincount(bins.view(-1), minlength=n * (levels + 1)).view(n, levels + 1)
-    # Items with label >= levels - 1 - j, at most kmax (the table's last row).
-    at_least = counts.narrow(1, 0, levels).cumsum(-1).clamp_(max=kmax)
+    # Per row, bin v counts the label v; padding goes to the extra bin `levels`.
+    bins = labels if mask is None else torch.where(mask, labels, levels)
+    ones = torch.ones((1, 1), dtype=torch.int64, device=device).expand(n, length)
+    counts = torch.zeros((n, levels + 1), dtype=torch.int64, device=device)
+    counts.scatter_add_(1, bins, ones)
+    # Column j: the items with label >= levels - 1 - j, at most kmax (the table's last row).
+    at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
     table = cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
     return _level_gain_steps(levels, gain, acc, device).matmul(credited)
