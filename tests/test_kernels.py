@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -37,16 +38,40 @@ def test_stable_descending_order_keeps_order_of_appearance(dtype: torch.dtype, k
     scores = torch.tensor([[0.5, -0.0, 2.0, 0.5, 0.0, -1.0]], dtype=dtype)
     # 2.0 first; then 0.5 at positions 0 and 3; then -0.0 and 0.0 tie (equal floats), in order.
     expected = torch.tensor([[2, 0, 3, 1, 4, 5]])
-    assert torch.equal(kernels.stable_descending_order(scores, kmax), expected[:, :kmax])
+    keys = kernels.ranking_keys(scores, None)
+    assert torch.equal(kernels.stable_descending_order(keys, kmax), expected[:, :kmax])
 
 
-def test_ordered_int64_preserves_float_order() -> None:
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dtype) -> None:
+    info = torch.finfo(dtype)
     values = torch.tensor(
-        [float("-inf"), -3.5e38, -2.0, -1e-30, -0.0, 0.0, 1e-30, 1.0, 3.5e38, float("inf")]
+        [
+            [
+                float("-inf"),
+                info.min,
+                -2.0,
+                -info.tiny,
+                -0.0,
+                0.0,
+                info.tiny,
+                1.0,
+                info.max,
+                float("inf"),
+            ]
+        ],
+        dtype=dtype,
     )
-    keys = kernels._ordered_int64(values)
-    assert torch.all(keys[1:] >= keys[:-1])
-    assert keys[4] == keys[5]  # -0.0 == 0.0
+    keys = kernels.ranking_keys(values, None)
+    assert keys.dtype == (torch.int64 if dtype == torch.float64 else torch.int32)
+    assert bool((keys[0, 1:] > keys[0, :-1]).sum() == 8)  # strictly increasing but for one pair
+    assert keys[0, 4] == keys[0, 5]  # -0.0 == 0.0
+    # Padding lies below every real key, real -inf included, and above the dtype's minimum.
+    mask = torch.ones_like(values, dtype=torch.bool)
+    mask[0, 3] = False
+    padded = kernels.ranking_keys(values, mask)
+    assert padded[0, 3] == kernels.padding_key(padded) == torch.iinfo(keys.dtype).min + 1
+    assert bool((padded[0, 3] < padded[0, [0, 1, 2, 4, 5, 6, 7, 8, 9]]).all())
 
 
 def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> None:
@@ -54,12 +79,13 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> N
     item_gains = torch.tensor([[1.0, 6.0, 2.0, 0.0, 3.0]])
     # Ranked: 3.0 (gain 1), 2.0 (gain 2), then three tied at 1.0 with mean gain 3.
     expected = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
-    keys, top_keys, top_index, tied = kernels.top_items(scores, 3, padded=False)
+    keys = kernels.ranking_keys(scores, None)
+    top_keys, top_index, tied = kernels.top_items(keys, 3, padded=False)
     assert tied
     torch.testing.assert_close(
         kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
     )
-    keys, top_keys, top_index, tied = kernels.top_items(scores, 5, padded=False)
+    top_keys, top_index, tied = kernels.top_items(keys, 5, padded=False)
     torch.testing.assert_close(
         kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
@@ -68,15 +94,16 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> N
 
 def test_top_items_reports_only_ties_that_touch_the_top() -> None:
     # The tie at 1.0 lies below the 3rd item; at k = 2 the boundary pair (2.0, 1.5) is distinct.
-    scores = torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.5]])
-    assert not kernels.top_items(scores, 2, padded=False)[3]
-    assert kernels.top_items(scores, 4, padded=False)[3]  # 4th and 5th tie across the cut-off
-    # Ties among padding (-inf) do not count; a tie between real items does.
-    padded = torch.tensor([[2.0, float("-inf"), 1.0, float("-inf")]])
-    assert not kernels.top_items(padded, 3, padded=True)[3]
-    assert kernels.top_items(padded, 3, padded=False)[3]
-    assert kernels.top_items(padded.double(), 3, padded=False)[3]
-    assert not kernels.top_items(padded.double(), 3, padded=True)[3]
+    keys = kernels.ranking_keys(torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.5]]), None)
+    assert not kernels.top_items(keys, 2, padded=False)[2]
+    assert kernels.top_items(keys, 4, padded=False)[2]  # 4th and 5th tie across the cut-off
+    # Ties among padding do not count; a tie between real items does, real -inf included.
+    for dtype in (torch.float32, torch.float64):
+        scores = torch.tensor([[2.0, float("-inf"), 1.0, float("-inf")]], dtype=dtype)
+        mask = torch.tensor([[True, False, True, False]])
+        assert not kernels.top_items(kernels.ranking_keys(scores, mask), 3, padded=True)[2]
+        assert kernels.top_items(kernels.ranking_keys(scores, None), 3, padded=False)[2]
+        assert kernels.top_items(kernels.ranking_keys(scores, None), 3, padded=True)[2]
 
 
 def test_ideal_ranked_gains_with_padding_and_custom_gain() -> None:
@@ -173,24 +200,19 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
         target = torch.where(mask, target, float("nan"))  # padding may hold anything
     kmax = min(max(k), length)
     counted = kernels.small_integer_labels(target, mask)
-    levels_limit = max(kernels._MAX_COUNTED_LEVELS, length)
+    levels_limit = kernels._MAX_COUNTED_LEVELS
     real_max = int((target if mask is None else torch.where(mask, target, 0)).nan_to_num().max())
     assert (counted is not None) == (real_max < levels_limit)
     if counted is None:
         return
     labels, levels = counted
     assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
+    options: Any = {"gain": gain, "discount": discount}
     by_counts = kernels.ideal_dcg_from_label_counts(
-        labels,
-        mask,
-        levels,
-        k,
-        kmax,
-        gain,
-        discount,  # type: ignore[arg-type]
+        labels, mask, levels, k, kmax, dtype=torch.float64, **options
     )
-    best = kernels.ideal_ranked_gains(target, None, mask, kmax, gain, torch.float64)  # type: ignore[arg-type]
-    by_top_labels = kernels.cumulative_dcg(best, k, discount)  # type: ignore[arg-type]
+    best = kernels.ideal_ranked_gains(target, None, mask, kmax, options["gain"], torch.float64)
+    by_top_labels = kernels.cumulative_dcg(best, k, options["discount"])
     torch.testing.assert_close(by_counts, by_top_labels, rtol=1e-12, atol=1e-12)
 
 
@@ -198,9 +220,10 @@ def test_small_integer_labels_refuses_fractional_and_large_labels() -> None:
     assert kernels.small_integer_labels(torch.tensor([[0.0, 1.5]]), None) is None
     assert kernels.small_integer_labels(torch.tensor([[0.0, 3e9]]), None) is None  # past int32
     assert kernels.small_integer_labels(torch.tensor([[0, 64]]), None) is None  # 65 levels > 64
-    counted = kernels.small_integer_labels(torch.tensor([[0, 64] + [0] * 63]), None)
+    counted = kernels.small_integer_labels(torch.tensor([[0, 63]], dtype=torch.uint8), None)
     assert counted is not None
-    assert counted[1] == 65  # a list of 65 items may have 65 levels
+    assert counted[0].dtype == torch.int64
+    assert counted[1] == 64
     # A fractional label on padding does not count.
     mask = torch.tensor([[True, False]])
     assert kernels.small_integer_labels(torch.tensor([[2.0, 0.5]]), mask) is not None
@@ -230,11 +253,12 @@ def test_tie_free_fast_path_equals_tie_averaged_gains(
     kmax = min(kmax, length)
     preds = torch.randint(0, n_scores, (rows, length), generator=gen).to(dtype)
     mask = torch.rand(rows, length, generator=gen) < 0.7 if padded else None
-    scores = kernels.ranking_scores(preds, mask)
+    keys = kernels.ranking_keys(preds, mask)
+    scores = preds if mask is None else torch.where(mask, preds, float("-inf"))
     item_gains = kernels.list_gains(
         torch.randint(0, 4, (rows, length), generator=gen), mask, "exponential", torch.float32
     )
-    keys, top_keys, top_index, tied = kernels.top_items(scores, kmax, padded=padded)
+    top_keys, top_index, tied = kernels.top_items(keys, kmax, padded=padded)
     averaged = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     if not tied:
         direct = item_gains.gather(-1, top_index).double()

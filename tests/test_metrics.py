@@ -560,3 +560,63 @@ def test_lists_of_padding_only_are_not_counted_by_either_metric() -> None:
 def test_duplicate_cutoffs_are_rejected_by_the_metrics(metric_class: Any) -> None:
     with pytest.raises(ValueError, match=r"`k` to hold distinct cut-offs.*but got \[3, 3, 1\]"):
         metric_class(k=[3, 3, 1])
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [5, 5, 7],  # all positive: the codes are the ids themselves
+        [32768, 32768, 32769],  # past int16 codes
+        [2**31 - 2, 2**31 - 2, 2**31 + 3],  # past int32 codes: offset from the smallest
+        [-3, -3, 2**31 - 5],  # a span just below 2^31
+        [-(2**62), -(2**62), 2**62],  # a span past 2^31: ranks among the unique ids
+    ],
+)
+def test_retrieval_returns_the_given_query_ids(ids: list[int]) -> None:
+    preds, target = torch.tensor([0.9, 0.2, 0.8]), torch.tensor([1, 0, 1])
+    values, query_ids = RetrievalNDCG(k=2, aggregation="none")(preds, target, torch.tensor(ids))
+    assert query_ids.tolist() == sorted(set(ids))
+    torch.testing.assert_close(values, torch.tensor([1.0, 1.0]))
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_real_minus_inf_ranks_below_the_lowest_finite_score_whatever_the_padding(
+    ties: str,
+) -> None:
+    # Ranked: 5.0 (label 0), float32's lowest finite score (label 0), -inf (label 1): DCG@2 = 0.
+    lowest = torch.finfo(torch.float32).min
+    preds = torch.tensor([float("-inf"), lowest, 5.0])
+    target = torch.tensor([1, 0, 0])
+    alone = RetrievalNDCG(k=2, ties=ties, aggregation="none")  # type: ignore[arg-type]
+    alone.update(preds, target, torch.zeros(3, dtype=torch.int64))
+    # Next to a longer query, the first one is padded in its bucket.
+    beside = RetrievalNDCG(k=2, ties=ties, aggregation="none")  # type: ignore[arg-type]
+    beside.update(
+        torch.cat([preds, torch.rand(4)]),
+        torch.cat([target, torch.tensor([1, 0, 1, 0])]),
+        torch.tensor([0, 0, 0, 1, 1, 1, 1]),
+    )
+    assert alone.compute()[0].reshape(-1)[0].item() == 0.0
+    assert beside.compute()[0][0].item() == 0.0
+    mask = torch.tensor([[True, True, True, False]])
+    padded = ndcg(
+        torch.cat([preds, torch.zeros(1)])[None],
+        torch.tensor([[1, 0, 0, 1]]),
+        k=2,
+        mask=mask,
+        ties=ties,
+    )  # type: ignore[arg-type]
+    assert padded.item() == 0.0
+
+
+def test_transposed_inputs_give_the_values_of_contiguous_ones() -> None:
+    gen = torch.Generator().manual_seed(3)
+    preds = torch.rand(8, 6, generator=gen)
+    target = torch.randint(0, 4, (8, 6), generator=gen)
+    mask = torch.rand(8, 6, generator=gen) < 0.8
+    expected = ndcg(preds.T.contiguous(), target.T.contiguous(), k=3, mask=mask.T.contiguous())
+    torch.testing.assert_close(ndcg(preds.T, target.T, k=3, mask=mask.T), expected)
+    torch.testing.assert_close(ndcg(preds.T, target.T.float(), k=3, mask=mask.T), expected)
+    metric = NDCG(k=3)
+    metric.update(preds.T, target.T, mask.T)
+    torch.testing.assert_close(metric.compute(), expected[mask.T.any(-1)].mean())

@@ -69,7 +69,9 @@ class Grouping:
                 None,
             )
             return
-        size_class = torch.frexp((self.sizes - 1).to(torch.float64)).exponent
+        # Class b holds the sizes in (2^(b-1), 2^b]: the number of powers of two below the size.
+        powers_of_two = torch.pow(2, torch.arange(63, device=self.sizes.device))
+        size_class = torch.searchsorted(powers_of_two, self.sizes)
         for size_bits in torch.unique(size_class).tolist():
             queries = (size_class == size_bits).nonzero().squeeze(1)
             sizes = self.sizes.index_select(0, queries)
@@ -95,9 +97,9 @@ def group_rows(indexes: Tensor) -> Grouping:
         return Grouping(ids=indexes.reshape(0), order=empty, first_row=empty, sizes=empty)
     low, high = (int(v) for v in torch.aminmax(indexes))
     unique_ids: Tensor | None = None
-    if high - low < _INT32_CODES:
-        offsets = indexes if low >= 0 and high < _INT32_CODES else indexes - low
-        codes = _narrow(offsets, (high if offsets is indexes else high - low) + 1)
+    offset = 0 if low >= 0 and high < _INT32_CODES else low  # non-negative ids are codes
+    if high - offset < _INT32_CODES:
+        codes = _narrow(indexes - offset if offset else indexes, high - offset + 1)
     else:
         unique_ids, inverse = torch.unique(indexes, sorted=True, return_inverse=True)
         codes = _narrow(inverse, unique_ids.numel())
@@ -107,7 +109,7 @@ def group_rows(indexes: Tensor) -> Grouping:
     first_row = starts.nonzero().squeeze(1)
     sizes = torch.diff(first_row, append=first_row.new_tensor([n_rows]))
     if unique_ids is None:
-        unique_ids = sorted_codes.index_select(0, first_row).to(torch.int64) + low
+        unique_ids = sorted_codes.index_select(0, first_row).to(torch.int64) + offset
     return Grouping(ids=unique_ids, order=order, first_row=first_row, sizes=sizes)
 
 

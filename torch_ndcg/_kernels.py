@@ -29,6 +29,7 @@ EMPTY_TARGET_ACTIONS: tuple[str, ...] = ("neg", "pos", "skip", "error")
 # Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
 # order of the bit patterns equal the float order.
 _FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
+_FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -81,14 +82,6 @@ def position_discounts(
     return discounts(ranks, discount).to(dtype)  # a callable may answer in another dtype
 
 
-def ranking_scores(preds: Tensor, mask: Tensor | None) -> Tensor:
-    """Scores to rank by: padded items get ``-inf``, real ``-inf`` scores the lowest finite one."""
-    if mask is None:
-        return preds
-    lowest = torch.finfo(preds.dtype).min
-    return torch.where(mask, preds.clamp(min=lowest), float("-inf"))
-
-
 def _top(values: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     """The ``kmax`` largest values of each row, sorted descending, and their indices."""
     if kmax >= values.shape[-1]:
@@ -123,71 +116,91 @@ def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
 def _ordered_int32(scores: Tensor) -> Tensor:
     """Float32 scores mapped to int32 keys with the same order and equalities (``-0.0 == 0.0``).
 
-    Integer comparisons are cheaper than float ones (no NaN handling): ``topk`` on these keys
-    is about a quarter faster than on the floats, and selects the same items.
+    A non-negative float keeps its bits; a negative one has its magnitude bits flipped, so the
+    signed integer order is the float order. Every non-NaN float's key lies above the int32
+    minimum plus one.
     """
     bits = scores.add(0.0).view(torch.int32)
     return bits.bitwise_xor_(bits.bitwise_right_shift(31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS))
 
 
-# The int32 key of the padding score -inf under :func:`_ordered_int32`: its bits 0xFF800000 read
-# as a signed int32, magnitude bits flipped.
-_PADDING_INT32_KEY = (0xFF800000 - 2**32) ^ _FLOAT32_MAGNITUDE_BITS
+def _ordered_int64_of_float64(scores: Tensor) -> Tensor:
+    """:func:`_ordered_int32` for float64 scores: int64 keys."""
+    bits = scores.add(0.0).view(torch.int64)
+    return bits.bitwise_xor_(bits.bitwise_right_shift(63).bitwise_and_(_FLOAT64_MAGNITUDE_BITS))
 
 
-def _ordered_int64(scores: Tensor) -> Tensor:
-    """Float32 scores mapped to int64 keys with the same order (``-0.0`` equals ``0.0``)."""
-    return _ordered_int32(scores).to(torch.int64)
+def padding_key(keys: Tensor) -> int:
+    """The key of padded items: the key dtype's minimum plus one (the minimum pads ``topk``)."""
+    return int(torch.iinfo(keys.dtype).min) + 1
 
 
-def stable_descending_order(scores: Tensor, kmax: int) -> Tensor:
-    """Indices of the ``kmax`` best items per row: score descending, ties in order of appearance.
+def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
+    """Integer sort keys of the scores, with the order and equalities of the floats.
 
-    For float32 scores and ``kmax`` below the list length this is one ``topk`` over a unique
-    int64 key ``(score, -position)``, not a full sort.
-    """
-    length = scores.shape[-1]
-    if scores.dtype == torch.float32 and kmax < length:
-        positions = torch.arange(length - 1, -1, -1, device=scores.device)
-        key = _ordered_int64(scores.contiguous())
-        torch.add(positions, key, alpha=length, out=key)  # key * length + positions, in place
-        return _top_keys(key, kmax)[1]
-    order = scores.sort(dim=-1, descending=True, stable=True).indices
-    return order[..., :kmax]
-
-
-def top_items(scores: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, Tensor, bool]:
-    """The best ``kmax`` items of each row, and whether a tie touches them.
-
-    One ``topk`` selects the best ``min(kmax + 1, L)`` items (on int32 keys for float32
-    scores): a tie within the top ``kmax`` or across the cut-off shows as two equal neighbours
-    there. Ties among padding (``-inf``) do not count: padded gains are all 0.
+    float32 (and half-precision) scores map to int32 keys, float64 scores to int64 keys; ``-0.0``
+    equals ``0.0``. Padded items get :func:`padding_key`, below every real key (real ``-inf``
+    included), so padding ranks last and never ties with a real item. Integer comparisons are
+    cheaper than float ones (no NaN handling): ``topk`` on these keys is about a quarter faster.
 
     Args:
-        scores: ``[N, L]`` ranking scores from :func:`ranking_scores`.
+        preds: ``[N, L]`` floating scores, no NaN on real items.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+    """
+    scores = preds.to(compute_dtype(preds.dtype)).contiguous()
+    if scores.dtype == torch.float64:
+        keys = _ordered_int64_of_float64(scores)
+    else:
+        keys = _ordered_int32(scores)
+    if mask is not None:
+        keys = torch.where(mask, keys, padding_key(keys))
+    return keys
+
+
+def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
+    """Indices of the ``kmax`` best items per row: key descending, ties in order of appearance.
+
+    For int32 keys and ``kmax`` below the list length this is one ``topk`` over a unique int64
+    key ``(key, -position)``, not a full sort.
+
+    Args:
+        keys: ``[N, L]`` keys from :func:`ranking_keys`.
+        kmax: number of positions, ``1 <= kmax <= L``.
+    """
+    length = keys.shape[-1]
+    if keys.dtype == torch.int32 and kmax < length:
+        positions = torch.arange(length - 1, -1, -1, device=keys.device)
+        # key * length + positions: above the int64 minimum, which _top_keys pads with.
+        unique_key = torch.add(positions, keys.to(torch.int64), alpha=length)
+        return _top_keys(unique_key, kmax)[1]
+    order = keys.sort(dim=-1, descending=True, stable=True).indices
+    return order.narrow(-1, 0, kmax)
+
+
+def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, bool]:
+    """The best ``kmax`` items of each row, and whether a tie touches them.
+
+    One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
+    across the cut-off shows as two equal neighbours there. Ties among padding do not count:
+    padded gains are all 0.
+
+    Args:
+        keys: ``[N, L]`` keys from :func:`ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
         padded: whether some items may be padding.
 
     Returns:
-        ``(keys, top_keys, top_index, tied)``: ``[N, L]`` keys with the order and equalities of
-        the scores, the ``[N, kmax]`` best keys (descending) and their indices, and whether any
-        row has a tie that touches its top ``kmax`` (one host sync).
+        ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
+        indices, and whether any row has a tie that touches its top ``kmax`` (one host sync).
     """
-    length = scores.shape[-1]
-    if scores.dtype == torch.float32:
-        keys = _ordered_int32(scores.contiguous())  # same order and tie groups, cheaper topk
-        padding: float | int = _PADDING_INT32_KEY
-        top_keys, top_index = _top_keys(keys, min(kmax + 1, length))
-    else:
-        keys, padding = scores, float("-inf")
-        top_keys, top_index = _top(keys, min(kmax + 1, length))
+    top_keys, top_index = _top_keys(keys, min(kmax + 1, keys.shape[-1]))
     # Tensor methods throughout: Python slicing costs several microseconds a call.
     lower = top_keys.narrow(-1, 1, top_keys.shape[-1] - 1)
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, lower.shape[-1]))
     if padded:
-        equal_neighbours.logical_and_(lower.ne(padding))
+        equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
     tied = bool(equal_neighbours.any())
-    return keys, top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), tied
+    return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), tied
 
 
 def tie_averaged_gains(
@@ -204,7 +217,7 @@ def tie_averaged_gains(
     items, which is what :func:`dcg_and_ideal` reads instead when :func:`top_items` finds none.
 
     Args:
-        keys: ``[N, L]`` keys from :func:`top_items`.
+        keys: ``[N, L]`` keys from :func:`ranking_keys`.
         top_keys: ``[N, kmax]`` best keys, descending, from :func:`top_items`.
         top_index: ``[N, kmax]`` their indices.
         item_gains: ``[N, L]`` gains, 0 for padded items.
@@ -264,19 +277,19 @@ def ideal_ranked_gains(
 
 
 # Label histograms are used for the ideal DCG while the labels take at most this many integer
-# values (or at most the list length, if longer).
+# values: the per-level work is [N, levels, len(k)].
 _MAX_COUNTED_LEVELS = 64
 
 
 def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
     """The labels as int64 and ``max label + 1``, if the real labels are small integers.
 
-    ``None`` when a real label is fractional or reaches the histogram limit (64 values, or the
-    list length if longer). One host sync.
+    ``None`` when a real label is fractional or reaches the histogram limit (64 values). One
+    host sync.
     """
     if target.numel() == 0:
         return None
-    limit = max(_MAX_COUNTED_LEVELS, target.shape[-1])
+    limit = _MAX_COUNTED_LEVELS
     labels = target.to(torch.int64)
     if target.dtype == torch.bool:
         return labels, 2
@@ -295,11 +308,20 @@ def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, i
 
 @functools.lru_cache(maxsize=64)
 def _level_gain_steps(
-    levels: int, gain: Literal["exponential", "linear"], dtype: torch.dtype, device: torch.device
+    levels: int,
+    gain: Literal["exponential", "linear"],
+    dtype: torch.dtype,
+    acc: torch.dtype,
+    device: torch.device,
 ) -> Tensor:
-    """``[levels]``: :math:`g(v) - g(v - 1)` for ``v = levels - 1`` down to 0; :math:`g(-1) = 0`."""
+    """``[levels]``: :math:`g(v) - g(v - 1)` for ``v = levels - 1`` down to 0; :math:`g(-1) = 0`.
+
+    The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
+    steps then add up to the very gains the DCG credits.
+    """
     with torch.inference_mode(False), torch.no_grad():
-        level_gains = gains(torch.arange(levels - 1, -1, -1, dtype=dtype, device=device), gain)
+        levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
+        level_gains = gains(levels_down, gain).to(acc)
         return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
 
 
@@ -311,6 +333,7 @@ def ideal_dcg_from_label_counts(
     kmax: int,
     gain: Literal["exponential", "linear"],
     discount: Discount,
+    dtype: torch.dtype,
 ) -> Tensor:
     r"""Ideal DCG at every cut-off from the count of each integer label, with no sort.
 
@@ -330,6 +353,7 @@ def ideal_dcg_from_label_counts(
         kmax: number of ranks the cut-offs need.
         gain: a named gain (non-decreasing, so the ideal order is the label order).
         discount: discount name or callable.
+        dtype: the dtype gains are computed in (:func:`compute_dtype` of the scores).
 
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
@@ -346,7 +370,7 @@ def ideal_dcg_from_label_counts(
     at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
     table = cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
-    return _level_gain_steps(levels, gain, acc, device).matmul(credited)
+    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
 @functools.lru_cache(maxsize=64)
@@ -462,14 +486,14 @@ def dcg_and_ideal(
         Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
     dtype = compute_dtype(preds.dtype)
-    scores = ranking_scores(preds.to(dtype), mask)
+    keys = ranking_keys(preds, mask)
     ks, kmax = resolve_cutoffs(k, preds.shape[-1])
     item_gains: Tensor | None = None
     if ties == "first":
-        order = stable_descending_order(scores, kmax)
+        order = stable_descending_order(keys, kmax)
         position_gains = ranked_gains(target, mask, order, gain, dtype)
     else:
-        keys, top_keys, order, tied = top_items(scores, kmax, padded=mask is not None)
+        top_keys, order, tied = top_items(keys, kmax, padded=mask is not None)
         if tied:
             item_gains = list_gains(target, mask, gain, dtype)
             position_gains = tie_averaged_gains(keys, top_keys, order, item_gains)
@@ -480,7 +504,7 @@ def dcg_and_ideal(
     if counted is not None:
         assert not callable(gain)
         labels, levels = counted
-        ideal = ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount)
+        ideal = ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount, dtype)
         return dcg, ideal
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)

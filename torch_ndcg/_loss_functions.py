@@ -239,7 +239,7 @@ def lambdarank_loss(
     inverse_ideal = torch.where(has_relevant, 1 / torch.where(has_relevant, ideal, 1), 0)
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
-    order = _kernels.stable_descending_order(_kernels.ranking_scores(scores.detach(), real), length)
+    order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
     ranked_gains = (item_gains * inverse_ideal[:, None]).gather(-1, order)
     ranked_scores = (scores * sigma).gather(-1, order)
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)

@@ -143,8 +143,8 @@ def check_values(
         return
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
-    # One pass each: min/max propagate NaN, and NaN never equals itself. Only the first of the
-    # four host syncs waits for the device.
+    # One pass each: min/max propagate NaN, and NaN never equals itself. Two host syncs (each
+    # `.item()` after the first reads a value already on the host).
     low_pred, high_pred = (v.item() for v in torch.aminmax(real_preds))
     low, high = (v.item() for v in torch.aminmax(real_target))
     if low_pred != low_pred or high_pred != high_pred:
