@@ -270,3 +270,23 @@ def test_tie_free_fast_path_equals_tie_averaged_gains(
         if padded:
             real_pair &= sorted_scores[:, 1:] != float("-inf")
         assert bool(real_pair.any())
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float32])
+def test_checked_and_unchecked_inputs_give_the_same_values(dtype: torch.dtype) -> None:
+    """The largest label known from the input checks replaces the kernel's own pass over them."""
+    from torch_ndcg import ndcg
+
+    gen = torch.Generator().manual_seed(5)
+    preds = torch.rand(16, 30, generator=gen)
+    target = torch.randint(0, 5, (16, 30), generator=gen).to(dtype)
+    mask = torch.rand(16, 30, generator=gen) < 0.8
+    options: Any = {"k": [1, 5, 40], "mask": mask}
+    checked = ndcg(preds, target, validate_args=True, **options)
+    assert torch.equal(checked, ndcg(preds, target, validate_args=False, **options))
+    # Large labels (past the label counts) on padding only: the checked maximum is the real one.
+    target_with_large_padding = torch.where(mask, target, 100 if dtype != torch.uint8 else 200)
+    torch.testing.assert_close(
+        ndcg(preds, target_with_large_padding, gain="linear", **options),
+        ndcg(preds, target, gain="linear", **options),
+    )

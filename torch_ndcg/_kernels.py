@@ -281,11 +281,13 @@ def ideal_ranked_gains(
 _MAX_COUNTED_LEVELS = 64
 
 
-def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
+def small_integer_labels(
+    target: Tensor, mask: Tensor | None, max_label: int | float | None = None
+) -> tuple[Tensor, int] | None:
     """The labels as int64 and ``max label + 1``, if the real labels are small integers.
 
     ``None`` when a real label is fractional or reaches the histogram limit (64 values). One
-    host sync.
+    host sync, none for integer labels whose largest real value ``max_label`` is known.
     """
     if target.numel() == 0:
         return None
@@ -294,7 +296,9 @@ def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, i
     if target.dtype == torch.bool:
         return labels, 2
     if not target.is_floating_point():
-        high = int((target if mask is None else torch.where(mask, target, 0)).max())
+        if max_label is None:
+            max_label = (target if mask is None else torch.where(mask, target, 0)).max().item()
+        high = int(max_label)
         return (labels, high + 1) if high < limit else None
     # A fractional label, or one past int64, does not survive the round trip.
     lost = labels != target
@@ -470,6 +474,7 @@ def dcg_and_ideal(
     gain: Gain,
     discount: Discount,
     ties: Ties,
+    max_label: int | float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG of every list at every cut-off.
 
@@ -481,6 +486,7 @@ def dcg_and_ideal(
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
+        max_label: the largest real label, if already known (from the input checks).
 
     Returns:
         Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
@@ -500,7 +506,7 @@ def dcg_and_ideal(
         else:
             position_gains = ranked_gains(target, mask, order, gain, dtype)
     dcg = cumulative_dcg(position_gains, ks, discount)
-    counted = None if callable(gain) else small_integer_labels(target, mask)
+    counted = None if callable(gain) else small_integer_labels(target, mask, max_label)
     if counted is not None:
         assert not callable(gain)
         labels, levels = counted

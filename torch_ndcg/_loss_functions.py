@@ -91,7 +91,7 @@ def _prepare(
     ignore_index: int | None,
     validate_args: bool,
 ) -> _LossInput:
-    real = _validation.check_lists(
+    real, _ = _validation.check_lists(
         preds,
         target,
         mask,

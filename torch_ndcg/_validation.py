@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -130,17 +130,21 @@ def check_values(
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
-) -> None:
+) -> int | float | None:
     """No NaN among real scores, finite non-negative labels, no exponential-gain overflow.
 
     With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
     scores must be finite too. Padded items (``mask`` False) are not checked: their values
     never count.
+
+    Returns:
+        The largest real label (0 where every item is padding), or ``None`` for an empty
+        input; the kernels use it to choose their ideal-DCG method without another pass.
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     real_target = target if mask is None else torch.where(mask, target, 0)
     if real_preds.numel() == 0:
-        return
+        return None
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
     # One pass each: min/max propagate NaN, and NaN never equals itself. Two host syncs (each
@@ -171,6 +175,7 @@ def check_values(
                 f"overflows in {compute_dtype(preds.dtype)}), but found {high!r}; use "
                 "`gain`='linear' or rescale the labels."
             )
+    return high
 
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------
@@ -206,6 +211,18 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
         )
 
 
+class CheckedLists(NamedTuple):
+    """What :func:`check_lists` learnt about its input.
+
+    Attributes:
+        real: the mask of real items (``None``: all real).
+        max_label: the largest real label (``None`` if not checked).
+    """
+
+    real: Tensor | None
+    max_label: int | float | None
+
+
 def check_lists(
     preds: Any,
     target: Any,
@@ -218,8 +235,8 @@ def check_lists(
     ignore_index: Any,
     validate_args: bool,
     finite_preds: bool = False,
-) -> Tensor | None:
-    """Every check of a ``[..., L]`` entry point, in order; return the mask of real items.
+) -> CheckedLists:
+    """Every check of a ``[..., L]`` entry point, in order.
 
     With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
     as in :func:`check_values`.
@@ -230,8 +247,9 @@ def check_lists(
         check_preds_target(preds, target)
         check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
+    max_label = None
     if validate_args:
-        check_values(
+        max_label = check_values(
             preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
         )
-    return real
+    return CheckedLists(real, max_label)

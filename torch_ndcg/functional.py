@@ -26,6 +26,7 @@ class _Lists:
     ks: tuple[int, ...] | None
     leading_shape: torch.Size
     k_is_sequence: bool
+    max_label: int | float | None
 
     def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
@@ -50,7 +51,7 @@ def _prepare(
     validate_args: bool,
 ) -> _Lists:
     ks = _validation.check_k(k)
-    real = _validation.check_lists(
+    real, max_label = _validation.check_lists(
         preds,
         target,
         mask,
@@ -69,6 +70,7 @@ def _prepare(
         ks=ks,
         leading_shape=preds.shape[:-1],
         k_is_sequence=k is not None and not isinstance(k, numbers.Integral),
+        max_label=max_label,
     )
 
 
@@ -144,7 +146,14 @@ def dcg(
         validate_args=validate_args,
     )
     value, _ = _kernels.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+        lists.preds,
+        lists.target,
+        lists.mask,
+        k=lists.ks,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        max_label=lists.max_label,
     )
     return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
 
@@ -251,7 +260,14 @@ def ndcg_of_lists(
         validate_args=validate_args,
     )
     value, ideal = _kernels.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+        lists.preds,
+        lists.target,
+        lists.mask,
+        k=lists.ks,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        max_label=lists.max_label,
     )
     if empty_target_action == "error" and bool((ideal == 0).any()):
         raise ValueError(
