@@ -506,16 +506,58 @@ def dcg_and_ideal(
         else:
             position_gains = ranked_gains(target, mask, order, gain, dtype)
     dcg = cumulative_dcg(position_gains, ks, discount)
-    counted = None if callable(gain) else small_integer_labels(target, mask, max_label)
+    ideal = ideal_dcg(
+        target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains, max_label=max_label
+    )
+    return dcg, ideal
+
+
+def ideal_dcg(
+    target: Tensor,
+    mask: Tensor | None,
+    ks: Sequence[int],
+    kmax: int,
+    gain: Gain,
+    discount: Discount,
+    dtype: torch.dtype,
+    *,
+    item_gains: Tensor | None = None,
+    max_label: int | float | None = None,
+    label_counts: bool = True,
+) -> Tensor:
+    """Ideal DCG of every list at every cut-off: from label counts where the labels allow it.
+
+    Small integer labels with a named gain take :func:`ideal_dcg_from_label_counts` (no sort,
+    but a host sync to learn the labels' range unless ``max_label`` is given for integer
+    labels); the others, and every call with ``label_counts=False``, the top ``kmax`` labels
+    (or gains, for a callable gain) of :func:`ideal_ranked_gains`, with no host sync.
+
+    Args:
+        target: ``[N, L]`` labels.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+        ks: cut-offs.
+        kmax: number of ranks the cut-offs need.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        dtype: the dtype gains are computed in.
+        item_gains: ``[N, L]`` gains if already computed (0 for padding).
+        max_label: the largest real label, if already known.
+        label_counts: whether label counts may be used.
+
+    Returns:
+        ``[N, len(ks)]`` in the accumulation dtype.
+    """
+    counted = None
+    if label_counts and not callable(gain):
+        counted = small_integer_labels(target, mask, max_label)
     if counted is not None:
         assert not callable(gain)
         labels, levels = counted
-        ideal = ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount, dtype)
-        return dcg, ideal
+        return ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount, dtype)
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)
     ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
-    return dcg, cumulative_dcg(ideal_gains, ks, discount)
+    return cumulative_dcg(ideal_gains, ks, discount)
 
 
 def normalize(dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction) -> Tensor:

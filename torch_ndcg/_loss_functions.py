@@ -124,11 +124,19 @@ def _gains_and_ideal(
     """Item gains (0 for padding) and the ideal DCG@k of every list, both in the compute dtype."""
     dtype = lists.scores.dtype
     item_gains = _kernels.list_gains(lists.target, lists.mask, gain, dtype)
-    ideal_gains = _kernels.ideal_ranked_gains(
-        lists.target, item_gains, lists.mask, kmax, gain, dtype
+    # From the top labels: no host sync in a training step.
+    ideal = _kernels.ideal_dcg(
+        lists.target,
+        lists.mask,
+        [kmax],
+        kmax,
+        gain,
+        discount,
+        dtype,
+        item_gains=item_gains,
+        label_counts=False,
     )
-    ideal = _kernels.cumulative_dcg(ideal_gains, [kmax], discount)[:, 0]
-    return item_gains, ideal.to(dtype)
+    return item_gains, ideal[:, 0].to(dtype)
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
