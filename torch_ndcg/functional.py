@@ -17,7 +17,7 @@ __all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg"]
 
 
 @dataclass(frozen=True)
-class _Lists:
+class Lists:
     """Validated input flattened to ``[N, L]``, with what is needed to shape the output back."""
 
     preds: Tensor
@@ -28,6 +28,19 @@ class _Lists:
     k_is_sequence: bool
     max_label: int | float | None
 
+    def dcg_and_ideal(self, *, gain: Gain, discount: Discount, ties: Ties) -> tuple[Tensor, Tensor]:
+        """:func:`torch_ndcg._kernels.dcg_and_ideal` of these lists: two ``[N, len(k)]``."""
+        return _kernels.dcg_and_ideal(
+            self.preds,
+            self.target,
+            self.mask,
+            k=self.ks,
+            gain=gain,
+            discount=discount,
+            ties=ties,
+            max_label=self.max_label,
+        )
+
     def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
         out = per_list.to(dtype)
@@ -37,7 +50,7 @@ class _Lists:
         return out.reshape((*self.leading_shape, *tail))
 
 
-def _prepare(
+def prepare_lists(
     preds: Tensor,
     target: Tensor,
     *,
@@ -49,7 +62,8 @@ def _prepare(
     ignore_index: int | None,
     empty_target_action: EmptyTargetAction,
     validate_args: bool,
-) -> _Lists:
+) -> Lists:
+    """Check the input of :func:`dcg` / :func:`ndcg` (see there) and flatten it to ``[N, L]``."""
     ks = _validation.check_k(k)
     real, max_label = _validation.check_lists(
         preds,
@@ -63,7 +77,7 @@ def _prepare(
         validate_args=validate_args,
     )
     length = preds.shape[-1]
-    return _Lists(
+    return Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
@@ -133,7 +147,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    lists = _prepare(
+    lists = prepare_lists(
         preds,
         target,
         k=k,
@@ -145,16 +159,7 @@ def dcg(
         empty_target_action="neg",
         validate_args=validate_args,
     )
-    value, _ = _kernels.dcg_and_ideal(
-        lists.preds,
-        lists.target,
-        lists.mask,
-        k=lists.ks,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        max_label=lists.max_label,
-    )
+    value, _ = lists.dcg_and_ideal(gain=gain, discount=discount, ties=ties)
     return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
 
 
@@ -214,7 +219,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    lists, normalized = ndcg_of_lists(
+    lists = prepare_lists(
         preds,
         target,
         k=k,
@@ -225,52 +230,29 @@ def ndcg(
         ignore_index=ignore_index,
         empty_target_action=empty_target_action,
         validate_args=validate_args,
+    )
+    normalized = ndcg_of_lists(
+        lists, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action
     )
     return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
 
 
 def ndcg_of_lists(
-    preds: Tensor,
-    target: Tensor,
+    lists: Lists,
     *,
-    k: int | Sequence[int] | None,
     gain: Gain,
     discount: Discount,
     ties: Ties,
-    mask: Tensor | None,
-    ignore_index: int | None,
     empty_target_action: EmptyTargetAction,
-    validate_args: bool,
-) -> tuple[_Lists, Tensor]:
-    """:func:`ndcg` before shaping: the validated lists and their ``[N, len(k)]`` nDCG.
+) -> Tensor:
+    """:func:`ndcg` of lists from :func:`prepare_lists`, before shaping: ``[N, len(k)]``.
 
     The values stay in the accumulation dtype (float64 where the device has it); the metric
     classes add them up as they are.
     """
-    lists = _prepare(
-        preds,
-        target,
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        mask=mask,
-        ignore_index=ignore_index,
-        empty_target_action=empty_target_action,
-        validate_args=validate_args,
-    )
-    value, ideal = _kernels.dcg_and_ideal(
-        lists.preds,
-        lists.target,
-        lists.mask,
-        k=lists.ks,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        max_label=lists.max_label,
-    )
+    value, ideal = lists.dcg_and_ideal(gain=gain, discount=discount, ties=ties)
     if empty_target_action == "error" and bool((ideal == 0).any()):
         raise ValueError(
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-    return lists, _kernels.normalize(value, ideal, empty_target_action)
+    return _kernels.normalize(value, ideal, empty_target_action)
