@@ -123,7 +123,10 @@ def dcg(
         ties: ``"average"`` or ``"first"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
         ignore_index: label value that marks padded items (for example ``-1``).
-        validate_args: check the input (costs a few host syncs); turn off in hot loops.
+        validate_args: check the input (costs a few host syncs); turn off in hot loops. The
+            kernel itself reads one or two values back whatever this is: whether a tie touches
+            the top ``k`` (``ties="average"``), and the labels' range for the label-count
+            ideal DCG.
 
     Returns:
         One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
