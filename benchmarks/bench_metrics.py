@@ -5,7 +5,8 @@ batches of 256 queries:
 
 - update+compute time of ``NDCG`` (one list per row) and of ``RetrievalNDCG`` (flat rows,
   shuffled across batches) against torchmetrics on the same rows, in rounds (ratios taken
-  within a round, the median round shown); the values are asserted equal;
+  within a round; the table shows the median of each time over the rounds and the median of
+  the per-round ratios, every round is printed below it); the values are asserted equal;
 - memory: bytes held in each metric's state after all updates (the state tensors'
   ``numel * element_size``), and the peak memory of update+compute: each metric runs once in a
   fresh subprocess that first builds the data, returns freed memory to the OS and resets its
@@ -138,7 +139,8 @@ def main() -> None:
     # This machine's speed drifts by up to 1.5x over tens of seconds, so the metrics are timed
     # in rounds, each close in time: torchmetrics once (it takes seconds), then each of ours as
     # the best of 5 runs after 2 warm-up runs. A ratio is taken within a round; the table shows
-    # the median round.
+    # the median of each time and the median of the per-round ratios (which need not be the
+    # ratio of the median times).
     theirs_metric = RetrievalNormalizedDCG(top_k=K)
     theirs_value = None
 

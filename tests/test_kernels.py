@@ -120,9 +120,13 @@ def test_ideal_ranked_gains_with_padding_and_custom_gain() -> None:
 def test_normalize() -> None:
     dcg = torch.tensor([1.0, 0.0, 0.0])
     ideal = torch.tensor([2.0, 0.0, 0.0])
-    torch.testing.assert_close(kernels.normalize(dcg, ideal, "neg"), torch.tensor([0.5, 0, 0]))
-    torch.testing.assert_close(kernels.normalize(dcg, ideal, "pos"), torch.tensor([0.5, 1, 1]))
-    assert kernels.normalize(dcg, ideal, "skip").isnan().tolist() == [False, True, True]
+    torch.testing.assert_close(
+        kernels.normalize(dcg, ideal, "neg", "linear"), torch.tensor([0.5, 0, 0])
+    )
+    torch.testing.assert_close(
+        kernels.normalize(dcg, ideal, "pos", "linear"), torch.tensor([0.5, 1, 1])
+    )
+    assert kernels.normalize(dcg, ideal, "skip", "linear").isnan().tolist() == [False, True, True]
 
 
 def test_cutoff_weights_follow_a_callable_discount_each_call() -> None:
@@ -290,3 +294,18 @@ def test_checked_and_unchecked_inputs_give_the_same_values(dtype: torch.dtype) -
         ndcg(preds, target_with_large_padding, gain="linear", **options),
         ndcg(preds, target, gain="linear", **options),
     )
+
+
+def test_perfect_float64_ranking_gives_one_and_never_more() -> None:
+    """The label-count ideal DCG sums in another order than the DCG: never 1 + 2e-16."""
+    from torch_ndcg import ndcg
+
+    gen = torch.Generator().manual_seed(0)
+    target = torch.randint(0, 5, (500, 12), generator=gen)
+    preds = target.double() + torch.rand(500, 12, generator=gen, dtype=torch.float64) / 2
+    for gain in ("linear", "exponential"):
+        values = ndcg(preds, target, gain=gain)  # type: ignore[arg-type]
+        assert values.dtype == torch.float64
+        perfect = values[target.amax(-1) > 0]
+        assert bool((perfect <= 1.0).all())
+        torch.testing.assert_close(perfect, torch.ones_like(perfect), rtol=0, atol=1e-15)

@@ -1,8 +1,9 @@
 """Gains, discounts and tie-aware DCG kernels: the only place the package computes them.
 
 Everything here assumes validated input (see :mod:`torch_ndcg._validation`). Lists live on the
-last dimension of 2-D ``[N, L]`` tensors; ``mask`` is ``True`` for real items. Padded items have
-a ranking score of ``-inf`` (below every real item) and a gain of 0, so they never count.
+last dimension of 2-D ``[N, L]`` tensors; ``mask`` is ``True`` for real items. Items are ranked
+by integer keys of their scores (:func:`ranking_keys`), in which padded items lie below every
+real item, a real ``-inf`` included; padded items have a gain of 0, so they never count.
 """
 
 from __future__ import annotations
@@ -560,10 +561,16 @@ def ideal_dcg(
     return cumulative_dcg(ideal_gains, ks, discount)
 
 
-def normalize(dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction) -> Tensor:
+def normalize(
+    dcg: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction, gain: Gain
+) -> Tensor:
     """Divide DCG by ideal DCG; lists whose ideal DCG is 0 get 0 (``"neg"``), 1 (``"pos"``) or NaN.
 
-    ``"error"`` must be checked by the caller before; here it behaves like ``"neg"``.
+    ``"error"`` must be checked by the caller before; here it behaves like ``"neg"``. With a
+    named gain (never negative) nDCG cannot exceed 1; the ideal DCG from label counts sums in
+    another order than the DCG, so a perfect ranking may come out a rounding error above 1,
+    which is clamped away.
     """
     fill = {"pos": 1.0, "skip": float("nan")}.get(empty_target_action, 0.0)
-    return torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
+    values = torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
+    return values if callable(gain) else values.clamp_(max=1.0)

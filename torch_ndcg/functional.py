@@ -126,7 +126,7 @@ def dcg(
         validate_args: check the input (costs a few host syncs); turn off in hot loops. The
             kernel itself reads one or two values back whatever this is: whether a tie touches
             the top ``k`` (``ties="average"``), and the labels' range for the label-count
-            ideal DCG.
+            ideal DCG (known from the checks for integer labels).
 
     Returns:
         One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
@@ -258,4 +258,4 @@ def ndcg_of_lists(
         raise ValueError(
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-    return _kernels.normalize(value, ideal, empty_target_action)
+    return _kernels.normalize(value, ideal, empty_target_action, gain)

@@ -378,7 +378,7 @@ class RetrievalNDCG(Metric):
                 "Found a query with no relevant item (ideal DCG = 0) and "
                 "`empty_target_action`='error'."
             )
-        values = _kernels.normalize(dcg, ideal, opt.empty_target_action)
+        values = _kernels.normalize(dcg, ideal, opt.empty_target_action, opt.gain)
         if self.aggregation == "none":
             return opt.shape(values), ids
         return opt.shape(_mean_of_counted(values))
