@@ -466,7 +466,7 @@ def ranked_gains(
     return list_gains(target.gather(-1, order), ranked_mask, gain, dtype)
 
 
-def dcg_and_ideal(
+def ranked_dcg(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
@@ -475,9 +475,8 @@ def dcg_and_ideal(
     gain: Gain,
     discount: Discount,
     ties: Ties,
-    max_label: int | float | None = None,
-) -> tuple[Tensor, Tensor]:
-    """DCG and ideal DCG of every list at every cut-off.
+) -> tuple[Tensor, Tensor | None]:
+    """DCG of every list at every cut-off, and the item gains if they were computed on the way.
 
     Args:
         preds: ``[N, L]`` scores, floating.
@@ -487,10 +486,10 @@ def dcg_and_ideal(
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
-        max_label: the largest real label, if already known (from the input checks).
 
     Returns:
-        Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+        ``[N, len(k)]`` (``len(k)`` is 1 for ``k=None``) in the accumulation dtype, and the
+        ``[N, L]`` item gains (0 for padding) when a tie made them necessary, else ``None``.
     """
     dtype = compute_dtype(preds.dtype)
     keys = ranking_keys(preds, mask)
@@ -506,7 +505,38 @@ def dcg_and_ideal(
             position_gains = tie_averaged_gains(keys, top_keys, order, item_gains)
         else:
             position_gains = ranked_gains(target, mask, order, gain, dtype)
-    dcg = cumulative_dcg(position_gains, ks, discount)
+    return cumulative_dcg(position_gains, ks, discount), item_gains
+
+
+def dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    max_label: int | float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """DCG (:func:`ranked_dcg`) and ideal DCG (:func:`ideal_dcg`) of every list at every cut-off.
+
+    Args:
+        preds: ``[N, L]`` scores, floating.
+        target: ``[N, L]`` labels.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+        k: cut-offs, or ``None`` for the whole list.
+        gain: gain name or callable.
+        discount: discount name or callable.
+        ties: ``"average"`` or ``"first"``.
+        max_label: the largest real label, if already known (from the input checks).
+
+    Returns:
+        Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    dcg, item_gains = ranked_dcg(preds, target, mask, k=k, gain=gain, discount=discount, ties=ties)
+    ks, kmax = resolve_cutoffs(k, preds.shape[-1])
+    dtype = compute_dtype(preds.dtype)
     ideal = ideal_dcg(
         target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains, max_label=max_label
     )

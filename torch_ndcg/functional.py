@@ -162,7 +162,9 @@ def dcg(
         empty_target_action="neg",
         validate_args=validate_args,
     )
-    value, _ = lists.dcg_and_ideal(gain=gain, discount=discount, ties=ties)
+    value, _ = _kernels.ranked_dcg(
+        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+    )
     return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
 
 
