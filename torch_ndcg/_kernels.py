@@ -522,10 +522,11 @@ def dcg_and_ideal(
     """DCG (:func:`ranked_dcg`) and ideal DCG (:func:`ideal_dcg`) of every list at every cut-off.
 
     Args:
-        preds: ``[N, L]`` scores, floating.
+        preds: as :func:`ranked_dcg`; so are ``target``, ``mask``, ``k``, ``gain``,
+            ``discount`` and ``ties``.
         target: ``[N, L]`` labels.
-        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        k: cut-offs, or ``None`` for the whole list.
+        mask: ``[N, L]`` real items, or ``None``.
+        k: cut-offs, or ``None``.
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
