@@ -17,7 +17,7 @@ __all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg"]
 
 
 @dataclass(frozen=True)
-class Lists:
+class _Lists:
     """Validated input flattened to ``[N, L]``, with what is needed to shape the output back."""
 
     preds: Tensor
@@ -28,19 +28,6 @@ class Lists:
     k_is_sequence: bool
     max_label: int | float | None
 
-    def dcg_and_ideal(self, *, gain: Gain, discount: Discount, ties: Ties) -> tuple[Tensor, Tensor]:
-        """:func:`torch_ndcg._kernels.dcg_and_ideal` of these lists: two ``[N, len(k)]``."""
-        return _kernels.dcg_and_ideal(
-            self.preds,
-            self.target,
-            self.mask,
-            k=self.ks,
-            gain=gain,
-            discount=discount,
-            ties=ties,
-            max_label=self.max_label,
-        )
-
     def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
         out = per_list.to(dtype)
@@ -50,7 +37,7 @@ class Lists:
         return out.reshape((*self.leading_shape, *tail))
 
 
-def prepare_lists(
+def _prepare_lists(
     preds: Tensor,
     target: Tensor,
     *,
@@ -62,7 +49,7 @@ def prepare_lists(
     ignore_index: int | None,
     empty_target_action: EmptyTargetAction,
     validate_args: bool,
-) -> Lists:
+) -> _Lists:
     """Check the input of :func:`dcg` / :func:`ndcg` (see there) and flatten it to ``[N, L]``."""
     ks = _validation.check_k(k)
     real, max_label = _validation.check_lists(
@@ -77,7 +64,7 @@ def prepare_lists(
         validate_args=validate_args,
     )
     length = preds.shape[-1]
-    return Lists(
+    return _Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
@@ -150,7 +137,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    lists = prepare_lists(
+    lists = _prepare_lists(
         preds,
         target,
         k=k,
@@ -224,7 +211,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    lists = prepare_lists(
+    lists = _prepare_lists(
         preds,
         target,
         k=k,
@@ -236,26 +223,35 @@ def ndcg(
         empty_target_action=empty_target_action,
         validate_args=validate_args,
     )
-    normalized = ndcg_of_lists(
+    normalized = _ndcg_of_lists(
         lists, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action
     )
     return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
 
 
-def ndcg_of_lists(
-    lists: Lists,
+def _ndcg_of_lists(
+    lists: _Lists,
     *,
     gain: Gain,
     discount: Discount,
     ties: Ties,
     empty_target_action: EmptyTargetAction,
 ) -> Tensor:
-    """:func:`ndcg` of lists from :func:`prepare_lists`, before shaping: ``[N, len(k)]``.
+    """:func:`ndcg` of lists from :func:`_prepare_lists`, before shaping: ``[N, len(k)]``.
 
     The values stay in the accumulation dtype (float64 where the device has it); the metric
     classes add them up as they are.
     """
-    value, ideal = lists.dcg_and_ideal(gain=gain, discount=discount, ties=ties)
+    value, ideal = _kernels.dcg_and_ideal(
+        lists.preds,
+        lists.target,
+        lists.mask,
+        k=lists.ks,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        max_label=lists.max_label,
+    )
     if empty_target_action == "error" and bool((ideal == 0).any()):
         raise ValueError(
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."

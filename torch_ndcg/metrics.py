@@ -19,7 +19,7 @@ from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _grouping, _kernels, _validation
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
-from torch_ndcg.functional import ndcg_of_lists, prepare_lists
+from torch_ndcg.functional import _ndcg_of_lists, _prepare_lists
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -174,7 +174,7 @@ class NDCG(Metric):
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            lists = prepare_lists(
+            lists = _prepare_lists(
                 preds,
                 target,
                 k=opt.k,
@@ -186,7 +186,7 @@ class NDCG(Metric):
                 empty_target_action=opt.empty_target_action,
                 validate_args=opt.validate_args,
             )
-            values = ndcg_of_lists(
+            values = _ndcg_of_lists(
                 lists,
                 gain=opt.gain,
                 discount=opt.discount,
