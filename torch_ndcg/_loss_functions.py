@@ -65,19 +65,23 @@ def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | N
 
 @dataclass(frozen=True)
 class _LossInput:
-    """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return."""
+    """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return.
+
+    Attributes:
+        scores: ``[N, L]`` scores, 0 on padding.
+        mask: ``[N, L]`` real items, or ``None``.
+        kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
+        item_gains: ``[N, L]`` gains, 0 on padding.
+        ideal: ``[N]`` ideal DCG@k of every list.
+        leading_shape: the shape of the input without its list dimension.
+    """
 
     scores: Tensor
-    target: Tensor
     mask: Tensor | None
-    k: int | None
+    kmax: int
+    item_gains: Tensor
+    ideal: Tensor
     leading_shape: torch.Size
-
-    @property
-    def kmax(self) -> int:
-        """Positions the cut-off needs: ``k`` capped at the list length (``None``: all)."""
-        ks = None if self.k is None else [self.k]
-        return _kernels.resolve_cutoffs(ks, self.scores.shape[-1])[1]
 
 
 def _prepare(
@@ -91,6 +95,7 @@ def _prepare(
     ignore_index: int | None,
     validate_args: bool,
 ) -> _LossInput:
+    """Check the input of a loss, flatten it to ``[N, L]``, and take its gains and ideal DCG."""
     real, _ = _validation.check_lists(
         preds,
         target,
@@ -104,30 +109,19 @@ def _prepare(
         finite_preds=True,
     )
     length = preds.shape[-1]
-    scores = preds.reshape(-1, length).to(_kernels.compute_dtype(preds.dtype))
+    dtype = _kernels.compute_dtype(preds.dtype)
+    scores = preds.reshape(-1, length).to(dtype)
+    flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
-    return _LossInput(
-        scores=scores,
-        target=target.reshape(-1, length),
-        mask=flat_mask,
-        k=k,
-        leading_shape=preds.shape[:-1],
-    )
-
-
-def _gains_and_ideal(
-    lists: _LossInput, kmax: int, gain: Gain, discount: Discount
-) -> tuple[Tensor, Tensor]:
-    """Item gains (0 for padding) and the ideal DCG@k of every list, both in the compute dtype."""
-    dtype = lists.scores.dtype
-    item_gains = _kernels.list_gains(lists.target, lists.mask, gain, dtype)
+    kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
+    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, dtype)
     # From the top labels: no host sync in a training step.
     ideal = _kernels.ideal_dcg(
-        lists.target,
-        lists.mask,
+        flat_target,
+        flat_mask,
         [kmax],
         kmax,
         gain,
@@ -136,7 +130,14 @@ def _gains_and_ideal(
         item_gains=item_gains,
         label_counts=False,
     )
-    return item_gains, ideal[:, 0].to(dtype)
+    return _LossInput(
+        scores=scores,
+        mask=flat_mask,
+        kmax=kmax,
+        item_gains=item_gains,
+        ideal=ideal[:, 0].to(dtype),
+        leading_shape=preds.shape[:-1],
+    )
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -240,9 +241,8 @@ def lambdarank_loss(
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
-    scores, real = lists.scores, lists.mask
+    scores, real, item_gains, ideal = lists.scores, lists.mask, lists.item_gains, lists.ideal
     length, kmax = scores.shape[-1], lists.kmax
-    item_gains, ideal = _gains_and_ideal(lists, kmax, gain, discount)
     has_relevant = ideal > 0
     inverse_ideal = torch.where(has_relevant, 1 / torch.where(has_relevant, ideal, 1), 0)
 
@@ -359,9 +359,8 @@ def approx_ndcg_loss(
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
-    scores, real = lists.scores, lists.mask
+    scores, real, item_gains, ideal = lists.scores, lists.mask, lists.item_gains, lists.ideal
     length, kmax = scores.shape[-1], lists.kmax
-    item_gains, ideal = _gains_and_ideal(lists, kmax, gain, discount)
     has_relevant = ideal > 0
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
