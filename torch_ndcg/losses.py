@@ -18,7 +18,29 @@ from torch_ndcg._validation import check_ignore_index, check_options
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
 
 
-class LambdaRankLoss(nn.Module):
+class _RankingLoss(nn.Module):
+    """The options both losses share: checked once here, kept for ``forward``."""
+
+    def __init__(
+        self,
+        *,
+        gain: Gain,
+        discount: Discount,
+        reduction: Reduction,
+        ignore_index: int | None,
+        validate_args: bool,
+    ) -> None:
+        super().__init__()
+        check_options(gain, discount, "first")
+        check_ignore_index(ignore_index)
+        self.gain: Gain = gain
+        self.discount: Discount = discount
+        self.reduction: Reduction = reduction
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+
+
+class LambdaRankLoss(_RankingLoss):
     r"""LambdaLoss with LambdaRank, NDCG-Loss2 or NDCG-Loss2++ weights; see :func:`lambdarank_loss`.
 
     .. math::
@@ -70,19 +92,18 @@ class LambdaRankLoss(nn.Module):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__()
         check_lambdarank_options(k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction)
-        check_options(gain, discount, "first")
-        check_ignore_index(ignore_index)
+        super().__init__(
+            gain=gain,
+            discount=discount,
+            reduction=reduction,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
+        )
         self.k = k
         self.sigma = sigma
         self.weighting: Weighting = weighting
         self.mu = mu
-        self.gain: Gain = gain
-        self.discount: Discount = discount
-        self.reduction: Reduction = reduction
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
 
     def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
         """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
@@ -106,7 +127,7 @@ class LambdaRankLoss(nn.Module):
         return f"k={self.k}, sigma={self.sigma}, weighting={self.weighting!r}, mu={self.mu}"
 
 
-class ApproxNDCGLoss(nn.Module):
+class ApproxNDCGLoss(_RankingLoss):
     r"""One minus the sigmoid-smoothed nDCG@k of Qin, Liu & Li (2010); see :func:`approx_ndcg_loss`.
 
     .. math::
@@ -143,17 +164,16 @@ class ApproxNDCGLoss(nn.Module):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__()
         check_approx_options(k=k, temperature=temperature, reduction=reduction)
-        check_options(gain, discount, "first")
-        check_ignore_index(ignore_index)
+        super().__init__(
+            gain=gain,
+            discount=discount,
+            reduction=reduction,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
+        )
         self.temperature = temperature
         self.k = k
-        self.gain: Gain = gain
-        self.discount: Discount = discount
-        self.reduction: Reduction = reduction
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
 
     def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
         """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
