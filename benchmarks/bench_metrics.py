@@ -24,6 +24,7 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,20 @@ def feed_rows(metric: Metric, rows: tuple[torch.Tensor, ...], batch_rows: int) -
         part = slice(start, start + batch_rows)
         metric.update(preds[part], target[part], indexes=indexes[part])
     return metric.compute()
+
+
+class MetricRun:
+    """One timed run: reset ``metric``, feed it all the data with ``feed``, keep the value."""
+
+    def __init__(self, metric: Metric, feed: Callable[[Metric], Any]) -> None:
+        self.metric = metric
+        self.feed = feed
+        self.value: Any = None
+
+    def __call__(self) -> None:
+        """Run once (what :func:`best_ms` times)."""
+        self.metric.reset()
+        self.value = self.feed(self.metric)
 
 
 def make_data(n: int) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
@@ -141,51 +156,29 @@ def main() -> None:
     # the best of 5 runs after 2 warm-up runs. A ratio is taken within a round; the table shows
     # the median of each time and the median of the per-round ratios (which need not be the
     # ratio of the median times).
-    theirs_metric = RetrievalNormalizedDCG(top_k=K)
-    theirs_value = None
-
-    def run_theirs() -> None:
-        nonlocal theirs_value
-        theirs_metric.reset()
-        theirs_value = feed_rows(theirs_metric, shuffled, batch_rows)
-
-    lists = NDCG(k=K, gain="linear")
-    lists_value = None
-
-    def run_lists() -> None:
-        nonlocal lists_value
-        lists.reset()
-        lists_value = feed_lists(lists, preds, target)
-
-    rows = RetrievalNDCG(k=K, gain="linear")
-    rows_value = None
-
-    def run_rows() -> None:
-        nonlocal rows_value
-        rows.reset()
-        rows_value = feed_rows(rows, shuffled, batch_rows)
-
-    rounds = []
-    for _ in range(ROUNDS):
-        theirs = best_ms(run_theirs, repeats=1, warmup=0)
-        rounds.append(
-            (
-                theirs,
-                best_ms(run_lists, repeats=5, warmup=2),
-                best_ms(run_rows, repeats=5, warmup=2),
-            )
+    theirs = MetricRun(
+        RetrievalNormalizedDCG(top_k=K), lambda m: feed_rows(m, shuffled, batch_rows)
+    )
+    lists = MetricRun(NDCG(k=K, gain="linear"), lambda m: feed_lists(m, preds, target))
+    rows = MetricRun(
+        RetrievalNDCG(k=K, gain="linear"), lambda m: feed_rows(m, shuffled, batch_rows)
+    )
+    rounds = [
+        (
+            best_ms(theirs, repeats=1, warmup=0),
+            best_ms(lists, repeats=5, warmup=2),
+            best_ms(rows, repeats=5, warmup=2),
         )
+        for _ in range(ROUNDS)
+    ]
     theirs_ms, lists_ms, rows_ms = (statistics.median(times) for times in zip(*rounds, strict=True))
     lists_ratio = statistics.median(theirs / ours for theirs, ours, _ in rounds)
     rows_ratio = statistics.median(theirs / ours for theirs, _, ours in rounds)
-    theirs_bytes = state_bytes(theirs_metric)
-    lists_bytes = state_bytes(lists)
-    rows_bytes = state_bytes(rows)
-    assert theirs_value is not None
-    assert lists_value is not None
-    assert rows_value is not None
-    torch.testing.assert_close(lists_value, theirs_value, atol=1e-5, rtol=0)
-    torch.testing.assert_close(rows_value, theirs_value, atol=1e-5, rtol=0)
+    theirs_bytes, lists_bytes, rows_bytes = (
+        state_bytes(run.metric) for run in (theirs, lists, rows)
+    )
+    torch.testing.assert_close(lists.value, theirs.value, atol=1e-5, rtol=0)
+    torch.testing.assert_close(rows.value, theirs.value, atol=1e-5, rtol=0)
 
     # compute() alone on 2,000,000 stored rows vs one sort of 2,000,000 floats.
     big_queries = SORT_ROWS // ITEMS
@@ -238,8 +231,8 @@ def main() -> None:
         f"| {compute_ms:.0f} ms | sort {sort_ms:.0f} ms | **{compute_ms / sort_ms:.2f}x** a sort |"
     )
     print(
-        f"\nvalues: NDCG {float(lists_value):.6f}, RetrievalNDCG {float(rows_value):.6f}, "
-        f"torchmetrics {float(theirs_value):.6f}"
+        f"\nvalues: NDCG {float(lists.value):.6f}, RetrievalNDCG {float(rows.value):.6f}, "
+        f"torchmetrics {float(theirs.value):.6f}"
     )
     by_round = "; ".join(
         f"{theirs:.0f} ms: {theirs / ours_lists:.0f}x, {theirs / ours_rows:.0f}x"
