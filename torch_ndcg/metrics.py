@@ -4,8 +4,6 @@ Both classes only store options and state; the numbers come from :func:`torch_nd
 :mod:`torch_ndcg._kernels`.
 """
 
-from __future__ import annotations
-
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
@@ -293,9 +291,11 @@ class RetrievalNDCG(Metric):
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
-    preds: list[Tensor] | Tensor
-    target: list[Tensor] | Tensor
-    indexes: list[Tensor] | Tensor
+    # Lists of batches; torchmetrics' sync may leave one concatenated tensor (jit needs a
+    # single type here, as torchmetrics' own retrieval metrics declare it).
+    preds: list[Tensor]
+    target: list[Tensor]
+    indexes: list[Tensor]
 
     def __init__(
         self,
