@@ -8,6 +8,7 @@ real item, a real ``-inf`` included; padded items have a gain of 0, so they neve
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
@@ -41,6 +42,17 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def accumulate_dtype(device: torch.device) -> torch.dtype:
     """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
     return torch.float32 if device.type == "mps" else torch.float64
+
+
+def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """Autocast switched off on ``device``: the kernels pick their own dtypes.
+
+    Under ``torch.autocast`` a float32 matrix product would run in float16/bfloat16, which
+    cannot even count ranks past 256 exactly; every product of the package runs inside this.
+    """
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def gains(target: Tensor, gain: Gain) -> Tensor:
@@ -375,7 +387,8 @@ def ideal_dcg_from_label_counts(
     at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
     table = cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
-    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
+    with full_precision(device):
+        return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
 @functools.lru_cache(maxsize=64)
@@ -419,7 +432,8 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
     weights = cutoff_matrix(kmax, ks, discount, acc, position_gains.device)
-    return position_gains.to(acc) @ weights
+    with full_precision(position_gains.device):
+        return position_gains.to(acc) @ weights
 
 
 def cutoff_matrix(
@@ -590,6 +604,15 @@ def ideal_dcg(
         item_gains = list_gains(target, mask, gain, dtype)
     ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
     return cumulative_dcg(ideal_gains, ks, discount)
+
+
+def empty_lists(ideal: Tensor, mask: Tensor | None) -> Tensor:
+    """``[N, len(k)]``: lists with real items but no relevant one (ideal DCG 0).
+
+    A list made only of padding is no list at all: it is not an empty target.
+    """
+    empty = ideal == 0
+    return empty if mask is None else empty & mask.any(-1, keepdim=True)
 
 
 def normalize(

@@ -71,17 +71,20 @@ class _LossInput:
         scores: ``[N, L]`` scores, 0 on padding.
         mask: ``[N, L]`` real items, or ``None``.
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
-        item_gains: ``[N, L]`` gains, 0 on padding.
-        ideal: ``[N]`` ideal DCG@k of every list.
+        scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
+            lists with no relevant item: each at most 1, whatever the labels' scale.
+        has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
         leading_shape: the shape of the input without its list dimension.
+        score_range: largest minus smallest real score, when the input was checked.
     """
 
     scores: Tensor
     mask: Tensor | None
     kmax: int
-    item_gains: Tensor
-    ideal: Tensor
+    scaled_gains: Tensor
+    has_relevant: Tensor
     leading_shape: torch.Size
+    score_range: float | None
 
 
 def _prepare(
@@ -95,8 +98,14 @@ def _prepare(
     ignore_index: int | None,
     validate_args: bool,
 ) -> _LossInput:
-    """Check the input of a loss, flatten it to ``[N, L]``, and take its gains and ideal DCG."""
-    real, _ = _validation.check_lists(
+    """Check the input of a loss, flatten it to ``[N, L]``, and take its gains over ideal DCG.
+
+    Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
+    gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
+    most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
+    for tiny labels.
+    """
+    real, _, score_range = _validation.check_lists(
         preds,
         target,
         mask,
@@ -110,6 +119,7 @@ def _prepare(
     )
     length = preds.shape[-1]
     dtype = _kernels.compute_dtype(preds.dtype)
+    acc = _kernels.accumulate_dtype(preds.device)
     scores = preds.reshape(-1, length).to(dtype)
     flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
@@ -117,7 +127,7 @@ def _prepare(
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
     kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
-    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, dtype)
+    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top labels: no host sync in a training step.
     ideal = _kernels.ideal_dcg(
         flat_target,
@@ -126,18 +136,32 @@ def _prepare(
         kmax,
         gain,
         discount,
-        dtype,
+        acc,
         item_gains=item_gains,
         label_counts=False,
-    )
+    )[:, :1]
+    has_relevant = ideal > 0
+    scaled_gains = torch.where(has_relevant, item_gains / torch.where(has_relevant, ideal, 1), 0)
     return _LossInput(
         scores=scores,
         mask=flat_mask,
         kmax=kmax,
-        item_gains=item_gains,
-        ideal=ideal[:, 0].to(dtype),
+        scaled_gains=scaled_gains.to(dtype),
+        has_relevant=has_relevant[:, 0],
         leading_shape=preds.shape[:-1],
+        score_range=score_range,
     )
+
+
+def _check_finite_scale(name: str, value: float, bound: float, dtype: torch.dtype) -> None:
+    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows."""
+    if not bound < torch.finfo(dtype).max:
+        raise ValueError(
+            f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+            f"{value!r} (with these scores and list length they could reach {bound:.3g}); "
+            f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the "
+            "scores."
+        )
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -241,15 +265,17 @@ def lambdarank_loss(
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
-    scores, real, item_gains, ideal = lists.scores, lists.mask, lists.item_gains, lists.ideal
-    length, kmax = scores.shape[-1], lists.kmax
-    has_relevant = ideal > 0
-    inverse_ideal = torch.where(has_relevant, 1 / torch.where(has_relevant, ideal, 1), 0)
+    scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
+    if lists.score_range is not None:
+        # A pair's loss is at most (1 + mu) (sigma * range + log 2), its slope (1 + mu) sigma,
+        # over at most L^2 pairs.
+        pair_bound = (1 + mu) * (sigma * (lists.score_range + 1) + 1)
+        _check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
-    ranked_gains = (item_gains * inverse_ideal[:, None]).gather(-1, order)
-    ranked_scores = (scores * sigma).gather(-1, order)
+    ranked_gains = lists.scaled_gains.gather(-1, order)
+    ranked_scores = scores.gather(-1, order)
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
 
     position_discounts: Tensor | None = None
@@ -276,8 +302,9 @@ def lambdarank_loss(
         delta,
         min(kmax, length - 1),
         need_grad,
+        sigma,
     )
-    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    return _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
 
 
 def approx_ndcg_loss(
@@ -359,22 +386,28 @@ def approx_ndcg_loss(
         ignore_index=ignore_index,
         validate_args=validate_args,
     )
-    scores, real, item_gains, ideal = lists.scores, lists.mask, lists.item_gains, lists.ideal
-    length, kmax = scores.shape[-1], lists.kmax
-    has_relevant = ideal > 0
+    scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
+    # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
+    # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
+    _check_finite_scale(
+        "temperature",
+        temperature,
+        length * length * (1 + 1 / temperature) / temperature,
+        scores.dtype,
+    )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
-        scores / temperature, weights
+        scores, weights, temperature
     )
     if real is not None:
         ranks = torch.where(real, ranks, 1)
-    terms = item_gains * _kernels.discounts(ranks, discount)
+    terms = lists.scaled_gains * _kernels.discounts(ranks, discount)
     if kmax < length:
         smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
         if real is not None:
             # Only lists with more than k real items are cut: padding changes nothing.
             smooth_cut = torch.where(real.sum(-1, keepdim=True) > kmax, smooth_cut, 1)
         terms = terms * smooth_cut
-    approx = terms.sum(dim=-1) / torch.where(has_relevant, ideal, 1)
-    per_list = torch.where(has_relevant, 1 - approx, 0)
+    has_relevant = lists.has_relevant
+    per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)

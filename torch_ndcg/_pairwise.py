@@ -19,6 +19,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
+from torch_ndcg._kernels import full_precision
+
 # Elements of one block temporary: 2^18 float32 = 1 MiB, so the handful of live temporaries
 # stays within a core's 2 MiB L2 cache on the machine the benchmarks ran on. Tests lower it to
 # force many blocks.
@@ -67,7 +69,8 @@ class PairwiseLogistic(torch.autograd.Function):
     r"""Per-list :math:`\sum_{i<j} |g_i - g_j| \, W_{ij} \, \log(1 + e^{-(u_w - u_l)})`, blockwise.
 
     Inputs are in the current rank order (position = rank, so :math:`u_i \ge u_j` for
-    :math:`i < j`): ``u`` the scores times sigma, ``g`` the gains divided by the ideal DCG,
+    :math:`i < j`): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
+    is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
     ``valid`` the real items (or ``None``), ``position_discounts`` / ``delta`` for
     :func:`pair_position_weights`, ``rows`` the positions that can be the upper item of a pair
     (k, or L). :math:`u_w` is the score of the item with the larger gain. The gradient is
@@ -84,6 +87,24 @@ class PairwiseLogistic(torch.autograd.Function):
         delta: Tensor | None,
         rows: int,
         need_grad: bool,
+        sigma: float,
+    ) -> Tensor:
+        with full_precision(u.device):
+            return PairwiseLogistic._forward(
+                ctx, u, g, valid, position_discounts, delta, rows, need_grad, sigma
+            )
+
+    @staticmethod
+    def _forward(
+        ctx: Any,
+        u: Tensor,
+        g: Tensor,
+        valid: Tensor | None,
+        position_discounts: Tensor | None,
+        delta: Tensor | None,
+        rows: int,
+        need_grad: bool,
+        sigma: float,
     ) -> Tensor:
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
@@ -95,65 +116,78 @@ class PairwiseLogistic(torch.autograd.Function):
             position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
             # Gain difference g_j - g_i; its sign says which item should rank higher.
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
-            # u_i - u_j >= 0 in rank order; z = -(u_w - u_l), the logistic loss argument.
-            z = torch.copysign(u[:, i0:i1, None] - u[:, None, c0:], gain_gap)
+            # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
+            # The difference is taken before scaling: sigma * u may overflow where it does not.
+            z = torch.copysign((u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma), gain_gap)
             weight = gain_gap.abs_().mul_(position_weights)
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
             flat = weight.view(n_lists, 1, -1)
             loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
             if grad is not None:
-                # d loss / d z = weight * sigmoid(z); dz/du_i = sign(g_j - g_i) = sign(z).
+                # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
                 slope = torch.copysign(torch.sigmoid(z).mul_(weight), z)
                 grad[:, i0:i1] += slope.sum(dim=-1)
                 grad[:, c0:] -= slope.sum(dim=1)
         if grad is not None:
-            ctx.save_for_backward(grad)
+            ctx.save_for_backward(grad.mul_(sigma))
         return loss
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
-        return grad_loss[:, None] * grad, None, None, None, None, None, None
+        return grad_loss[:, None] * grad, None, None, None, None, None, None, None
 
 
 class SmoothRanks(torch.autograd.Function):
-    r"""Sigmoid-smoothed ranks :math:`\hat r_i = \frac12 + \sum_j v_j \sigma(u_j - u_i)`, blockwise.
+    r"""Sigmoid-smoothed ranks, blockwise.
 
+    :math:`\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)`.
     With ``v`` the real items (1, or ``None`` for all real) the self term :math:`\sigma(0) = 1/2`
-    turns this into :math:`1 + \sum_{j \ne i} v_j \sigma(u_j - u_i)` for every real item. Backward
-    recomputes the sigmoids blockwise:
-    :math:`\partial L / \partial u_m = v_m (Q \bar g)_m - \bar g_m (Q v)_m` with
-    :math:`Q_{ij} = \sigma'(u_j - u_i)` (symmetric) and
+    turns this into :math:`1 + \sum_{j \ne i} v_j \sigma((s_j - s_i)/T)` for every real item.
+    Score differences are taken before dividing by the temperature ``T``: ``s / T`` may
+    overflow (then ``inf - inf`` is NaN) where ``(s_j - s_i) / T`` only saturates the sigmoid.
+    Backward recomputes the sigmoids blockwise:
+    :math:`\partial L / \partial s_m = (v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T` with
+    :math:`Q_{ij} = \sigma'((s_j - s_i)/T)` (symmetric) and
     :math:`\bar g = \partial L / \partial \hat r`.
     """
 
     @staticmethod
-    def forward(ctx: Any, u: Tensor, valid: Tensor | None) -> Tensor:
-        n_lists, length = u.shape
-        ranks = torch.empty_like(u)
+    def _above(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
+        r"""``[N, i1 - i0, L]``: :math:`\sigma((s_j - s_i) / T)` for rows ``i`` in ``[i0, i1)``."""
+        return torch.sigmoid((s[:, None, :] - s[:, i0:i1, None]).div_(temperature))
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
+        n_lists, length = s.shape
+        ranks = torch.empty_like(s)
         for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
-            above = torch.sigmoid(u[:, None, :] - u[:, i0:i1, None])
+            above = SmoothRanks._above(s, i0, i1, temperature)
             if valid is None:
                 ranks[:, i0:i1] = above.sum(dim=-1)
             else:
-                ranks[:, i0:i1] = torch.bmm(above, valid[:, :, None]).squeeze(-1)
-        ctx.save_for_backward(u, valid)
+                with full_precision(s.device):
+                    ranks[:, i0:i1] = torch.bmm(above, valid[:, :, None]).squeeze(-1)
+        ctx.save_for_backward(s, valid)
+        ctx.temperature = temperature
         return ranks.add_(0.5)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None]:
-        u, valid = ctx.saved_tensors
-        n_lists, length = u.shape
-        weights = valid if valid is not None else torch.ones_like(u)
+    def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None, None]:
+        s, valid = ctx.saved_tensors
+        temperature = ctx.temperature
+        n_lists, length = s.shape
+        weights = valid if valid is not None else torch.ones_like(s)
         both = torch.stack([grad_ranks, weights], dim=-1)
-        grad = torch.empty_like(u)
+        grad = torch.empty_like(s)
         for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
-            above = torch.sigmoid(u[:, None, :] - u[:, i0:i1, None])
+            above = SmoothRanks._above(s, i0, i1, temperature)
             slope = torch.addcmul(above, above, above, value=-1.0)
-            sums = torch.bmm(slope, both)
+            with full_precision(s.device):
+                sums = torch.bmm(slope, both)
             own_weight, own_grad = weights[:, i0:i1], grad_ranks[:, i0:i1]
             grad[:, i0:i1] = own_weight * sums[..., 0] - own_grad * sums[..., 1]
-        return grad, None
+        return grad.div_(temperature), None, None

@@ -19,6 +19,7 @@ from torch_ndcg._kernels import (
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
     TIES_NAMES,
+    accumulate_dtype,
     compute_dtype,
 )
 
@@ -114,12 +115,61 @@ def check_mask(mask: Any, shape: torch.Size) -> None:
         )
 
 
+def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
+    """Whether a label of ``dtype`` can equal ``value`` exactly.
+
+    ``target == value`` would otherwise compare a wrapped or rounded ``value``: ``-1`` as 255 in
+    uint8, ``2**32 + 1`` as 1 in int32, ``2**24 + 1`` as ``2**24`` in float32.
+    """
+    if dtype == torch.bool:
+        return value in (0, 1)
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        return info.min <= value <= info.max
+    as_float = torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
+    return as_float == value  # Python compares an int and a float exactly
+
+
 def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:
-    """Combine ``mask`` and ``ignore_index`` into one mask of real items (``None``: all real)."""
-    if ignore_index is None:
+    """Combine ``mask`` and ``ignore_index`` into one mask of real items (``None``: all real).
+
+    A label matches ``ignore_index`` only if it equals it exactly: an ``ignore_index`` that the
+    label dtype cannot hold matches no label.
+    """
+    if ignore_index is None or not label_dtype_holds(target.dtype, ignore_index):
         return mask
     not_ignored = target != ignore_index
     return not_ignored if mask is None else mask & not_ignored
+
+
+class CheckedValues(NamedTuple):
+    """What :func:`check_values` read off the real items.
+
+    Attributes:
+        max_label: the largest real label (0 where every item is padding).
+        score_range: largest minus smallest real score.
+    """
+
+    max_label: int | float | None
+    score_range: float | None
+
+
+def largest_gain_label(gain: Any, dtype: torch.dtype, length: int) -> float | None:
+    """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
+
+    Gains are computed in ``dtype`` (:func:`~torch_ndcg._kernels.compute_dtype` of the scores)
+    and a list's ``length`` gains are summed in the accumulation dtype (float64), so a label is
+    allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable
+    gain, whose growth is unknown. The same limit holds in every entry point.
+    """
+    if callable(gain):
+        return None
+    largest_gain = min(
+        torch.finfo(dtype).max, torch.finfo(accumulate_dtype(torch.device("cpu"))).max / length
+    )
+    if gain == "linear":
+        return largest_gain
+    return math.log2(largest_gain + 1)  # 2^y - 1 <= largest_gain
 
 
 def check_values(
@@ -130,27 +180,29 @@ def check_values(
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
-) -> int | float | None:
-    """No NaN among real scores, finite non-negative labels, no exponential-gain overflow.
+    length: int | None = None,
+) -> CheckedValues:
+    """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
     With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
     scores must be finite too. Padded items (``mask`` False) are not checked: their values
-    never count.
+    never count. ``length`` is the number of items whose gains are summed together (the list
+    length; the last dimension by default). One host read-back.
 
     Returns:
-        The largest real label (0 where every item is padding), or ``None`` for an empty
-        input; the kernels use it to choose their ideal-DCG method without another pass.
+        The largest real label and the range of the real scores (``None`` for an empty input).
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     real_target = target if mask is None else torch.where(mask, target, 0)
     if real_preds.numel() == 0:
-        return None
+        return CheckedValues(None, None)
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
-    # One pass each: min/max propagate NaN, and NaN never equals itself. Two host syncs (each
-    # `.item()` after the first reads a value already on the host).
-    low_pred, high_pred = (v.item() for v in torch.aminmax(real_preds))
-    low, high = (v.item() for v in torch.aminmax(real_target))
+    # One pass each (min/max propagate NaN, and NaN never equals itself), one read-back.
+    extremes = torch.stack([*torch.aminmax(real_preds), *torch.aminmax(real_target)])
+    low_pred, high_pred, low, high = extremes.double().tolist()
+    if not real_target.is_floating_point():
+        low, high = int(low), int(high)
     if low_pred != low_pred or high_pred != high_pred:
         raise ValueError("Expected `preds` to contain no NaN, but found NaN scores.")
     if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
@@ -162,20 +214,28 @@ def check_values(
         raise ValueError(f"Expected `target` to be finite, but found {high!r}.")
     if low < 0:
         hint = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-        raise ValueError(
-            f"Expected `target` to be non-negative{hint}, but found the value {low!r}."
+        padding_hint = (
+            " (if -1 marks padding, pass `ignore_index`=-1)"
+            if ignore_index is None and low == -1
+            else ""
         )
-    if gain == "exponential":
-        # 2^y overflows once y reaches the exponent of the largest float (max = m * 2^e,
-        # 0.5 <= m < 1): 128 in float32, 1024 in float64.
-        limit = math.frexp(torch.finfo(compute_dtype(preds.dtype)).max)[1]
-        if high >= limit:
-            raise ValueError(
-                f"Expected `target` values below {limit} with `gain`='exponential' (2^y - 1 "
-                f"overflows in {compute_dtype(preds.dtype)}), but found {high!r}; use "
-                "`gain`='linear' or rescale the labels."
-            )
-    return high
+        raise ValueError(
+            f"Expected `target` to be non-negative{hint}, but found the value {low!r}"
+            f"{padding_hint}."
+        )
+    dtype = compute_dtype(preds.dtype)
+    n_items = preds.shape[-1] if length is None else length
+    limit = largest_gain_label(gain, dtype, max(n_items, 1))
+    if limit is not None and high > limit:
+        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+        raise ValueError(
+            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain must "
+            f"be finite in {dtype} and a list's {n_items} gains must sum to a finite float64), "
+            f"but found {high!r}; "
+            + ("use `gain`='linear' or rescale" if gain == "exponential" else "rescale")
+            + " the labels."
+        )
+    return CheckedValues(high, high_pred - low_pred)
 
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------
@@ -217,10 +277,12 @@ class CheckedLists(NamedTuple):
     Attributes:
         real: the mask of real items (``None``: all real).
         max_label: the largest real label (``None`` if not checked).
+        score_range: largest minus smallest real score (``None`` if not checked).
     """
 
     real: Tensor | None
     max_label: int | float | None
+    score_range: float | None
 
 
 def check_lists(
@@ -233,7 +295,7 @@ def check_lists(
     ties: Any,
     empty_target_action: Any,
     ignore_index: Any,
-    validate_args: bool,
+    validate_args: Any,
     finite_preds: bool = False,
 ) -> CheckedLists:
     """Every check of a ``[..., L]`` entry point, in order.
@@ -241,15 +303,16 @@ def check_lists(
     With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
     as in :func:`check_values`.
     """
+    check_bool("validate_args", validate_args)
     if validate_args:
         check_options(gain, discount, ties, empty_target_action)
         check_ignore_index(ignore_index)
         check_preds_target(preds, target)
         check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
-    max_label = None
-    if validate_args:
-        max_label = check_values(
-            preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
-        )
-    return CheckedLists(real, max_label)
+    if not validate_args:
+        return CheckedLists(real, None, None)
+    values = check_values(
+        preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
+    )
+    return CheckedLists(real, values.max_label, values.score_range)

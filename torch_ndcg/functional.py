@@ -52,7 +52,7 @@ def _prepare_lists(
 ) -> _Lists:
     """Check the input of :func:`dcg` / :func:`ndcg` (see there) and flatten it to ``[N, L]``."""
     ks = _validation.check_k(k)
-    real, max_label = _validation.check_lists(
+    real, max_label, _ = _validation.check_lists(
         preds,
         target,
         mask,
@@ -252,7 +252,7 @@ def _ndcg_of_lists(
         ties=ties,
         max_label=lists.max_label,
     )
-    if empty_target_action == "error" and bool((ideal == 0).any()):
+    if empty_target_action == "error" and bool(_kernels.empty_lists(ideal, lists.mask).any()):
         raise ValueError(
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )

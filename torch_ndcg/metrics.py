@@ -5,6 +5,7 @@ Both classes only store options and state; the numbers come from :func:`torch_nd
 """
 
 import numbers
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -24,8 +25,10 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 Aggregation: TypeAlias = Literal["mean", "none"]
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
-# Dtype of the values compute() returns (torchmetrics' default float dtype).
-_OUTPUT_DTYPE = torch.float32
+
+def _float_state_dtype(metric_dtype: torch.dtype) -> torch.dtype:
+    """float64 for a float64 metric, float32 otherwise: half precision never lowers a value."""
+    return torch.float64 if metric_dtype == torch.float64 else torch.float32
 
 
 class _Options:
@@ -67,9 +70,9 @@ class _Options:
         """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
         return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
 
-    def shape(self, values: Tensor) -> MetricValue:
+    def shape(self, values: Tensor, dtype: torch.dtype) -> MetricValue:
         """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k)."""
-        values = values.to(_OUTPUT_DTYPE)
+        values = values.to(dtype)
         if self.k_is_sequence:
             return {name: values[..., i] for i, name in enumerate(self.names)}
         return values[..., 0]
@@ -82,7 +85,85 @@ def _mean_of_counted(values: Tensor) -> Tensor:
     return total / counted.sum(0).clamp(min=1)
 
 
-class NDCG(Metric):
+class _NDCGMetric(Metric):
+    """What both metrics share: their options, the dtypes of their states, their result dtype.
+
+    **Dtypes.** torchmetrics casts every floating state to the dtype a module is converted to
+    (``module.to(torch.bfloat16)``, which Lightning's ``"bf16-true"`` and ``"16-true"``
+    precisions call) and only ``set_dtype`` otherwise. Here each state has a dtype of its own
+    (:meth:`_state_dtype`), which a cast never lowers: states follow the metric's device, and
+    its dtype only as far as :meth:`_state_dtype` says. Results are float32, or float64 when the
+    metric's dtype is float64.
+
+    **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
+    ``update`` share one state (only the group's first metric is updated). The first state,
+    ``options_key``, is a digest of the options that shape the other states, so only metrics
+    that would store the same states are merged; ``merge_state`` refuses other keys too.
+    """
+
+    options: _Options
+    options_key: Tensor
+
+    def _add_options_state(self, *state_options: Any) -> None:
+        """Add ``options_key``: a digest of ``state_options``, equal for equal options.
+
+        A callable gain or discount enters by its ``repr`` (its identity in this process).
+        """
+        key = torch.tensor(zlib.crc32(repr(state_options).encode()), dtype=torch.int64)
+        # "max" keeps the (equal) keys of all ranks; it holds no data.
+        self.add_state("options_key", key, dist_reduce_fx="max")
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        """The dtype state ``name`` keeps, whatever the module was cast to."""
+        return value.dtype if not value.is_floating_point() else _float_state_dtype(self.dtype)
+
+    def _restate(self, name: str, value: Any) -> Any:
+        """``value`` (a tensor or a list of them) on the metric's device in its state dtype."""
+        if isinstance(value, Tensor):
+            return value.to(device=self.device, dtype=self._state_dtype(name, value))
+        return [self._restate(name, item) for item in value]
+
+    def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
+        # torchmetrics applies `fn` (device and dtype) to the other states and updates the
+        # metric's device and dtype; ours are then moved to that device in their own dtype.
+        own = tuple(self._defaults)
+        super()._apply(fn, exclude_state=(*exclude_state, *own))
+        for name in own:
+            if name in exclude_state:
+                continue
+            self._defaults[name] = self._restate(name, self._defaults[name])
+            setattr(self, name, self._restate(name, getattr(self, name)))
+        self._computed = None  # recomputed from the states, in the result dtype
+        return self
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """Merge another metric's state (or a state dict) into this one; see torchmetrics.
+
+        Args:
+            incoming_state: a metric of the same class and options, or its ``metric_state``.
+
+        Raises:
+            ValueError: a metric of another class or other options.
+        """
+        incoming = incoming_state
+        if isinstance(incoming, _NDCGMetric):
+            incoming = incoming.metric_state
+        key = incoming.get("options_key") if isinstance(incoming, dict) else None
+        if key is not None and not torch.equal(key.cpu(), self.options_key.cpu()):
+            raise ValueError(
+                "Expected `incoming_state` from a metric with the same options (its "
+                f"`options_key` {int(key)}), but this metric's is {int(self.options_key)}."
+            )
+        super().merge_state(incoming_state)
+        self._computed = None  # torchmetrics would return the value cached before the merge
+
+    @property
+    def result_dtype(self) -> torch.dtype:
+        """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
+        return _float_state_dtype(self.dtype)
+
+
+class NDCG(_NDCGMetric):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     .. math::
@@ -156,9 +237,18 @@ class NDCG(Metric):
         self.options = _Options(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args
         )
-        n = self.options.n_cutoffs
+        opt = self.options
+        self._add_options_state(
+            opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action, opt.ignore_index
+        )
+        n = opt.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        if name == "sum_ndcg":
+            return _kernels.accumulate_dtype(self.device)
+        return super()._state_dtype(name, value)
 
     def update(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
         """Add the nDCG of every list of the batch.
@@ -208,7 +298,7 @@ class NDCG(Metric):
 
     def compute(self) -> MetricValue:
         """Mean nDCG of the lists seen so far (0 if none was counted)."""
-        return self.options.shape(self.sum_ndcg / self.count.clamp(min=1))
+        return self.options.shape(self.sum_ndcg / self.count.clamp(min=1), self.result_dtype)
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value (or a list of values) of the metric; needs matplotlib.
@@ -223,7 +313,7 @@ class NDCG(Metric):
         return self._plot(val, ax)
 
 
-class RetrievalNDCG(Metric):
+class RetrievalNDCG(_NDCGMetric):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     .. math::
@@ -316,6 +406,9 @@ class RetrievalNDCG(Metric):
         )
         _validation.check_aggregation(aggregation)
         self.aggregation = aggregation
+        # The rows depend on `ignore_index` only (its rows are stored with a NaN label): metrics
+        # with other `k`, gains, ... may share them in a MetricCollection.
+        self._add_options_state(self.options.ignore_index)
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")
@@ -332,30 +425,41 @@ class RetrievalNDCG(Metric):
         if opt.validate_args:
             _validation.check_preds_target(preds, target)
             _validation.check_indexes(indexes, preds.shape)
-        stored_preds = preds.detach().reshape(-1).to(self.dtype)
+        row_dtype = _float_state_dtype(self.dtype)
+        stored_preds = preds.detach().reshape(-1).to(row_dtype)
+        flat_target = target.detach().reshape(-1)
+        real = _validation.real_items(flat_target, None, opt.ignore_index)
         if opt.validate_args:
-            # Checked as stored: the exponential gain's overflow limit is that of the metric dtype.
-            flat_target = target.reshape(-1)
-            real = _validation.real_items(flat_target, None, opt.ignore_index)
+            # Checked as stored: the gains' overflow limit is that of the stored dtype.
             _validation.check_values(
-                stored_preds, flat_target, real, gain=opt.gain, ignore_index=opt.ignore_index
+                stored_preds,
+                flat_target,
+                real,
+                gain=opt.gain,
+                ignore_index=opt.ignore_index,
+                length=flat_target.numel(),
             )
-        assert isinstance(self.preds, list)
-        assert isinstance(self.target, list)
-        assert isinstance(self.indexes, list)
+        stored_target = flat_target.to(row_dtype)
+        if real is not None:
+            # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
+            # drops: a stored float label could round onto `ignore_index` or off it.
+            stored_target = torch.where(real, stored_target, torch.nan)
         self.preds.append(stored_preds)
-        self.target.append(target.detach().reshape(-1).to(self.dtype))
+        self.target.append(stored_target)
         self.indexes.append(indexes.detach().reshape(-1).to(torch.int64))
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
 
     def _rows(self) -> tuple[Tensor, Tensor, Tensor]:
         """All stored rows as three flat tensors, ``ignore_index`` rows dropped."""
         if isinstance(self.preds, list) and not self.preds:
-            empty = torch.empty(0, dtype=self.dtype, device=self.device)
+            empty = torch.empty(0, dtype=_float_state_dtype(self.dtype), device=self.device)
             return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
         preds, target = dim_zero_cat(self.preds), dim_zero_cat(self.target)
         indexes = dim_zero_cat(self.indexes)
         if self.options.ignore_index is not None:
-            keep = target != self.options.ignore_index
+            keep = ~target.isnan()
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
         return preds, target, indexes
 
@@ -368,8 +472,8 @@ class RetrievalNDCG(Metric):
                 rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
             no_query = torch.zeros(0, opt.n_cutoffs, device=self.device)
             if self.aggregation == "none":
-                return opt.shape(no_query), indexes
-            return opt.shape(torch.zeros(opt.n_cutoffs, device=self.device))
+                return opt.shape(no_query, self.result_dtype), indexes
+            return opt.shape(torch.zeros(opt.n_cutoffs, device=self.device), self.result_dtype)
         ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
             preds, target, indexes, k=opt.ks, gain=opt.gain, discount=opt.discount, ties=opt.ties
         )
@@ -380,8 +484,8 @@ class RetrievalNDCG(Metric):
             )
         values = _kernels.normalize(dcg, ideal, opt.empty_target_action, opt.gain)
         if self.aggregation == "none":
-            return opt.shape(values), ids
-        return opt.shape(_mean_of_counted(values))
+            return opt.shape(values, self.result_dtype), ids
+        return opt.shape(_mean_of_counted(values), self.result_dtype)
 
     def _sync_dist(
         self,
