@@ -13,7 +13,7 @@ from torch_ndcg._loss_functions import (
     check_lambdarank_options,
     lambdarank_loss,
 )
-from torch_ndcg._validation import check_ignore_index, check_options
+from torch_ndcg._validation import check_bool, check_ignore_index, check_options
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
 
@@ -33,6 +33,7 @@ class _RankingLoss(nn.Module):
         super().__init__()
         check_options(gain, discount, "first")
         check_ignore_index(ignore_index)
+        check_bool("validate_args", validate_args)
         self.gain: Gain = gain
         self.discount: Discount = discount
         self.reduction: Reduction = reduction
