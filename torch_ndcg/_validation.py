@@ -126,8 +126,14 @@ def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         return info.min <= value <= info.max
-    as_float = torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
-    return as_float == value  # Python compares an int and a float exactly
+    # An int is a float of `dtype` if it is within range and its odd part fits the mantissa.
+    magnitude = abs(value)
+    info = torch.finfo(dtype)
+    if magnitude == 0:
+        return True
+    odd_part = magnitude // (magnitude & -magnitude)
+    mantissa_bits = 1 - round(math.log2(info.eps))  # eps = 2^-(stored bits): 24 in float32
+    return magnitude <= info.max and odd_part.bit_length() <= mantissa_bits
 
 
 def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:
