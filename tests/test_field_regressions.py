@@ -40,6 +40,9 @@ def reference_mean(
 # --- 1. MetricCollection's compute groups ---------------------------------------------------
 
 
+LINEAR = references.GAINS["linear"]
+
+
 def test_collection_of_ndcg_at_5_and_10_reports_each_value() -> None:
     gen = torch.Generator().manual_seed(0)
     preds = torch.randn(50, 20, generator=gen)
@@ -85,6 +88,38 @@ def test_collection_members_with_other_options_keep_their_own_states(
         assert values[name].item() == pytest.approx(expected, abs=1e-6), name
 
 
+def test_collection_shares_retrieval_rows_only_between_metrics_that_store_the_same_rows() -> None:
+    gen = torch.Generator().manual_seed(4)
+    preds = torch.rand(40, generator=gen, dtype=torch.float64)
+    target = torch.randint(0, 3, (40,), generator=gen)
+    ids = torch.arange(40) // 8
+    collection = MetricCollection(
+        {
+            "k3": RetrievalNDCG(k=3),
+            "k5": RetrievalNDCG(k=5, gain="linear"),
+            "no_zero": RetrievalNDCG(k=3, ignore_index=0),
+            "wide": RetrievalNDCG(k=3).set_dtype(torch.float64),
+        }
+    )
+    for start in range(0, 40, 10):
+        rows = slice(start, start + 10)
+        collection.update(preds[rows], target[rows], ids[rows])
+    groups = sorted(sorted(group) for group in collection.compute_groups.values())
+    assert groups == [["k3", "k5"], ["no_zero"], ["wide"]]
+    values = collection.compute()
+    for name, k, options, keep in (
+        ("k3", 3, {}, target >= 0),
+        ("k5", 5, {"gain": LINEAR}, target >= 0),
+        ("no_zero", 3, {}, target != 0),
+        ("wide", 3, {}, target >= 0),
+    ):
+        per_query = references.ndcg_per_query(
+            preds[keep].tolist(), target[keep].tolist(), ids[keep].tolist(), k, **options
+        )
+        expected = sum(per_query.values()) / len(per_query)
+        assert values[name].item() == pytest.approx(expected, abs=1e-6), name
+
+
 # --- 2. Half-precision module casts ---------------------------------------------------------
 
 
@@ -118,7 +153,6 @@ def test_retrieval_rows_stay_float32_in_a_half_module_and_follow_set_dtype_float
 # --- 3. ignore_index in narrow label dtypes -------------------------------------------------
 
 PREDS3 = torch.tensor([0.9, 0.5, 0.1])
-LINEAR = references.GAINS["linear"]
 
 
 def test_ignore_index_minus_one_keeps_label_255_of_uint8_labels() -> None:

@@ -124,16 +124,16 @@ def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
     if dtype == torch.bool:
         return value in (0, 1)
     if not dtype.is_floating_point:
-        info = torch.iinfo(dtype)
-        return info.min <= value <= info.max
+        integer_range = torch.iinfo(dtype)
+        return integer_range.min <= value <= integer_range.max
     # An int is a float of `dtype` if it is within range and its odd part fits the mantissa.
     magnitude = abs(value)
-    info = torch.finfo(dtype)
     if magnitude == 0:
         return True
+    float_range = torch.finfo(dtype)
     odd_part = magnitude // (magnitude & -magnitude)
-    mantissa_bits = 1 - round(math.log2(info.eps))  # eps = 2^-(stored bits): 24 in float32
-    return magnitude <= info.max and odd_part.bit_length() <= mantissa_bits
+    mantissa_bits = 1 - round(math.log2(float_range.eps))  # eps = 2^-(stored bits): 24 in float32
+    return magnitude <= float_range.max and odd_part.bit_length() <= mantissa_bits
 
 
 def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:

@@ -104,14 +104,18 @@ class _NDCGMetric(Metric):
     options: _Options
     options_key: Tensor
 
-    def _add_options_state(self, *state_options: Any) -> None:
-        """Add ``options_key``: a digest of ``state_options``, equal for equal options.
+    def _state_options(self) -> tuple[Any, ...]:
+        """The options (and dtypes) that shape the states: equal for metrics that may share them."""
+        raise NotImplementedError
 
-        A callable gain or discount enters by its ``repr`` (its identity in this process).
-        """
-        key = torch.tensor(zlib.crc32(repr(state_options).encode()), dtype=torch.int64)
+    def _options_key(self) -> Tensor:
+        """A digest of :meth:`_state_options`; a callable enters by its ``repr`` (its identity)."""
+        digest = zlib.crc32(repr(self._state_options()).encode())
+        return torch.tensor(digest, dtype=torch.int64, device=self.device)
+
+    def _add_options_state(self) -> None:
         # "max" keeps the (equal) keys of all ranks; it holds no data.
-        self.add_state("options_key", key, dist_reduce_fx="max")
+        self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         """The dtype state ``name`` keeps, whatever the module was cast to."""
@@ -133,6 +137,10 @@ class _NDCGMetric(Metric):
                 continue
             self._defaults[name] = self._restate(name, self._defaults[name])
             setattr(self, name, self._restate(name, getattr(self, name)))
+        if "options_key" not in exclude_state:
+            # A state dtype may have changed with the metric's dtype.
+            self._defaults["options_key"] = self._options_key()
+            self.options_key = self._options_key()
         self._computed = None  # recomputed from the states, in the result dtype
         return self
 
@@ -238,12 +246,14 @@ class NDCG(_NDCGMetric):
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args
         )
         opt = self.options
-        self._add_options_state(
-            opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action, opt.ignore_index
-        )
+        self._add_options_state()
         n = opt.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def _state_options(self) -> tuple[Any, ...]:
+        opt = self.options
+        return (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action, opt.ignore_index)
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         if name == "sum_ndcg":
@@ -406,9 +416,7 @@ class RetrievalNDCG(_NDCGMetric):
         )
         _validation.check_aggregation(aggregation)
         self.aggregation = aggregation
-        # The rows depend on `ignore_index` only (its rows are stored with a NaN label): metrics
-        # with other `k`, gains, ... may share them in a MetricCollection.
-        self._add_options_state(self.options.ignore_index)
+        self._add_options_state()
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")
@@ -447,6 +455,11 @@ class RetrievalNDCG(_NDCGMetric):
         self.preds.append(stored_preds)
         self.target.append(stored_target)
         self.indexes.append(indexes.detach().reshape(-1).to(torch.int64))
+
+    def _state_options(self) -> tuple[Any, ...]:
+        # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
+        # metrics with other `k`, gains, ... may share them in a MetricCollection.
+        return (self.options.ignore_index, _float_state_dtype(self.dtype))
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
