@@ -90,6 +90,16 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
             for part in per_rank[rank]:
                 retrieval.update(rows[0][part], rows[1][part], rows[2][part])
             results[f"retrieval-{split}-{aggregation}"] = _value(retrieval.compute())
+    # A half-precision module (Lightning's "bf16-true") with a rank that has no row: the empty
+    # rank's stand-in rows must have the dtype of the others' stored rows (float32).
+    half_rows = RetrievalNDCG(KS).to(torch.bfloat16)
+    half_lists = NDCG(KS).to(torch.bfloat16)
+    for part in ROW_SPLITS["empty"][rank]:
+        half_rows.update(rows[0][part], rows[1][part], rows[2][part])
+    for part in LIST_SPLITS["empty"][rank]:
+        half_lists.update(preds[part], target[part], mask[part])
+    results["retrieval-empty-bf16"] = _value(half_rows.compute())
+    results["ndcg-empty-bf16"] = _value(half_lists.compute())
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
@@ -149,3 +159,14 @@ def test_retrieval_under_ddp_equals_one_process(ranks: list[dict[str, Any]], spl
         assert query_ids == ids
         for column, name in enumerate(names):
             assert values[name] == pytest.approx(per_list[:, column].tolist(), abs=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["retrieval", "ndcg"])
+def test_half_precision_metrics_with_an_empty_rank(
+    ranks: list[dict[str, Any]], metric: str
+) -> None:
+    preds, target, mask = dataset()
+    per_list = ndcg(preds, target, k=KS, mask=mask).double()
+    expected = dict(zip([f"ndcg@{k}" for k in KS], per_list.mean(0).tolist(), strict=True))
+    for result in ranks:
+        assert result[f"{metric}-empty-bf16"] == pytest.approx(expected, abs=1e-6)

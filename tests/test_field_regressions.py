@@ -120,6 +120,42 @@ def test_collection_shares_retrieval_rows_only_between_metrics_that_store_the_sa
         assert values[name].item() == pytest.approx(expected, abs=1e-6), name
 
 
+def test_options_keys_of_distinct_options_never_pass_torchmetrics_allclose() -> None:
+    # torchmetrics compares states with allclose (relative tolerance 1e-5): large integer keys
+    # 5,582 apart passed as equal, and NDCG(k=14, gain="linear") took NDCG(k=54)'s value.
+    keys = torch.stack(
+        [
+            NDCG(k=k, gain=gain, ties=ties).options_key
+            for k in range(1, 61)
+            for gain in ("linear", "exponential")
+            for ties in ("average", "first")
+        ]
+    )
+    close = torch.isclose(keys[:, None, :], keys[None, :, :]).all(-1)
+    assert int(close.sum()) == keys.shape[0]  # each key is close to itself only
+    gen = torch.Generator().manual_seed(5)
+    preds, target = torch.randn(20, 60, generator=gen), torch.randint(0, 2, (20, 60), generator=gen)
+    collection = MetricCollection({"lin14": NDCG(k=14, gain="linear"), "exp54": NDCG(k=54)})
+    collection.update(preds, target)
+    assert collection.compute()["lin14"].item() == pytest.approx(
+        reference_mean(preds, target, 14, gain=LINEAR), abs=1e-6
+    )
+
+
+def test_metrics_with_different_callable_gains_never_share_a_state() -> None:
+    def squared(y: torch.Tensor) -> torch.Tensor:
+        return y * y
+
+    def cubed(y: torch.Tensor) -> torch.Tensor:
+        return y**3
+
+    first, second = NDCG(gain=squared), NDCG(gain=cubed)
+    assert not torch.equal(first.options_key, second.options_key)
+    # merge_state (possibly across processes, where a function's identity differs) compares
+    # the named options only.
+    assert torch.equal(first.options_key[:4], second.options_key[:4])
+
+
 # --- 2. Half-precision module casts ---------------------------------------------------------
 
 
@@ -344,6 +380,45 @@ def test_merge_state_after_compute_returns_the_merged_value(cls: type) -> None:
 def test_merge_state_refuses_a_metric_with_other_options() -> None:
     with pytest.raises(ValueError, match="same options"):
         NDCG(k=3).merge_state(NDCG(k=5))
+
+
+def test_merge_state_takes_a_state_dict_without_options_key() -> None:
+    metric = NDCG(k=1)
+    metric.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[1, 0]]))
+    metric.merge_state(
+        {"sum_ndcg": torch.tensor([0.5], dtype=torch.float64), "count": torch.tensor([1])}
+    )
+    assert metric.compute().item() == pytest.approx(0.75)
+
+
+def test_retrieval_rows_saved_with_their_ignore_index_label_are_dropped() -> None:
+    # Earlier versions stored the rows of `ignore_index` with their label.
+    metric = RetrievalNDCG(ignore_index=-1)
+    metric.persistent(True)
+    preds = torch.tensor([0.9, 0.8, 0.7, 0.1])
+    old_state = {
+        "preds": [preds],
+        "target": [torch.tensor([0.0, -1.0, 1.0, 1.0])],
+        "indexes": [torch.zeros(4, dtype=torch.int64)],
+    }
+    for name, value in old_state.items():
+        setattr(metric, name, value)
+    expected = references.ndcg_one_list([0.9, 0.7, 0.1], [0, 1, 1], None)
+    assert metric.compute().item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_retrieval_query_whose_gains_overflow_across_batches_raises_in_compute() -> None:
+    metric = RetrievalNDCG().set_dtype(torch.float64)
+    for score in (0.2, 0.1):  # one row per batch: each batch alone is within the limit
+        metric.update(torch.tensor([score]), torch.tensor([1023.9]), torch.tensor([0]))
+    with pytest.raises(ValueError, match="ideal DCG overflows"):
+        metric.compute()
+
+
+def test_share_memory_shares_the_states() -> None:
+    metric = NDCG(k=3).share_memory()
+    assert metric.sum_ndcg.is_shared()
+    assert metric.sum_ndcg.dtype == torch.float64
 
 
 # --- 9. validate_args is a bool everywhere --------------------------------------------------

@@ -158,7 +158,7 @@ def _check_finite_scale(name: str, value: float, bound: float, dtype: torch.dtyp
     if not bound < torch.finfo(dtype).max:
         raise ValueError(
             f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-            f"{value!r} (with these scores and list length they could reach {bound:.3g}); "
+            f"{value!r} (with this input they could reach {bound:.3g}); "
             f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the "
             "scores."
         )
@@ -267,9 +267,10 @@ def lambdarank_loss(
     )
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if lists.score_range is not None:
-        # A pair's loss is at most (1 + mu) (sigma * range + log 2), its slope (1 + mu) sigma,
-        # over at most L^2 pairs.
-        pair_bound = (1 + mu) * (sigma * (lists.score_range + 1) + 1)
+        # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), its loss at most the weight
+        # times sigma * range + log 2, its slope the weight times sigma; at most L^2 pairs.
+        weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
+        pair_bound = weight_bound * (sigma * (lists.score_range + 1) + 1)
         _check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
 
     # Current ranking: position = rank (ties in order of appearance, padding last).

@@ -160,19 +160,20 @@ class CheckedValues(NamedTuple):
     score_range: float | None
 
 
-def largest_gain_label(gain: Any, dtype: torch.dtype, length: int) -> float | None:
+def largest_gain_label(
+    gain: Any, dtype: torch.dtype, length: int, device: torch.device
+) -> float | None:
     """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
 
     Gains are computed in ``dtype`` (:func:`~torch_ndcg._kernels.compute_dtype` of the scores)
-    and a list's ``length`` gains are summed in the accumulation dtype (float64), so a label is
+    and a list's ``length`` gains are summed in the accumulation dtype (float64 wherever
+    ``device`` has it), so a label is
     allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable
     gain, whose growth is unknown. The same limit holds in every entry point.
     """
     if callable(gain):
         return None
-    largest_gain = min(
-        torch.finfo(dtype).max, torch.finfo(accumulate_dtype(torch.device("cpu"))).max / length
-    )
+    largest_gain = min(torch.finfo(dtype).max, torch.finfo(accumulate_dtype(device)).max / length)
     if gain == "linear":
         return largest_gain
     return math.log2(largest_gain + 1)  # 2^y - 1 <= largest_gain
@@ -231,7 +232,7 @@ def check_values(
         )
     dtype = compute_dtype(preds.dtype)
     n_items = preds.shape[-1] if length is None else length
-    limit = largest_gain_label(gain, dtype, max(n_items, 1))
+    limit = largest_gain_label(gain, dtype, max(n_items, 1), preds.device)
     if limit is not None and high > limit:
         shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
         raise ValueError(

@@ -97,8 +97,12 @@ class _NDCGMetric(Metric):
 
     **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
     ``update`` share one state (only the group's first metric is updated). The first state,
-    ``options_key``, is a digest of the options that shape the other states, so only metrics
-    that would store the same states are merged; ``merge_state`` refuses other keys too.
+    ``options_key``, digests the options that shape the other states, so only metrics that
+    would store the same states are merged. It holds the digest as 8 bytes: torchmetrics
+    compares states with ``allclose``, whose relative tolerance would let two large integers
+    pass as equal. Bytes 0-3 digest the named options, bytes 4-7 the identity of a callable
+    gain or discount (0 without one): metrics with different functions never share a state,
+    while ``merge_state``, which may take a metric from another process, compares bytes 0-3.
     """
 
     options: _Options
@@ -109,9 +113,16 @@ class _NDCGMetric(Metric):
         raise NotImplementedError
 
     def _options_key(self) -> Tensor:
-        """A digest of :meth:`_state_options`; a callable enters by its ``repr`` (its identity)."""
-        digest = zlib.crc32(repr(self._state_options()).encode())
-        return torch.tensor(digest, dtype=torch.int64, device=self.device)
+        """``[8]`` int64 bytes: a digest of :meth:`_state_options`, then of its callables."""
+        options = self._state_options()
+        named = tuple("<callable>" if callable(option) else option for option in options)
+        functions = tuple(option for option in options if callable(option))
+        digests = (
+            zlib.crc32(repr(named).encode()),
+            zlib.crc32(repr(functions).encode()) if functions else 0,
+        )
+        key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
+        return torch.tensor(key, dtype=torch.int64, device=self.device)
 
     def _add_options_state(self) -> None:
         # "max" keeps the (equal) keys of all ranks; it holds no data.
@@ -121,23 +132,29 @@ class _NDCGMetric(Metric):
         """The dtype state ``name`` keeps, whatever the module was cast to."""
         return value.dtype if not value.is_floating_point() else _float_state_dtype(self.dtype)
 
-    def _restate(self, name: str, value: Any) -> Any:
-        """``value`` (a tensor or a list of them) on the metric's device in its state dtype."""
-        if isinstance(value, Tensor):
-            return value.to(device=self.device, dtype=self._state_dtype(name, value))
-        return [self._restate(name, item) for item in value]
+    def _apply_to_state(self, fn: Callable[..., Any], name: str, value: Any) -> Any:
+        """``fn`` of a state (a tensor or a list of them), in the state's own dtype.
+
+        Where ``fn`` changes the dtype to another than :meth:`_state_dtype`, the state is taken
+        from its original values to the device ``fn`` chose, never through the lower dtype.
+        """
+        if not isinstance(value, Tensor):
+            return [self._apply_to_state(fn, name, item) for item in value]
+        applied = fn(value)
+        wanted = self._state_dtype(name, value)
+        if applied.dtype == wanted:
+            return applied
+        return value.to(device=applied.device, dtype=wanted)
 
     def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
-        # torchmetrics applies `fn` (device and dtype) to the other states and updates the
-        # metric's device and dtype; ours are then moved to that device in their own dtype.
-        own = tuple(self._defaults)
+        # torchmetrics applies `fn` to the other states and sets the metric's device and dtype
+        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype.
+        own = tuple(name for name in self._defaults if name not in exclude_state)
         super()._apply(fn, exclude_state=(*exclude_state, *own))
         for name in own:
-            if name in exclude_state:
-                continue
-            self._defaults[name] = self._restate(name, self._defaults[name])
-            setattr(self, name, self._restate(name, getattr(self, name)))
-        if "options_key" not in exclude_state:
+            self._defaults[name] = self._apply_to_state(fn, name, self._defaults[name])
+            setattr(self, name, self._apply_to_state(fn, name, getattr(self, name)))
+        if "options_key" in own:
             # A state dtype may have changed with the metric's dtype.
             self._defaults["options_key"] = self._options_key()
             self.options_key = self._options_key()
@@ -148,20 +165,25 @@ class _NDCGMetric(Metric):
         """Merge another metric's state (or a state dict) into this one; see torchmetrics.
 
         Args:
-            incoming_state: a metric of the same class and options, or its ``metric_state``.
+            incoming_state: a metric of the same class and options, or its ``metric_state``
+                (a dict without ``options_key``, as saved by earlier versions, is taken as is).
 
         Raises:
             ValueError: a metric of another class or other options.
         """
-        incoming = incoming_state
-        if isinstance(incoming, _NDCGMetric):
-            incoming = incoming.metric_state
-        key = incoming.get("options_key") if isinstance(incoming, dict) else None
-        if key is not None and not torch.equal(key.cpu(), self.options_key.cpu()):
-            raise ValueError(
-                "Expected `incoming_state` from a metric with the same options (its "
-                f"`options_key` {int(key)}), but this metric's is {int(self.options_key)}."
-            )
+        incoming: Any = incoming_state
+        if isinstance(incoming_state, type(self)):
+            incoming = incoming_state.metric_state
+        if isinstance(incoming, dict):
+            key = incoming.get("options_key")
+            if key is None:
+                incoming_state = {**incoming, "options_key": self.options_key}
+            elif not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
+                raise ValueError(
+                    "Expected `incoming_state` from a metric with the same options, but its "
+                    f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
+                    f"metric's {self.options_key.tolist()}."
+                )
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics would return the value cached before the merge
 
@@ -445,7 +467,7 @@ class RetrievalNDCG(_NDCGMetric):
                 real,
                 gain=opt.gain,
                 ignore_index=opt.ignore_index,
-                length=flat_target.numel(),
+                length=1,  # a query may span batches: its sum is checked in compute()
             )
         stored_target = flat_target.to(row_dtype)
         if real is not None:
@@ -471,8 +493,11 @@ class RetrievalNDCG(_NDCGMetric):
             return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
         preds, target = dim_zero_cat(self.preds), dim_zero_cat(self.target)
         indexes = dim_zero_cat(self.indexes)
-        if self.options.ignore_index is not None:
+        ignore_index = self.options.ignore_index
+        if ignore_index is not None:
             keep = ~target.isnan()
+            if _validation.label_dtype_holds(target.dtype, ignore_index):
+                keep &= target != ignore_index  # rows stored by earlier versions keep the label
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
         return preds, target, indexes
 
@@ -490,6 +515,11 @@ class RetrievalNDCG(_NDCGMetric):
         ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
             preds, target, indexes, k=opt.ks, gain=opt.gain, discount=opt.discount, ties=opt.ties
         )
+        if opt.validate_args and not bool(ideal.isfinite().all()):
+            raise ValueError(
+                "Expected the gains of each query to sum to a finite float64, but a query's "
+                "ideal DCG overflows; rescale the labels (or use `gain`='linear')."
+            )
         if opt.empty_target_action == "error" and bool((ideal == 0).any()):
             raise ValueError(
                 "Found a query with no relevant item (ideal DCG = 0) and "
@@ -505,10 +535,14 @@ class RetrievalNDCG(_NDCGMetric):
         dist_sync_fn: Callable[..., Any] = gather_all_tensors,
         process_group: Any | None = None,
     ) -> None:
-        # torchmetrics stands in an empty tensor of the metric's float dtype for an empty list
-        # state; the int64 ids of the other ranks would then meet a float tensor in the gather.
-        if isinstance(self.indexes, list) and not self.indexes:
-            self.indexes = [torch.empty(0, dtype=torch.int64, device=self.device)]
+        # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
+        # state: the other ranks' int64 ids, and their float32 rows in a half-precision
+        # metric, would then meet another dtype in the gather (gloo aborts).
+        for name in ("preds", "target", "indexes"):
+            value = getattr(self, name)
+            if isinstance(value, list) and not value:
+                dtype = torch.int64 if name == "indexes" else _float_state_dtype(self.dtype)
+                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
         super()._sync_dist(dist_sync_fn, process_group)
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
