@@ -16,6 +16,8 @@ from typing import Literal, TypeAlias
 import torch
 from torch import Tensor
 
+from torch_ndcg._host import DeferredCheck, may_read_back, read_together
+
 GainFn: TypeAlias = Callable[[Tensor], Tensor]
 DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
 Gain: TypeAlias = Literal["exponential", "linear"] | GainFn
@@ -190,7 +192,7 @@ def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
     return order.narrow(-1, 0, kmax)
 
 
-def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, bool]:
+def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, Tensor]:
     """The best ``kmax`` items of each row, and whether a tie touches them.
 
     One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
@@ -204,7 +206,8 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
 
     Returns:
         ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
-        indices, and whether any row has a tie that touches its top ``kmax`` (one host sync).
+        indices, and a bool scalar tensor: whether any row has a tie that touches its top
+        ``kmax`` (left on the device: reading it is the caller's choice).
     """
     top_keys, top_index = _top_keys(keys, min(kmax + 1, keys.shape[-1]))
     # Tensor methods throughout: Python slicing costs several microseconds a call.
@@ -212,8 +215,7 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, lower.shape[-1]))
     if padded:
         equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
-    tied = bool(equal_neighbours.any())
-    return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), tied
+    return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
 
 
 def tie_averaged_gains(
@@ -294,33 +296,51 @@ def ideal_ranked_gains(
 _MAX_COUNTED_LEVELS = 64
 
 
-def small_integer_labels(
-    target: Tensor, mask: Tensor | None, max_label: int | float | None = None
-) -> tuple[Tensor, int] | None:
+def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
+    """``[2]`` on the device: whether a real label is no integer, and the largest real label.
+
+    What :func:`counted_levels` needs to choose the label-count ideal DCG, left on the device
+    so that the caller reads it together with its other values. ``None`` for bool labels
+    (always two levels) and for an empty input.
+    """
+    if target.dtype == torch.bool or target.numel() == 0:
+        return None
+    real_labels = target if mask is None else torch.where(mask, target, 0)
+    if not target.is_floating_point():
+        fractional = torch.zeros((), dtype=torch.float64, device=target.device)
+    else:
+        # A fractional label, or one past int64, does not survive the round trip.
+        fractional = (real_labels.to(torch.int64) != real_labels).any().to(torch.float64)
+    return torch.stack([fractional, real_labels.max().to(torch.float64)])
+
+
+def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int | None:
+    """The number of label values (max label + 1) if the labels may be counted, else ``None``.
+
+    Bool labels have 2 levels; other labels need the values of :func:`label_range_probe`
+    (``None``: not read, so not counted). At most 64 levels (:data:`_MAX_COUNTED_LEVELS`).
+    """
+    if target.dtype == torch.bool:
+        return 2
+    if not probe_values:
+        return None
+    fractional, high = probe_values
+    if fractional or not high < _MAX_COUNTED_LEVELS:
+        return None
+    return int(high) + 1
+
+
+def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
     """The labels as int64 and ``max label + 1``, if the real labels are small integers.
 
     ``None`` when a real label is fractional or reaches the histogram limit (64 values). One
-    host sync, none for integer labels whose largest real value ``max_label`` is known.
+    host read-back: for tests and callers outside a hot path.
     """
-    if target.numel() == 0:
+    probe = label_range_probe(target, mask)
+    if probe is None and target.dtype != torch.bool:
         return None
-    limit = _MAX_COUNTED_LEVELS
-    labels = target.to(torch.int64)
-    if target.dtype == torch.bool:
-        return labels, 2
-    if not target.is_floating_point():
-        if max_label is None:
-            max_label = (target if mask is None else torch.where(mask, target, 0)).max().item()
-        high = int(max_label)
-        return (labels, high + 1) if high < limit else None
-    # A fractional label, or one past int64, does not survive the round trip.
-    lost = labels != target
-    real_labels = labels
-    if mask is not None:
-        lost &= mask
-        real_labels = torch.where(mask, labels, 0)
-    any_lost, high = torch.stack([lost.any().to(torch.int64), real_labels.max()]).tolist()
-    return (labels, high + 1) if not any_lost and high < limit else None
+    levels = counted_levels(target, None if probe is None else probe.tolist())
+    return None if levels is None else (target.to(torch.int64), levels)
 
 
 @functools.lru_cache(maxsize=64)
@@ -480,6 +500,65 @@ def ranked_gains(
     return list_gains(target.gather(-1, order), ranked_mask, gain, dtype)
 
 
+def _position_gains(
+    keys: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    top: tuple[Tensor, Tensor] | None,
+    order: Tensor,
+    tied: bool,
+    gain: Gain,
+    dtype: torch.dtype,
+) -> tuple[Tensor, Tensor | None]:
+    """Gains credited to the top positions, tie-averaged where ``tied``; and the item gains."""
+    if top is None or not tied:
+        return ranked_gains(target, mask, order, gain, dtype), None
+    item_gains = list_gains(target, mask, gain, dtype)
+    return tie_averaged_gains(keys, top[0], top[1], item_gains), item_gains
+
+
+def _ranked(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    *,
+    k: Sequence[int] | None,
+    gain: Gain,
+    ties: Ties,
+    check: DeferredCheck | None,
+    probe_labels: bool,
+) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor, bool, list[float] | None]:
+    """Keys, the top items, and the host values: the call's one read-back, where allowed.
+
+    Where a read-back is allowed, the input ``check``, the tie flag and (``probe_labels``) the
+    labels' range are read together; the tie flag then spares tie-free batches the averaging.
+    Elsewhere nothing is read: ties are always averaged (the same numbers, branch-free).
+    """
+    keys = ranking_keys(preds, mask)
+    kmax = resolve_cutoffs(k, preds.shape[-1])[1]
+    top: tuple[Tensor, Tensor] | None = None
+    tie_flag: Tensor | None = None
+    if ties == "first":
+        order = stable_descending_order(keys, kmax)
+    else:
+        top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
+        top = (top_keys, order)
+    if not may_read_back(preds.device):
+        return keys, top, order, True, None
+    # The checks' largest label serves integer labels; float labels need their own probe.
+    label_max_checked = check is not None and not target.is_floating_point()
+    probe = label_range_probe(target, mask) if probe_labels and not label_max_checked else None
+    checked, tie_value, probe_values = read_together(
+        [None if check is None else check.values, tie_flag, probe]
+    )
+    if check is not None:
+        max_label = check.judge(checked).max_label
+        if probe_labels and label_max_checked:
+            probe_values = [0.0, float(max_label)]
+    tied = bool(tie_value and tie_value[0])
+    return keys, top, order, tied, probe_values
+
+
 def ranked_dcg(
     preds: Tensor,
     target: Tensor,
@@ -489,8 +568,9 @@ def ranked_dcg(
     gain: Gain,
     discount: Discount,
     ties: Ties,
-) -> tuple[Tensor, Tensor | None]:
-    """DCG of every list at every cut-off, and the item gains if they were computed on the way.
+    check: DeferredCheck | None = None,
+) -> Tensor:
+    """DCG of every list at every cut-off.
 
     Args:
         preds: ``[N, L]`` scores, floating.
@@ -500,26 +580,17 @@ def ranked_dcg(
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
+        check: input checks to read back with the kernel's own values (see :mod:`._host`).
 
     Returns:
-        ``[N, len(k)]`` (``len(k)`` is 1 for ``k=None``) in the accumulation dtype, and the
-        ``[N, L]`` item gains (0 for padding) when a tie made them necessary, else ``None``.
+        ``[N, len(k)]`` (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
+    keys, top, order, tied, _ = _ranked(
+        preds, target, mask, k=k, gain=gain, ties=ties, check=check, probe_labels=False
+    )
     dtype = compute_dtype(preds.dtype)
-    keys = ranking_keys(preds, mask)
-    ks, kmax = resolve_cutoffs(k, preds.shape[-1])
-    item_gains: Tensor | None = None
-    if ties == "first":
-        order = stable_descending_order(keys, kmax)
-        position_gains = ranked_gains(target, mask, order, gain, dtype)
-    else:
-        top_keys, order, tied = top_items(keys, kmax, padded=mask is not None)
-        if tied:
-            item_gains = list_gains(target, mask, gain, dtype)
-            position_gains = tie_averaged_gains(keys, top_keys, order, item_gains)
-        else:
-            position_gains = ranked_gains(target, mask, order, gain, dtype)
-    return cumulative_dcg(position_gains, ks, discount), item_gains
+    position_gains, _ = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
+    return cumulative_dcg(position_gains, resolve_cutoffs(k, preds.shape[-1])[0], discount)
 
 
 def dcg_and_ideal(
@@ -531,29 +602,38 @@ def dcg_and_ideal(
     gain: Gain,
     discount: Discount,
     ties: Ties,
-    max_label: int | float | None = None,
+    check: DeferredCheck | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DCG (:func:`ranked_dcg`) and ideal DCG (:func:`ideal_dcg`) of every list at every cut-off.
 
+    At most one host read-back, and only on the CPU (see :mod:`torch_ndcg._host`): the input
+    ``check``, whether a tie touches the top k, and the labels' range (for the label-count
+    ideal DCG of integer labels) are read together.
+
     Args:
         preds: as :func:`ranked_dcg`; so are ``target``, ``mask``, ``k``, ``gain``,
-            ``discount`` and ``ties``.
+            ``discount``, ``ties`` and ``check``.
         target: ``[N, L]`` labels.
         mask: ``[N, L]`` real items, or ``None``.
         k: cut-offs, or ``None``.
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
-        max_label: the largest real label, if already known (from the input checks).
+        check: input checks to read back with the kernel's own values.
 
     Returns:
         Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
-    dcg, item_gains = ranked_dcg(preds, target, mask, k=k, gain=gain, discount=discount, ties=ties)
+    keys, top, order, tied, probe_values = _ranked(
+        preds, target, mask, k=k, gain=gain, ties=ties, check=check, probe_labels=not callable(gain)
+    )
     ks, kmax = resolve_cutoffs(k, preds.shape[-1])
     dtype = compute_dtype(preds.dtype)
+    position_gains, item_gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
+    dcg = cumulative_dcg(position_gains, ks, discount)
+    levels = None if callable(gain) else counted_levels(target, probe_values)
     ideal = ideal_dcg(
-        target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains, max_label=max_label
+        target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains, levels=levels
     )
     return dcg, ideal
 
@@ -568,15 +648,14 @@ def ideal_dcg(
     dtype: torch.dtype,
     *,
     item_gains: Tensor | None = None,
-    max_label: int | float | None = None,
-    label_counts: bool = True,
+    levels: int | None = None,
 ) -> Tensor:
-    """Ideal DCG of every list at every cut-off: from label counts where the labels allow it.
+    """Ideal DCG of every list at every cut-off: from label counts where ``levels`` is known.
 
-    Small integer labels with a named gain take :func:`ideal_dcg_from_label_counts` (no sort,
-    but a host sync to learn the labels' range unless ``max_label`` is given for integer
-    labels); the others, and every call with ``label_counts=False``, the top ``kmax`` labels
-    (or gains, for a callable gain) of :func:`ideal_ranked_gains`, with no host sync.
+    With ``levels`` (the number of integer label values, from :func:`counted_levels`) and a
+    named gain, :func:`ideal_dcg_from_label_counts` (no sort); otherwise the top ``kmax``
+    labels (or gains, for a callable gain) of :func:`ideal_ranked_gains`. Neither reads
+    anything back.
 
     Args:
         target: ``[N, L]`` labels.
@@ -587,18 +666,13 @@ def ideal_dcg(
         discount: discount name or callable.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
-        max_label: the largest real label, if already known.
-        label_counts: whether label counts may be used.
+        levels: the number of label values, if the labels are small integers.
 
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
-    counted = None
-    if label_counts and not callable(gain):
-        counted = small_integer_labels(target, mask, max_label)
-    if counted is not None:
-        assert not callable(gain)
-        labels, levels = counted
+    if levels is not None and not callable(gain):
+        labels = target.to(torch.int64)
         return ideal_dcg_from_label_counts(labels, mask, levels, ks, kmax, gain, discount, dtype)
     if callable(gain) and item_gains is None:
         item_gains = list_gains(target, mask, gain, dtype)

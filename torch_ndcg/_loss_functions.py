@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _kernels, _pairwise, _validation
+from torch_ndcg._host import assert_on_device
 from torch_ndcg._kernels import Discount, Gain
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss"]
@@ -105,7 +106,7 @@ def _prepare(
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels.
     """
-    real, _, score_range = _validation.check_lists(
+    real, check = _validation.check_lists(
         preds,
         target,
         mask,
@@ -117,6 +118,8 @@ def _prepare(
         validate_args=validate_args,
         finite_preds=True,
     )
+    # A loss step reads back only the input checks, and only on the CPU (see _host).
+    score_range = None if check is None else check.resolve().score_range
     length = preds.shape[-1]
     dtype = _kernels.compute_dtype(preds.dtype)
     acc = _kernels.accumulate_dtype(preds.device)
@@ -128,7 +131,7 @@ def _prepare(
         scores = torch.where(flat_mask, scores, 0)
     kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
-    # From the top labels: no host sync in a training step.
+    # From the top labels (the label counts would need the labels' range): no read-back.
     ideal = _kernels.ideal_dcg(
         flat_target,
         flat_mask,
@@ -138,7 +141,6 @@ def _prepare(
         discount,
         acc,
         item_gains=item_gains,
-        label_counts=False,
     )[:, :1]
     has_relevant = ideal > 0
     scaled_gains = torch.where(has_relevant, item_gains / torch.where(has_relevant, ideal, 1), 0)
@@ -153,15 +155,30 @@ def _prepare(
     )
 
 
-def _check_finite_scale(name: str, value: float, bound: float, dtype: torch.dtype) -> None:
-    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows."""
-    if not bound < torch.finfo(dtype).max:
-        raise ValueError(
-            f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-            f"{value!r} (with this input they could reach {bound:.3g}); "
-            f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the "
-            "scores."
-        )
+def _check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
+    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
+
+    A tensor ``bound`` (computed on the device) is checked by a device-side assertion.
+    """
+    advice = (
+        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
+    )
+    message = (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{value!r} (with this input they could reach {{bound}}); {advice}"
+    )
+    largest = torch.finfo(dtype).max
+    if isinstance(bound, Tensor):
+        assert_on_device(bound < largest, message.format(bound="past the largest float"))
+    elif not bound < largest:
+        raise ValueError(message.format(bound=f"{bound:.3g}"))
+
+
+def _score_range(scores: Tensor, real: Tensor | None) -> Tensor:
+    """Largest minus smallest real score, on the device (0 without a real item)."""
+    high = scores if real is None else torch.where(real, scores, -torch.inf)
+    low = scores if real is None else torch.where(real, scores, torch.inf)
+    return (high.amax().double() - low.amin().double()).clamp(min=0)
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -266,11 +283,14 @@ def lambdarank_loss(
         validate_args=validate_args,
     )
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
-    if lists.score_range is not None:
+    if validate_args and scores.numel() > 0:
         # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), its loss at most the weight
         # times sigma * range + log 2, its slope the weight times sigma; at most L^2 pairs.
+        score_range: float | Tensor | None = lists.score_range
+        if score_range is None:  # checked on the device
+            score_range = _score_range(scores, real)
         weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
-        pair_bound = weight_bound * (sigma * (lists.score_range + 1) + 1)
+        pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
         _check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
 
     # Current ranking: position = rank (ties in order of appearance, padding last).

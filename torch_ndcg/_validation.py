@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
 from torch_ndcg._kernels import (
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
@@ -188,61 +189,121 @@ def check_values(
     ignore_index: int | None,
     finite_preds: bool = False,
     length: int | None = None,
-) -> CheckedValues:
+) -> DeferredCheck | None:
     """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
     With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
     scores must be finite too. Padded items (``mask`` False) are not checked: their values
     never count. ``length`` is the number of items whose gains are summed together (the list
-    length; the last dimension by default). One host read-back.
+    length; the last dimension by default).
+
+    The input is reduced to four values on its device (smallest and largest real score and
+    label; min/max propagate NaN). Where a read-back is allowed (the CPU, eager) they are
+    returned as a :class:`~torch_ndcg._host.DeferredCheck` for the caller to read together
+    with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
+    a device-side assertion with the same message (no values named), and ``None`` is returned.
 
     Returns:
-        The largest real label and the range of the real scores (``None`` for an empty input).
+        A check whose ``resolve()`` gives the :class:`CheckedValues`, or ``None``.
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     real_target = target if mask is None else torch.where(mask, target, 0)
     if real_preds.numel() == 0:
-        return CheckedValues(None, None)
+        return None
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
-    # One pass each (min/max propagate NaN, and NaN never equals itself), one read-back.
-    extremes = torch.stack([*torch.aminmax(real_preds), *torch.aminmax(real_target)])
-    low_pred, high_pred, low, high = extremes.double().tolist()
-    if not real_target.is_floating_point():
-        low, high = int(low), int(high)
-    if low_pred != low_pred or high_pred != high_pred:
-        raise ValueError("Expected `preds` to contain no NaN, but found NaN scores.")
-    if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
-        infinite = low_pred if math.isinf(low_pred) else high_pred
-        raise ValueError(f"Expected `preds` to be finite, but found {infinite!r}.")
-    if low != low or high != high:
-        raise ValueError("Expected `target` to contain no NaN, but found NaN labels.")
-    if math.isinf(high):
-        raise ValueError(f"Expected `target` to be finite, but found {high!r}.")
-    if low < 0:
-        hint = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-        padding_hint = (
-            " (if -1 marks padding, pass `ignore_index`=-1)"
-            if ignore_index is None and low == -1
-            else ""
-        )
-        raise ValueError(
-            f"Expected `target` to be non-negative{hint}, but found the value {low!r}"
-            f"{padding_hint}."
-        )
+    extremes = torch.cat(
+        [torch.stack(torch.aminmax(x)).to(torch.float64) for x in (real_preds, real_target)]
+    )
     dtype = compute_dtype(preds.dtype)
-    n_items = preds.shape[-1] if length is None else length
-    limit = largest_gain_label(gain, dtype, max(n_items, 1), preds.device)
-    if limit is not None and high > limit:
-        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-        raise ValueError(
+    n_items = max(preds.shape[-1] if length is None else length, 1)
+    limit = largest_gain_label(gain, dtype, n_items, preds.device)
+    messages = _ValueMessages(gain, dtype, n_items, limit, ignore_index)
+    if not may_read_back(preds.device):
+        low_pred, high_pred, low, high = extremes.unbind()
+        checks = [
+            (~(low_pred.isnan() | high_pred.isnan()), messages.nan_preds),
+            (~(low.isnan() | high.isnan()), messages.nan_target),
+            (high.isfinite() | high.isnan(), messages.infinite_target),
+            (low >= 0, messages.negative_target),
+        ]
+        if finite_preds:
+            checks.append((low_pred.isfinite() & high_pred.isfinite(), messages.infinite_preds))
+        if limit is not None:
+            checks.append((high <= limit, messages.gain_overflow))
+        for ok, message in checks:
+            assert_on_device(ok, message.format(found="a value"))
+        return None
+    integer_labels = not real_target.is_floating_point()
+
+    def judge(values: list[float]) -> CheckedValues:
+        low_pred, high_pred, low, high = values
+        if integer_labels:
+            low, high = int(low), int(high)
+        if low_pred != low_pred or high_pred != high_pred:
+            raise ValueError(messages.nan_preds)
+        if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
+            infinite = low_pred if math.isinf(low_pred) else high_pred
+            raise ValueError(messages.infinite_preds.format(found=repr(infinite)))
+        if low != low or high != high:
+            raise ValueError(messages.nan_target)
+        if math.isinf(high):
+            raise ValueError(messages.infinite_target.format(found=repr(high)))
+        if low < 0:
+            raise ValueError(messages.negative(low))
+        if limit is not None and high > limit:
+            raise ValueError(messages.gain_overflow.format(found=repr(high)))
+        return CheckedValues(high, high_pred - low_pred)
+
+    return DeferredCheck(extremes, judge)
+
+
+class _ValueMessages:
+    """The messages of :func:`check_values`, with ``{found}`` for the value found."""
+
+    nan_preds = "Expected `preds` to contain no NaN, but found NaN scores."
+    infinite_preds = "Expected `preds` to be finite, but found {found}."
+    nan_target = "Expected `target` to contain no NaN, but found NaN labels."
+    infinite_target = "Expected `target` to be finite, but found {found}."
+
+    def __init__(
+        self,
+        gain: Any,
+        dtype: torch.dtype,
+        n_items: int,
+        limit: float | None,
+        ignore_index: int | None,
+    ) -> None:
+        self.ignore_index = ignore_index
+        other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+        self.negative_target = (
+            f"Expected `target` to be non-negative{other_than}, but found a negative label."
+        )
+        shown = ""
+        if limit is not None:
+            shown = (
+                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+            )
+        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+        self.gain_overflow = (
             f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain must "
             f"be finite in {dtype} and a list's {n_items} gains must sum to a finite float64), "
-            f"but found {high!r}; "
-            + ("use `gain`='linear' or rescale" if gain == "exponential" else "rescale")
-            + " the labels."
+            f"but found {{found}}; {advice} the labels."
         )
-    return CheckedValues(high, high_pred - low_pred)
+
+    def negative(self, low: float) -> str:
+        """The message for the smallest label ``low`` < 0, with a hint for padding by -1."""
+        other_than = (
+            "" if self.ignore_index is None else f" other than `ignore_index`={self.ignore_index}"
+        )
+        hint = (
+            " (if -1 marks padding, pass `ignore_index`=-1)"
+            if self.ignore_index is None and low == -1
+            else ""
+        )
+        return (
+            f"Expected `target` to be non-negative{other_than}, but found the value {low!r}{hint}."
+        )
 
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------
@@ -279,17 +340,16 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
 
 
 class CheckedLists(NamedTuple):
-    """What :func:`check_lists` learnt about its input.
+    """What :func:`check_lists` made of its input.
 
     Attributes:
         real: the mask of real items (``None``: all real).
-        max_label: the largest real label (``None`` if not checked).
-        score_range: largest minus smallest real score (``None`` if not checked).
+        check: the value checks still to be read back (see :func:`check_values`), or ``None``
+            (not validated, an empty input, or checked on the device).
     """
 
     real: Tensor | None
-    max_label: int | float | None
-    score_range: float | None
+    check: DeferredCheck | None
 
 
 def check_lists(
@@ -318,8 +378,8 @@ def check_lists(
         check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
     if not validate_args:
-        return CheckedLists(real, None, None)
-    values = check_values(
+        return CheckedLists(real, None)
+    check = check_values(
         preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
     )
-    return CheckedLists(real, values.max_label, values.score_range)
+    return CheckedLists(real, check)

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _kernels, _validation
+from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg._loss_functions import approx_ndcg_loss, lambdarank_loss
 
@@ -26,7 +27,7 @@ class _Lists:
     ks: tuple[int, ...] | None
     leading_shape: torch.Size
     k_is_sequence: bool
-    max_label: int | float | None
+    check: DeferredCheck | None
 
     def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
@@ -52,7 +53,7 @@ def _prepare_lists(
 ) -> _Lists:
     """Check the input of :func:`dcg` / :func:`ndcg` (see there) and flatten it to ``[N, L]``."""
     ks = _validation.check_k(k)
-    real, max_label, _ = _validation.check_lists(
+    real, check = _validation.check_lists(
         preds,
         target,
         mask,
@@ -71,7 +72,7 @@ def _prepare_lists(
         ks=ks,
         leading_shape=preds.shape[:-1],
         k_is_sequence=k is not None and not isinstance(k, numbers.Integral),
-        max_label=max_label,
+        check=check,
     )
 
 
@@ -149,8 +150,15 @@ def dcg(
         empty_target_action="neg",
         validate_args=validate_args,
     )
-    value, _ = _kernels.ranked_dcg(
-        lists.preds, lists.target, lists.mask, k=lists.ks, gain=gain, discount=discount, ties=ties
+    value = _kernels.ranked_dcg(
+        lists.preds,
+        lists.target,
+        lists.mask,
+        k=lists.ks,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        check=lists.check,
     )
     return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
 
@@ -250,10 +258,15 @@ def _ndcg_of_lists(
         gain=gain,
         discount=discount,
         ties=ties,
-        max_label=lists.max_label,
+        check=lists.check,
     )
-    if empty_target_action == "error" and bool(_kernels.empty_lists(ideal, lists.mask).any()):
-        raise ValueError(
+    if empty_target_action == "error":
+        empty = _kernels.empty_lists(ideal, lists.mask).any()
+        message = (
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
+        if not may_read_back(empty.device):
+            assert_on_device(~empty, message)
+        elif bool(empty):
+            raise ValueError(message)
     return _kernels.normalize(value, ideal, empty_target_action, gain)

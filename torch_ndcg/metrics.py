@@ -461,7 +461,7 @@ class RetrievalNDCG(_NDCGMetric):
         real = _validation.real_items(flat_target, None, opt.ignore_index)
         if opt.validate_args:
             # Checked as stored: the gains' overflow limit is that of the stored dtype.
-            _validation.check_values(
+            check = _validation.check_values(
                 stored_preds,
                 flat_target,
                 real,
@@ -469,6 +469,8 @@ class RetrievalNDCG(_NDCGMetric):
                 ignore_index=opt.ignore_index,
                 length=1,  # a query may span batches: its sum is checked in compute()
             )
+            if check is not None:  # one read-back, on the CPU only
+                check.resolve()
         stored_target = flat_target.to(row_dtype)
         if real is not None:
             # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
