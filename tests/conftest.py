@@ -5,7 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 from hypothesis import settings
+
+from torch_ndcg import _kernels, _validation, functional
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 if str(EXAMPLES) not in sys.path:
@@ -15,3 +19,26 @@ if str(EXAMPLES) not in sys.path:
 # 200 ms deadline on a loaded CI machine, which would fail a correct test.
 settings.register_profile("torch_ndcg", deadline=None)
 settings.load_profile("torch_ndcg")
+
+
+# Devices the parity tests run on. "cpu-without-read-back" is the CPU taking the paths of an
+# accelerator (no value read back: branch-free ties, device-side checks), so that CI, which has
+# no GPU, checks their numbers too; "cuda" runs where a GPU is present and skips elsewhere.
+DEVICES = ["cpu", "cpu-without-read-back", "cuda"]
+
+
+def take_accelerator_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the package behave on the CPU as on an accelerator: it reads nothing back."""
+    for module in (_kernels, _validation, functional):
+        monkeypatch.setattr(module, "may_read_back", lambda device: False)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> torch.device:
+    """A device for a parity test; skips ``"cuda"`` where CUDA is not available."""
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    if request.param == "cpu-without-read-back":
+        take_accelerator_paths(monkeypatch)
+        return torch.device("cpu")
+    return torch.device(request.param)

@@ -102,34 +102,38 @@ def random_batch(
 
 @pytest.mark.parametrize("ties", [True, False])
 @pytest.mark.parametrize("k", [1, 3, 5, 10, None])
-def test_ndcg_matches_sklearn(ties: bool, k: int | None) -> None:
+def test_ndcg_matches_sklearn(ties: bool, k: int | None, device: torch.device) -> None:
     scores, labels = random_batch(np.random.default_rng(0), 64, 12, ties=ties)
-    ours = ndcg(torch.from_numpy(scores), torch.from_numpy(labels), k=k, gain="linear")
+    preds, target = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
+    ours = ndcg(preds, target, k=k, gain="linear").cpu()
     assert ours.mean().item() == pytest.approx(ndcg_score(labels, scores, k=k), abs=1e-12)
     per_list = [ndcg_score(labels[i : i + 1], scores[i : i + 1], k=k) for i in range(8)]
     np.testing.assert_allclose(ours[:8].numpy(), per_list, atol=1e-12)
 
 
 @pytest.mark.parametrize("k", [1, 4, None])
-def test_dcg_matches_sklearn(k: int | None) -> None:
+def test_dcg_matches_sklearn(k: int | None, device: torch.device) -> None:
     scores, labels = random_batch(np.random.default_rng(1), 32, 9, ties=True)
-    ours = dcg(torch.from_numpy(scores), torch.from_numpy(labels), k=k, gain="linear")
+    preds, target = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
+    ours = dcg(preds, target, k=k, gain="linear").cpu()
     assert ours.mean().item() == pytest.approx(dcg_score(labels, scores, k=k), abs=1e-12)
 
 
 @pytest.mark.parametrize("k", [2, 6, None])
-def test_first_matches_sklearn_ignore_ties_on_tie_free_scores(k: int | None) -> None:
+def test_first_matches_sklearn_ignore_ties_on_tie_free_scores(
+    k: int | None, device: torch.device
+) -> None:
     scores, labels = random_batch(np.random.default_rng(2), 64, 10, ties=False)
-    ours = ndcg(
-        torch.from_numpy(scores), torch.from_numpy(labels), k=k, gain="linear", ties="first"
-    )
+    preds, target = torch.from_numpy(scores).to(device), torch.from_numpy(labels).to(device)
+    ours = ndcg(preds, target, k=k, gain="linear", ties="first").cpu()
     expected = ndcg_score(labels, scores, k=k, ignore_ties=True)
     assert ours.mean().item() == pytest.approx(expected, abs=1e-12)
 
 
-def test_float32_matches_sklearn_on_a_large_tied_batch() -> None:
+def test_float32_matches_sklearn_on_a_large_tied_batch(device: torch.device) -> None:
     scores, labels = random_batch(np.random.default_rng(3), 500, 60, ties=True)
-    ours = ndcg(torch.from_numpy(scores).float(), torch.from_numpy(labels), k=10, gain="linear")
+    preds = torch.from_numpy(scores).float().to(device)
+    ours = ndcg(preds, torch.from_numpy(labels).to(device), k=10, gain="linear").cpu()
     assert ours.dtype == torch.float32
     assert ours.double().mean().item() == pytest.approx(ndcg_score(labels, scores, k=10), abs=1e-6)
 
@@ -161,7 +165,9 @@ REFERENCE_DISCOUNTS = {
 @pytest.mark.parametrize("gain_name", list(REFERENCE_GAINS))
 @pytest.mark.parametrize("discount_name", list(REFERENCE_DISCOUNTS))
 @pytest.mark.parametrize("ties", ["average", "first"])
-def test_matches_loop_reference_with_padding(gain_name: str, discount_name: str, ties: str) -> None:
+def test_matches_loop_reference_with_padding(
+    gain_name: str, discount_name: str, ties: str, device: torch.device
+) -> None:
     rng = np.random.default_rng(4)
     scores, labels = random_batch(rng, 40, 15, ties=True)
     real = rng.random(scores.shape) < 0.7
@@ -169,14 +175,14 @@ def test_matches_loop_reference_with_padding(gain_name: str, discount_name: str,
     discount, ref_discount = REFERENCE_DISCOUNTS[discount_name]
     ks = [1, 3, 7, 15, 20]
     ours = ndcg(
-        torch.from_numpy(scores),
-        torch.from_numpy(labels),
+        torch.from_numpy(scores).to(device),
+        torch.from_numpy(labels).to(device),
         k=ks,
         gain=gain,
         discount=discount,
         ties=ties,
-        mask=torch.from_numpy(real),
-    )
+        mask=torch.from_numpy(real).to(device),
+    ).cpu()
     for j, k in enumerate(ks):
         expected = ref.ndcg_padded_batch(
             scores, labels, real, k, gain=ref_gain, discount=ref_discount, ties=ties

@@ -51,17 +51,24 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 @pytest.mark.parametrize("k", [None, 1, 3])
-def test_lambdarank_gradient_equals_burges_lambdas(weighting: str, k: int | None) -> None:
+def test_lambdarank_gradient_equals_burges_lambdas(
+    weighting: str, k: int | None, device: torch.device
+) -> None:
     preds, target, mask = batch(4, 8, seed=1)
     preds[1, :4] = 0.5  # tied scores: ranked in order of appearance on both sides
-    preds.requires_grad_()
-    loss = lambdarank_loss(preds, target, k=k, weighting=weighting, sigma=1.5, mask=mask)
+    on_device = preds.clone().to(device).requires_grad_()
+    loss = lambdarank_loss(
+        on_device, target.to(device), k=k, weighting=weighting, sigma=1.5, mask=mask.to(device)
+    )
     loss.backward()
     expected_loss, expected_grad = ref.burges_lambdas(
-        preds.detach(), target, mask, k=k, sigma=1.5, weighting=weighting
+        preds, target, mask, k=k, sigma=1.5, weighting=weighting
     )
     assert loss.item() == pytest.approx(expected_loss, rel=1e-10)
-    torch.testing.assert_close(preds.grad, torch.tensor(expected_grad, dtype=torch.float64))
+    assert on_device.grad is not None
+    torch.testing.assert_close(
+        on_device.grad.cpu(), torch.tensor(expected_grad, dtype=torch.float64)
+    )
 
 
 @pytest.mark.usefixtures("small_blocks")
@@ -113,20 +120,28 @@ def test_lambdarank_weights_carry_no_gradient_and_follow_current_ranks() -> None
 @pytest.mark.parametrize(
     ("temperature", "k", "reduction"), [(1.0, None, "mean"), (0.3, 3, "sum"), (2.0, 20, "none")]
 )
-def test_approx_blockwise_equals_dense(temperature: float, k: int | None, reduction: str) -> None:
+def test_approx_blockwise_equals_dense(
+    temperature: float, k: int | None, reduction: str, device: torch.device
+) -> None:
     preds, target, mask = batch(3, 10, seed=4)
-    ours = preds.clone().requires_grad_()
+    ours = preds.clone().to(device).requires_grad_()
     dense = preds.clone().requires_grad_()
     got = approx_ndcg_loss(
-        ours, target, temperature=temperature, k=k, reduction=reduction, mask=mask
+        ours,
+        target.to(device),
+        temperature=temperature,
+        k=k,
+        reduction=reduction,
+        mask=mask.to(device),
     )
     want = ref.approx_ndcg_dense(
         dense, target, mask, temperature=temperature, k=k, reduction=reduction
     )
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got.cpu(), want)
     got.sum().backward()
     want.sum().backward()
-    torch.testing.assert_close(ours.grad, dense.grad)
+    assert ours.grad is not None
+    torch.testing.assert_close(ours.grad.cpu(), dense.grad)
 
 
 @pytest.mark.parametrize("k", [None, 3])

@@ -66,6 +66,25 @@ def test_ndcg_equals_functional_mean_over_batches(k: Any, gain: str, ties: str) 
     torch.testing.assert_close(as_tensor(result).double(), expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_ndcg_equals_loop_reference_on_every_device(ties: str, device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(12)
+    preds = torch.randint(0, 5, (30, 9), generator=gen).double() / 4  # ties
+    target = torch.randint(0, 4, (30, 9), generator=gen)
+    real = torch.rand(30, 9, generator=gen) > 0.2
+    real[:, 0] = True
+    metric = NDCG(k=[1, 4], ties=ties).to(device)
+    for part in torch.arange(30).split(7):
+        metric.update(preds[part].to(device), target[part].to(device), real[part].to(device))
+    result = metric.compute()
+    for cutoff in (1, 4):
+        expected = ref.ndcg_padded_batch(
+            preds.tolist(), target.tolist(), real.tolist(), cutoff, ties=ties
+        )
+        got = result[f"ndcg@{cutoff}"].item()
+        assert got == pytest.approx(sum(expected) / len(expected), abs=1e-6)
+
+
 def test_ndcg_mask_and_ignore_index_match_functional() -> None:
     preds, target = random_lists(12, 6, seed=2)
     mask = torch.rand(12, 6, generator=torch.Generator().manual_seed(3)) > 0.3
@@ -261,7 +280,9 @@ def test_retrieval_equals_ndcg_on_the_same_data(
 
 @pytest.mark.parametrize("ties", ["average", "first"])
 @pytest.mark.parametrize("gain", ["exponential", "linear"])
-def test_retrieval_per_query_equals_loop_reference(ties: str, gain: str) -> None:
+def test_retrieval_per_query_equals_loop_reference(
+    ties: str, gain: str, device: torch.device
+) -> None:
     gen = torch.Generator().manual_seed(11)
     n = 600
     ids = torch.randint(-(2**62), 2**62, (40,), generator=gen)[
@@ -269,10 +290,12 @@ def test_retrieval_per_query_equals_loop_reference(ties: str, gain: str) -> None
     ]
     preds = torch.randint(0, 6, (n,), generator=gen).float() / 3
     target = torch.randint(0, 4, (n,), generator=gen)
-    metric = RetrievalNDCG(k=[1, 5, 20], gain=gain, ties=ties, aggregation="none")  # type: ignore[arg-type]
+    metric = RetrievalNDCG(k=[1, 5, 20], gain=gain, ties=ties, aggregation="none").to(device)  # type: ignore[arg-type]
     for part in torch.arange(n).split(97):
-        metric.update(preds[part], target[part], ids[part])
+        metric.update(preds[part].to(device), target[part].to(device), ids[part].to(device))
     values, query_ids = metric.compute()
+    values = {name: value.cpu() for name, value in values.items()}
+    query_ids = query_ids.cpu()
     assert torch.equal(query_ids, torch.unique(ids))
     for cutoff in (1, 5, 20):
         expected = ref.ndcg_per_query(

@@ -12,7 +12,7 @@ lightgbm = pytest.importorskip("lightgbm")
 
 
 @pytest.mark.filterwarnings("ignore:The argument 'eval_set' is deprecated")
-def test_lightgbm_reported_ndcg_is_reproduced() -> None:
+def test_lightgbm_reported_ndcg_is_reproduced(device: torch.device) -> None:
     train, test = load_split("train"), load_split("test")
     ranker = lightgbm.LGBMRanker(n_estimators=20, verbose=-1)
     cutoffs = [1, 3, 5, 10]
@@ -28,6 +28,13 @@ def test_lightgbm_reported_ndcg_is_reproduced() -> None:
     scores = torch.from_numpy(ranker.predict(test.features)).double()
     preds, target, mask = pad_by_query(scores, test.labels, test.query_sizes)
     # LightGBM's eval: exponential gain, stable tie order, lists with no relevant item score 1.
-    ours = ndcg(preds, target, k=cutoffs, mask=mask, ties="first", empty_target_action="pos")
+    ours = ndcg(
+        preds.to(device),
+        target.to(device),
+        k=cutoffs,
+        mask=mask.to(device),
+        ties="first",
+        empty_target_action="pos",
+    ).cpu()
     expected = torch.tensor(reported, dtype=torch.float64)
     torch.testing.assert_close(ours.mean(dim=0), expected, rtol=0, atol=1e-12)

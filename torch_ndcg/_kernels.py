@@ -120,7 +120,8 @@ def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     padding is below every key, so it is never selected and the result is the same.
     """
     rows, length = keys.shape
-    if kmax < length and keys.device.type == "cpu" and torch.get_num_threads() > 1:
+    eager_cpu = keys.device.type == "cpu" and not torch.compiler.is_compiling()
+    if kmax < length and eager_cpu and torch.get_num_threads() > 1:
         two_thread_length = _CPU_TOPK_GRAIN // max(rows, 1) + 1
         if length < two_thread_length <= length * (1 + _MAX_TOPK_PADDING):
             padding = keys.new_full((rows, two_thread_length - length), torch.iinfo(keys.dtype).min)

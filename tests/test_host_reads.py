@@ -1,0 +1,201 @@
+"""Hot paths read nothing back on an accelerator, once at most on the CPU; fullgraph compile.
+
+An accelerator is stood in for by ``meta`` tensors (which cannot be read back at all) and by the
+CPU made to take the accelerator's paths (``take_accelerator_paths``), whose numbers are then
+compared with the CPU's own. Read-backs are counted by ``tests/host_reads.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tests.conftest import take_accelerator_paths
+from tests.host_reads import count_host_reads
+from torch_ndcg import (
+    NDCG,
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    RetrievalNDCG,
+    approx_ndcg_loss,
+    dcg,
+    lambdarank_loss,
+    ndcg,
+)
+
+N_LISTS, LENGTH = 64, 100
+
+
+def inputs(device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    preds = torch.randn(N_LISTS, LENGTH, generator=gen)
+    preds[0, :4] = 0.5  # a tie in the top 10
+    target = torch.randint(0, 5, (N_LISTS, LENGTH), generator=gen)
+    return preds.to(device), target.to(device)
+
+
+def run_ndcg(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    return ndcg(preds, target, k=10, validate_args=validate)
+
+
+def run_dcg(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    return dcg(preds, target, k=[1, 10], validate_args=validate)
+
+
+def run_ndcg_update(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    metric = NDCG(k=[1, 10], validate_args=validate).to(preds.device)
+    metric.update(preds, target)
+    return metric.sum_ndcg
+
+
+def run_retrieval_update(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    metric = RetrievalNDCG(k=10, validate_args=validate).to(preds.device)
+    ids = torch.arange(N_LISTS, device=preds.device).repeat_interleave(LENGTH)
+    metric.update(preds.reshape(-1), target.reshape(-1), ids)
+    return metric.target[0]
+
+
+def _loss_step(loss: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor, bool], Any]:
+    def step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+        leaf = preds.clone().requires_grad_()
+        loss.validate_args = validate
+        loss(leaf, target).backward()
+        return leaf.grad
+
+    return step
+
+
+HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
+    "ndcg": run_ndcg,
+    "dcg": run_dcg,
+    "NDCG.update": run_ndcg_update,
+    "RetrievalNDCG.update": run_retrieval_update,
+    "LambdaRankLoss step": _loss_step(LambdaRankLoss(k=10, weighting="ndcg2pp")),
+    "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
+}
+# On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
+# touching the top k, the labels' range) are read together, once. The losses' kernels and
+# RetrievalNDCG.update have no fast path to pick.
+CPU_READS_WITHOUT_CHECKS = {
+    "ndcg": 1,
+    "dcg": 1,
+    "NDCG.update": 1,
+    "RetrievalNDCG.update": 0,
+    "LambdaRankLoss step": 0,
+    "ApproxNDCGLoss step": 0,
+}
+
+
+@pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("name", list(HOT_PATHS))
+def test_cpu_reads_back_at_most_once_per_call(name: str, validate: bool) -> None:
+    preds, target = inputs()
+    with count_host_reads() as reads:
+        HOT_PATHS[name](preds, target, validate)
+    assert len(reads) <= (1 if validate else CPU_READS_WITHOUT_CHECKS[name]), reads
+
+
+@pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("name", list(HOT_PATHS))
+def test_accelerator_paths_read_nothing_back_and_give_the_cpu_numbers(
+    name: str, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    preds, target = inputs()
+    expected = HOT_PATHS[name](preds, target, validate)
+    take_accelerator_paths(monkeypatch)
+    with count_host_reads() as reads:
+        got = HOT_PATHS[name](preds, target, validate)
+    assert reads == []
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", list(HOT_PATHS))
+def test_hot_paths_run_on_meta_tensors_with_default_arguments(name: str) -> None:
+    preds, target = inputs("meta")  # a meta tensor has no value to read back
+    with count_host_reads() as reads:
+        HOT_PATHS[name](preds, target, True)
+    assert reads == []
+
+
+def test_ndcg_compute_reads_nothing_back() -> None:
+    metric = NDCG(k=[1, 10])
+    metric.update(*inputs())
+    with count_host_reads() as reads:
+        metric.compute()
+    assert reads == []
+
+
+# --- Checks without a read-back ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preds", "target", "message"),
+    [
+        ([[0.1, float("nan")]], [[1, 0]], "Expected `preds` to contain no NaN"),
+        ([[0.1, 0.2]], [[1, -2]], "Expected `target` to be non-negative"),
+        ([[0.1, 0.2]], [[1, 200]], "Expected `target` values of at most 127.99"),
+    ],
+)
+def test_device_side_checks_raise_with_the_cpu_message(
+    preds: list[list[float]], target: list[list[int]], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    take_accelerator_paths(monkeypatch)
+    for call in (ndcg, lambdarank_loss, approx_ndcg_loss):
+        # torch._assert_async raises RuntimeError (on CUDA: a device-side assertion).
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            call(torch.tensor(preds), torch.tensor(target))
+
+
+# --- torch.compile(fullgraph=True) --------------------------------------------------------------
+
+
+COMPILED_CALLS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "ndcg": lambda p, t: ndcg(p, t, k=10),
+    "ndcg k list first": lambda p, t: ndcg(p, t, k=[1, 5], ties="first", gain="linear"),
+    "lambdarank_loss": lambda p, t: lambdarank_loss(p, t, k=10),
+    "approx_ndcg_loss": lambda p, t: approx_ndcg_loss(p, t),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(COMPILED_CALLS))
+def test_fullgraph_compile_with_default_arguments_equals_eager(name: str) -> None:
+    torch._dynamo.reset()
+    call = COMPILED_CALLS[name]
+    preds, target = inputs()
+    preds, target = preds[:8, :20], target[:8, :20]
+    eager_leaf = preds.clone().requires_grad_()
+    compiled_leaf = preds.clone().requires_grad_()
+    expected = call(eager_leaf, target)
+    got = torch.compile(call, fullgraph=True)(compiled_leaf, target)
+    torch.testing.assert_close(got, expected)
+    if expected.requires_grad:
+        expected.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(compiled_leaf.grad, eager_leaf.grad)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_compiled_checks_raise_without_breaking_the_graph() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda p, t: ndcg(p, t, k=2), fullgraph=True)
+    with pytest.raises(RuntimeError, match=re.escape("Expected `preds` to contain no NaN")):
+        compiled(torch.tensor([[0.1, float("nan"), 0.3]]), torch.tensor([[1, 0, 2]]))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("cls", [NDCG, RetrievalNDCG])
+def test_metric_update_compiles_without_graph_breaks(cls: type) -> None:
+    torch._dynamo.reset()
+    preds, target = inputs()
+    ids = torch.arange(N_LISTS).repeat_interleave(LENGTH)
+    args = (preds, target) if cls is NDCG else (preds.reshape(-1), target.reshape(-1), ids)
+    eager, compiled = cls(k=10), cls(k=10)
+    explanation = torch._dynamo.explain(compiled.update)(*args)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    eager.update(*args)
+    torch.testing.assert_close(compiled.compute(), eager.compute())
