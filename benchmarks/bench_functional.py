@@ -3,7 +3,8 @@
 20,000 lists x 100 items, graded 0-4 labels, scores rounded to 1/20 so that most lists have
 ties, including at the k=10 boundary. Prints times and ratios measured in this one process.
 
-Run: ``python benchmarks/bench_functional.py``
+Run: ``python benchmarks/bench_functional.py`` (``--device cuda`` on a GPU; scikit-learn always
+runs on the CPU).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 
 import numpy as np
 import torch
-from _timing import best_ms
+from _timing import best_ms, describe
 from sklearn.metrics import ndcg_score
 
 from torch_ndcg import ndcg
@@ -23,27 +24,33 @@ def main() -> None:
     parser.add_argument("--lists", type=int, default=20_000)
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
 
     generator = torch.Generator().manual_seed(0)
     shape = (args.lists, args.items)
     target = torch.randint(0, 5, shape, generator=generator)
     preds = (torch.rand(shape, generator=generator) * 20).round() / 20
     k = args.k
+    cpu_preds, cpu_target = preds.numpy(), target.numpy()
+    preds, target = preds.to(device), target.to(device)
 
-    t_topk = best_ms(lambda: preds.topk(k, dim=-1), repeats=15)
-    t_average = best_ms(lambda: ndcg(preds, target, k=k, gain="linear"), repeats=15)
-    t_first = best_ms(lambda: ndcg(preds, target, k=k, gain="linear", ties="first"), repeats=15)
-    t_sklearn = best_ms(lambda: ndcg_score(target.numpy(), preds.numpy(), k=k), repeats=2)
+    t_topk = best_ms(lambda: preds.topk(k, dim=-1), repeats=15, device=device)
+    t_average = best_ms(lambda: ndcg(preds, target, k=k, gain="linear"), repeats=15, device=device)
+    t_first = best_ms(
+        lambda: ndcg(preds, target, k=k, gain="linear", ties="first"), repeats=15, device=device
+    )
+    t_sklearn = best_ms(lambda: ndcg_score(cpu_target, cpu_preds, k=k), repeats=2)
 
     ours_average = ndcg(preds, target, k=k, gain="linear").mean().item()
     ours_first = ndcg(preds, target, k=k, gain="linear", ties="first").mean().item()
-    reference = ndcg_score(target.numpy(), preds.numpy(), k=k)
-    reference_ignore = ndcg_score(target.numpy(), preds.numpy(), k=k, ignore_ties=True)
+    reference = ndcg_score(cpu_target, cpu_preds, k=k)
+    reference_ignore = ndcg_score(cpu_target, cpu_preds, k=k, ignore_ties=True)
 
     print(
         f"{args.lists} lists x {args.items} items, k={k}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
+        f"{describe(device)}"
     )
     print(
         f"mean nDCG@{k}: ours average {ours_average:.12f}, sklearn {reference:.12f} "

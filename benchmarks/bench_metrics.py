@@ -13,7 +13,11 @@ batches of 256 queries:
   peak resident set size (Linux ``VmHWM``), and reports how far the peak then grows;
 - ``RetrievalNDCG.compute()`` on 2,000,000 rows against one ``torch.sort`` of 2,000,000 floats.
 
-Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size).
+On CUDA (``--device cuda``) every metric, torchmetrics' included, runs on the GPU, times are
+taken to the end of the queued work, and peak memory is ``torch.cuda.max_memory_allocated``
+over what was allocated before update+compute (in this process).
+
+Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size, ``--device cuda``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from torchmetrics import Metric
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import best_ms
+from _timing import best_ms, describe
 
 from torch_ndcg import NDCG, RetrievalNDCG
 
@@ -42,6 +46,7 @@ ITEMS = 100
 BATCH_QUERIES = 256
 SORT_ROWS = 2_000_000
 ROUNDS = 3
+CPU = torch.device("cpu")
 
 
 def state_bytes(metric: Metric) -> int:
@@ -82,25 +87,42 @@ class MetricRun:
         self.value = self.feed(self.metric)
 
 
-def make_data(n: int) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+def make_data(
+    n: int, device: torch.device = CPU
+) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
     """Lists ``[n, 100]`` (scores, labels 0-4) and the same rows flat and shuffled, with ids."""
     torch.manual_seed(0)
     preds = torch.rand(n, ITEMS)
     target = torch.randint(0, 5, (n, ITEMS))
     ids = torch.arange(n).repeat_interleave(ITEMS)
     perm = torch.randperm(n * ITEMS)
-    return preds, target, (preds.reshape(-1)[perm], target.reshape(-1)[perm], ids[perm])
+    rows = (preds.reshape(-1)[perm], target.reshape(-1)[perm], ids[perm])
+    return preds.to(device), target.to(device), tuple(row.to(device) for row in rows)
 
 
-PEAK_RUNS = {
-    "torchmetrics": lambda d: feed_rows(
-        RetrievalNormalizedDCG(top_k=K), d[2], BATCH_QUERIES * ITEMS
-    ),
-    "NDCG": lambda d: feed_lists(NDCG(k=K, gain="linear"), d[0], d[1]),
-    "RetrievalNDCG": lambda d: feed_rows(
-        RetrievalNDCG(k=K, gain="linear"), d[2], BATCH_QUERIES * ITEMS
-    ),
+PEAK_METRICS: dict[str, Callable[[], Metric]] = {
+    "torchmetrics": lambda: RetrievalNormalizedDCG(top_k=K),
+    "NDCG": lambda: NDCG(k=K, gain="linear"),
+    "RetrievalNDCG": lambda: RetrievalNDCG(k=K, gain="linear"),
 }
+
+
+def run_once(name: str, data: Any, device: torch.device) -> Any:
+    """Update+compute of a fresh metric ``name`` on ``data``."""
+    metric = PEAK_METRICS[name]().to(device)
+    if name == "NDCG":
+        return feed_lists(metric, data[0], data[1])
+    return feed_rows(metric, data[2], BATCH_QUERIES * ITEMS)
+
+
+def cuda_peak_bytes(name: str, data: Any, device: torch.device) -> int:
+    """Peak CUDA memory of update+compute above what was allocated before it."""
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    run_once(name, data, device)
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
 
 
 def _peak_rss_kib() -> int:
@@ -121,7 +143,7 @@ def peak_worker(name: str, n: int) -> None:
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # resets VmHWM to the current RSS
     before = _peak_rss_kib()
-    PEAK_RUNS[name](data)
+    run_once(name, data, CPU)
     print((_peak_rss_kib() - before) * 1024)
 
 
@@ -142,13 +164,15 @@ def human(n_bytes: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=20_000)
-    parser.add_argument("--peak-worker", choices=list(PEAK_RUNS), help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--peak-worker", choices=list(PEAK_METRICS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.queries
+    device = torch.device(args.device)
     if args.peak_worker:
         peak_worker(args.peak_worker, n)
         return
-    preds, target, shuffled = make_data(n)
+    preds, target, shuffled = make_data(n, device)
     batch_rows = BATCH_QUERIES * ITEMS
 
     # This machine's speed drifts by up to 1.5x over tens of seconds, so the metrics are timed
@@ -157,17 +181,17 @@ def main() -> None:
     # the median of each time and the median of the per-round ratios (which need not be the
     # ratio of the median times).
     theirs = MetricRun(
-        RetrievalNormalizedDCG(top_k=K), lambda m: feed_rows(m, shuffled, batch_rows)
+        RetrievalNormalizedDCG(top_k=K).to(device), lambda m: feed_rows(m, shuffled, batch_rows)
     )
-    lists = MetricRun(NDCG(k=K, gain="linear"), lambda m: feed_lists(m, preds, target))
+    lists = MetricRun(NDCG(k=K, gain="linear").to(device), lambda m: feed_lists(m, preds, target))
     rows = MetricRun(
-        RetrievalNDCG(k=K, gain="linear"), lambda m: feed_rows(m, shuffled, batch_rows)
+        RetrievalNDCG(k=K, gain="linear").to(device), lambda m: feed_rows(m, shuffled, batch_rows)
     )
     rounds = [
         (
-            best_ms(theirs, repeats=1, warmup=0),
-            best_ms(lists, repeats=5, warmup=2),
-            best_ms(rows, repeats=5, warmup=2),
+            best_ms(theirs, repeats=1, warmup=0 if device.type == "cpu" else 1, device=device),
+            best_ms(lists, repeats=5, warmup=2, device=device),
+            best_ms(rows, repeats=5, warmup=2, device=device),
         )
         for _ in range(ROUNDS)
     ]
@@ -182,19 +206,19 @@ def main() -> None:
 
     # compute() alone on 2,000,000 stored rows vs one sort of 2,000,000 floats.
     big_queries = SORT_ROWS // ITEMS
-    big = RetrievalNDCG(k=K, compute_with_cache=False)
+    big = RetrievalNDCG(k=K, compute_with_cache=False).to(device)
     big_perm = torch.randperm(SORT_ROWS)
     big.update(
-        torch.rand(SORT_ROWS)[big_perm],
-        torch.randint(0, 5, (SORT_ROWS,))[big_perm],
-        torch.arange(big_queries).repeat_interleave(ITEMS)[big_perm],
+        torch.rand(SORT_ROWS)[big_perm].to(device),
+        torch.randint(0, 5, (SORT_ROWS,))[big_perm].to(device),
+        torch.arange(big_queries).repeat_interleave(ITEMS)[big_perm].to(device),
     )
-    compute_ms = best_ms(big.compute, repeats=5)
-    floats = torch.rand(SORT_ROWS)
-    sort_ms = best_ms(lambda: torch.sort(floats), repeats=5)
+    compute_ms = best_ms(big.compute, repeats=5, device=device)
+    floats = torch.rand(SORT_ROWS, device=device)
+    sort_ms = best_ms(lambda: torch.sort(floats), repeats=5, device=device)
 
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}; "
+        f"torch {torch.__version__}, {describe(device)}, {platform.machine()}; "
         f"{n:,} queries x {ITEMS} items, k={K}, batches of {BATCH_QUERIES} queries\n"
     )
     print("| measurement | torch_ndcg | torchmetrics | ratio |")
@@ -217,7 +241,11 @@ def main() -> None:
         f"{human(theirs_bytes)} | "
         f"{theirs_bytes / rows_bytes:.2f}x smaller |"
     )
-    peaks = {name: peak_bytes(name, n) for name in PEAK_RUNS}
+    if device.type == "cuda":
+        data = (preds, target, shuffled)
+        peaks = {name: cuda_peak_bytes(name, data, device) for name in PEAK_METRICS}
+    else:
+        peaks = {name: peak_bytes(name, n) for name in PEAK_METRICS}
     for name in ("NDCG", "RetrievalNDCG"):
         ratio = peaks["torchmetrics"] / max(peaks[name], 1)
         versus = f"{ratio:.1f}x smaller" if ratio >= 1 else f"{1 / ratio:.1f}x larger"

@@ -113,7 +113,7 @@ class _NDCGMetric(Metric):
         raise NotImplementedError
 
     def _options_key(self) -> Tensor:
-        """``[8]`` int64 bytes: a digest of :meth:`_state_options`, then of its callables."""
+        """``[8]`` uint8 bytes: a digest of :meth:`_state_options`, then of its callables."""
         options = self._state_options()
         named = tuple("<callable>" if callable(option) else option for option in options)
         functions = tuple(option for option in options if callable(option))
@@ -122,7 +122,7 @@ class _NDCGMetric(Metric):
             zlib.crc32(repr(functions).encode()) if functions else 0,
         )
         key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
-        return torch.tensor(key, dtype=torch.int64, device=self.device)
+        return torch.tensor(key, dtype=torch.uint8, device=self.device)
 
     def _add_options_state(self) -> None:
         # "max" keeps the (equal) keys of all ranks; it holds no data.
