@@ -246,7 +246,8 @@ def lambdarank_loss(
             ``"none"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
         ignore_index: label value that marks padded items (for example ``-1``).
-        validate_args: check the input (costs a few host syncs).
+        validate_args: check the values: one read-back on the CPU, device-side assertions
+            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
@@ -374,7 +375,8 @@ def approx_ndcg_loss(
             ``"none"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
         ignore_index: label value that marks padded items.
-        validate_args: check the input (costs a few host syncs).
+        validate_args: check the values: one read-back on the CPU, device-side assertions
+            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64

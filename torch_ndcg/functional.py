@@ -111,10 +111,11 @@ def dcg(
         ties: ``"average"`` or ``"first"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
         ignore_index: label value that marks padded items (for example ``-1``).
-        validate_args: check the input (costs a few host syncs); turn off in hot loops. The
-            kernel itself reads one or two values back whatever this is: whether a tie touches
-            the top ``k`` (``ties="average"``), and the labels' range for the label-count
-            ideal DCG (known from the checks for integer labels).
+        validate_args: check the values (NaN, negative labels, gain overflow). On the CPU the
+            checks and the kernel's fast-path flags (a tie touching the top ``k``, the labels'
+            range) are read back together, once per call; on an accelerator and under
+            ``torch.compile`` nothing is read back: the checks are device-side assertions
+            (``RuntimeError``) and ties are averaged branch-free. ``False`` skips the checks.
 
     Returns:
         One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
@@ -196,7 +197,7 @@ def ndcg(
         ignore_index: label value that marks padded items.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
-        validate_args: check the input (costs a few host syncs).
+        validate_args: check the values (see :func:`dcg`).
 
     Returns:
         One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.

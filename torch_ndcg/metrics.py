@@ -216,7 +216,8 @@ class NDCG(_NDCGMetric):
         ties: ``"average"`` (McSherry–Najork) or ``"first"`` (order of appearance in the row).
         empty_target_action: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
         ignore_index: label value that marks padded items.
-        validate_args: check every batch (costs a few host syncs per update).
+        validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
+            assertions (``RuntimeError``, no read-back) on an accelerator.
         metric_kwargs: passed to :class:`torchmetrics.Metric` (``sync_on_compute``, ...).
 
     Returns:
@@ -376,7 +377,8 @@ class RetrievalNDCG(_NDCGMetric):
             ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises in ``compute``.
         ignore_index: label value of rows to drop.
         aggregation: ``"mean"`` over queries, or ``"none"`` for per-query values.
-        validate_args: check every batch (costs a few host syncs per update).
+        validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
+            assertions (``RuntimeError``, no read-back) on an accelerator.
         metric_kwargs: passed to :class:`torchmetrics.Metric`.
 
     Returns:
