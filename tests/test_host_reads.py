@@ -129,6 +129,28 @@ def test_ndcg_compute_reads_nothing_back() -> None:
     assert reads == []
 
 
+@pytest.mark.parametrize("ignore_index", [None, 3])
+def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerator(
+    ignore_index: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Queries of 1 to 300 rows: nine size buckets, each a padded batch for the kernel.
+    gen = torch.Generator().manual_seed(1)
+    sizes = torch.randint(1, 300, (500,), generator=gen)
+    ids = torch.arange(500).repeat_interleave(sizes)
+    preds, target = torch.rand(ids.numel(), generator=gen), torch.randint(0, 4, ids.shape)
+    expected = RetrievalNDCG(k=10, ignore_index=ignore_index)
+    expected.update(preds, target, ids)
+    take_accelerator_paths(monkeypatch)
+    metric = RetrievalNDCG(k=10, ignore_index=ignore_index)
+    metric.update(preds, target, ids)
+    with count_host_reads() as reads:
+        value = metric.compute()
+    # Dropping ignored rows, the ids' range, the query starts, the buckets' sizes, the check
+    # that no query's gains overflow: whatever the number of buckets.
+    assert len(reads) <= 5, reads
+    torch.testing.assert_close(value, expected.compute())
+
+
 # --- Checks without a read-back ---------------------------------------------------------------
 
 
@@ -199,3 +221,35 @@ def test_metric_update_compiles_without_graph_breaks(cls: type) -> None:
     assert explanation.graph_break_count == 0, explanation.break_reasons
     eager.update(*args)
     torch.testing.assert_close(compiled.compute(), eager.compute())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("loss_name", ["lambdarank", "approx"])
+def test_training_step_under_cuda_graphs(loss_name: str) -> None:
+    torch._dynamo.reset()
+    device = torch.device("cuda")
+    gen = torch.Generator().manual_seed(2)
+    features = torch.randn(16, 30, 8, generator=gen).to(device)
+    target = torch.randint(0, 4, (16, 30), generator=gen).to(device)
+    loss_fn = LambdaRankLoss(k=10) if loss_name == "lambdarank" else ApproxNDCGLoss(k=10)
+
+    def make() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 1).to(device)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_fn(model(features).squeeze(-1), target)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    eager_model, eager_optimizer = make()
+    graph_model, graph_optimizer = make()
+    compiled = torch.compile(step, mode="reduce-overhead")
+    for _ in range(4):
+        expected = step(eager_model, eager_optimizer)
+        got = compiled(graph_model, graph_optimizer).clone()
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)

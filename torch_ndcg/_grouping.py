@@ -16,12 +16,15 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _kernels
+from torch_ndcg._host import read_together
 from torch_ndcg._kernels import Discount, Gain, Ties
 
 # Query codes are sorted in the narrowest integer dtype that holds them: ATen's CPU radix sort
 # makes one pass per byte of the dtype, so int16 codes sort about twice as fast as int32 ones.
 _INT16_CODES = 2**15
 _INT32_CODES = 2**31
+# Size classes of queries: (2^(b-1), 2^b] for b < 63 covers every int64 size.
+_SIZE_CLASSES = 63
 
 
 def _narrow(codes: Tensor, n_codes: int) -> Tensor:
@@ -61,27 +64,40 @@ class Grouping:
         if n_queries == 0:
             return
         n_rows = self.order.numel()
-        low, high = (int(v) for v in torch.aminmax(self.sizes))
-        if low == high:  # every query has the same size: the sorted rows are the lists
+        # Class b holds the sizes in (2^(b-1), 2^b]: the number of powers of two below the size.
+        powers_of_two = torch.pow(2, torch.arange(_SIZE_CLASSES, device=self.sizes.device))
+        size_class = torch.searchsorted(powers_of_two, self.sizes)
+        # What every bucket needs on the host, in one read-back: its number of queries and
+        # its smallest and largest size.
+        per_class = torch.zeros(_SIZE_CLASSES, dtype=torch.int64, device=self.sizes.device)
+        counts = per_class.index_add(0, size_class, torch.ones_like(size_class))
+        widths = per_class.scatter_reduce(0, size_class, self.sizes, "amax", include_self=False)
+        lows = per_class.scatter_reduce(0, size_class, self.sizes, "amin", include_self=False)
+        counts_host, widths_host, lows_host = read_together([counts, widths, lows])
+        classes = [c for c, count in enumerate(counts_host) if count > 0]
+        if len(classes) == 1 and lows_host[classes[0]] == widths_host[classes[0]]:
+            # Every query has the same size: the sorted rows are the lists.
+            width = int(widths_host[classes[0]])
             yield (
                 torch.arange(n_queries, device=self.order.device),
-                self.order.view(n_queries, high),
+                self.order.view(n_queries, width),
                 None,
             )
             return
-        # Class b holds the sizes in (2^(b-1), 2^b]: the number of powers of two below the size.
-        powers_of_two = torch.pow(2, torch.arange(63, device=self.sizes.device))
-        size_class = torch.searchsorted(powers_of_two, self.sizes)
-        for size_bits in torch.unique(size_class).tolist():
-            queries = (size_class == size_bits).nonzero().squeeze(1)
+        by_class = torch.argsort(size_class, stable=True)
+        start = 0
+        for size_bits in classes:
+            count, width = int(counts_host[size_bits]), int(widths_host[size_bits])
+            queries = by_class.narrow(0, start, count)
+            start += count
             sizes = self.sizes.index_select(0, queries)
-            width = int(sizes.max())
             columns = torch.arange(width, device=sizes.device)
             mask = columns < sizes[:, None]
             positions = self.first_row.index_select(0, queries)[:, None] + columns
             positions = positions.clamp_(max=n_rows - 1)  # padding: any real row
             rows = self.order.index_select(0, positions.view(-1)).view(positions.shape)
-            yield queries, rows, None if bool(mask.all()) else mask
+            padded = lows_host[size_bits] < width
+            yield queries, rows, mask if padded else None
 
 
 def group_rows(indexes: Tensor) -> Grouping:
@@ -95,7 +111,7 @@ def group_rows(indexes: Tensor) -> Grouping:
     if n_rows == 0:
         empty = torch.zeros(0, dtype=torch.int64, device=device)
         return Grouping(ids=indexes.reshape(0), order=empty, first_row=empty, sizes=empty)
-    low, high = (int(v) for v in torch.aminmax(indexes))
+    low, high = (int(v) for v in torch.stack(torch.aminmax(indexes)).tolist())
     unique_ids: Tensor | None = None
     offset = 0 if low >= 0 and high < _INT32_CODES else low  # non-negative ids are codes
     if high - offset < _INT32_CODES:

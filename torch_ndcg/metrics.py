@@ -502,7 +502,9 @@ class RetrievalNDCG(_NDCGMetric):
             keep = ~target.isnan()
             if _validation.label_dtype_holds(target.dtype, ignore_index):
                 keep &= target != ignore_index  # rows stored by earlier versions keep the label
-            preds, target, indexes = preds[keep], target[keep], indexes[keep]
+            kept = keep.nonzero().squeeze(1)  # one read-back for the three
+            preds, target = preds.index_select(0, kept), target.index_select(0, kept)
+            indexes = indexes.index_select(0, kept)
         return preds, target, indexes
 
     def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
