@@ -70,30 +70,34 @@ def _value(result: Any) -> Any:
     return result.tolist()
 
 
-def _worker(rank: int, port: int, out_dir: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
     dist.init_process_group(
-        "gloo", rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=60)
+        backend, rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=60)
     )
     results: dict[str, Any] = {"torch_ndcg": torch_ndcg.__file__}
-    preds, target, mask = dataset()
-    rows = flat_rows()
+    preds, target, mask = (tensor.to(device) for tensor in dataset())
+    rows = tuple(tensor.to(device) for tensor in flat_rows())
     for split, per_rank in LIST_SPLITS.items():
         for k in (KS, None):
-            metric = NDCG(k, empty_target_action="skip" if k is None else "neg")
+            metric = NDCG(k, empty_target_action="skip" if k is None else "neg").to(device)
             for part in per_rank[rank]:
                 metric.update(preds[part], target[part], mask[part])
             results[f"ndcg-{split}-{k}"] = _value(metric.compute())
     for split, per_rank in ROW_SPLITS.items():
         for aggregation in ("mean", "none"):
-            retrieval = RetrievalNDCG(KS, aggregation=aggregation)  # type: ignore[arg-type]
+            retrieval = RetrievalNDCG(KS, aggregation=aggregation).to(device)  # type: ignore[arg-type]
             for part in per_rank[rank]:
                 retrieval.update(rows[0][part], rows[1][part], rows[2][part])
             results[f"retrieval-{split}-{aggregation}"] = _value(retrieval.compute())
     # A half-precision module (Lightning's "bf16-true") with a rank that has no row: the empty
     # rank's stand-in rows must have the dtype of the others' stored rows (float32).
-    half_rows = RetrievalNDCG(KS).to(torch.bfloat16)
-    half_lists = NDCG(KS).to(torch.bfloat16)
+    half_rows = RetrievalNDCG(KS).to(device, torch.bfloat16)
+    half_lists = NDCG(KS).to(device, torch.bfloat16)
     for part in ROW_SPLITS["empty"][rank]:
         half_rows.update(rows[0][part], rows[1][part], rows[2][part])
     for part in LIST_SPLITS["empty"][rank]:
@@ -105,15 +109,22 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """Run every scenario once in 2 gloo processes; the results of each rank."""
-    if not dist.is_available() or not dist.is_gloo_available():
-        pytest.skip("torch.distributed with gloo is not available")
-    out_dir = tmp_path_factory.mktemp("ddp")
+@pytest.fixture(scope="module", params=["gloo", "nccl"])
+def ranks(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
+    """Run every scenario once in 2 processes (gloo on the CPU, NCCL on 2 GPUs where present)."""
+    backend = request.param
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    if backend == "gloo" and not dist.is_gloo_available():
+        pytest.skip("gloo is not available")
+    if backend == "nccl" and not (dist.is_nccl_available() and torch.cuda.device_count() >= 2):
+        pytest.skip("NCCL needs 2 CUDA devices")
+    out_dir = tmp_path_factory.mktemp(f"ddp-{backend}")
     context = mp.start_processes(
         _worker,
-        args=(_free_port(), str(out_dir)),
+        args=(_free_port(), str(out_dir), backend),
         nprocs=WORLD_SIZE,
         join=False,
         start_method="spawn",
