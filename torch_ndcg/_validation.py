@@ -308,12 +308,12 @@ class _ValueMessages:
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------
 
-AGGREGATIONS: tuple[str, ...] = ("mean", "none")
+AGGREGATIONS: tuple[str, ...] = ("mean", "median", "min", "max", "none")
 
 
 def check_aggregation(aggregation: Any) -> None:
-    """``aggregation`` is ``"mean"`` or ``"none"``."""
-    check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=False)
+    """``aggregation`` is one of :data:`AGGREGATIONS` or a callable (as torchmetrics')."""
+    check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=True)
 
 
 def check_bool(name: str, value: Any) -> None:

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _validation
+from torch_ndcg import _grouping, _kernels, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg._loss_functions import approx_ndcg_loss, lambdarank_loss
 
-__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg"]
+__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg", "retrieval_ndcg"]
 
 
 @dataclass(frozen=True)
@@ -271,3 +271,130 @@ def _ndcg_of_lists(
         elif bool(empty):
             raise ValueError(message)
     return _kernels.normalize(value, ideal, empty_target_action, gain)
+
+
+def retrieval_ndcg(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    *,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    empty_target_action: EmptyTargetAction = "neg",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> tuple[Tensor, Tensor]:
+    r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
+
+    .. math::
+        \mathrm{nDCG@}k(q) = \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+
+    where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`: the function
+    :class:`~torch_ndcg.RetrievalNDCG` computes with, as :func:`ndcg` is for
+    :class:`~torch_ndcg.NDCG`. Query ids may be any int64 values, in any order. The rows are
+    grouped by one stable sort of the ids, laid out as padded lists in buckets of similar size
+    and scored by the kernel of :func:`ndcg`: no loop over queries. With ``ties="first"`` the
+    rows of a query keep their order of appearance. Options as :func:`ndcg`; rows whose label
+    equals ``ignore_index`` are dropped.
+
+    Args:
+        preds: floating scores, any shape (flattened).
+        target: non-negative labels, the shape of ``preds``.
+        indexes: integer query ids, the shape of ``preds``.
+        k: an int, a sequence of ints, or ``None`` (each whole query).
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        ties: ``"average"`` or ``"first"``.
+        empty_target_action: value of queries with no relevant row: ``"neg"`` 0, ``"pos"``
+            1, ``"skip"`` NaN, ``"error"`` raises.
+        ignore_index: label value of rows to drop.
+        validate_args: check the input (as :func:`ndcg`; also that no query's gains overflow).
+
+    Returns:
+        ``(values, ids)``: ``ids`` the ``[Q]`` sorted unique query ids, ``values`` their nDCG,
+        ``[Q]`` or ``[Q, len(k)]`` for a sequence ``k`` (float32, float64 for float64 scores).
+
+    Raises:
+        ValueError: as :func:`ndcg`; ``indexes`` of another shape; a query whose gains overflow.
+        TypeError: as :func:`ndcg`; non-integer ``indexes``.
+
+    Example:
+        Query 7 is ranked ideally; query -2 puts its only relevant row second (1/log2(3)).
+
+        >>> import torch
+        >>> from torch_ndcg.functional import retrieval_ndcg
+        >>> preds = torch.tensor([0.9, 0.2, 0.8, 0.1, 0.7])
+        >>> target = torch.tensor([1, 0, 0, 0, 1])
+        >>> indexes = torch.tensor([7, 7, -2, -2, -2])
+        >>> retrieval_ndcg(preds, target, indexes, k=[1, 2])
+        (tensor([[0.0000, 0.6309],
+                [1.0000, 1.0000]]), tensor([-2,  7]))
+    """
+    ks = _validation.check_k(k)
+    _validation.check_bool("validate_args", validate_args)
+    if validate_args:
+        _validation.check_options(gain, discount, ties, empty_target_action)
+        _validation.check_ignore_index(ignore_index)
+        _validation.check_preds_target(preds, target)
+        _validation.check_indexes(indexes, preds.shape)
+    flat_preds, flat_target = preds.reshape(-1), target.reshape(-1)
+    real = _validation.real_items(flat_target, None, ignore_index)
+    if validate_args:
+        check = _validation.check_values(
+            flat_preds, flat_target, real, gain=gain, ignore_index=ignore_index, length=1
+        )
+        if check is not None:
+            check.resolve()
+    values, ids = _retrieval_values(
+        flat_preds,
+        flat_target,
+        indexes.reshape(-1).to(torch.int64),
+        real,
+        ks=ks,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
+    values = values.to(_kernels.compute_dtype(preds.dtype))
+    k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
+    return (values if k_is_sequence else values[:, 0]), ids
+
+
+def _retrieval_values(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    real: Tensor | None,
+    *,
+    ks: tuple[int, ...] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    empty_target_action: EmptyTargetAction,
+    validate_args: bool,
+) -> tuple[Tensor, Tensor]:
+    """:func:`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
+
+    ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back.
+    """
+    if real is not None:
+        kept = real.nonzero().squeeze(1)
+        preds, target = preds.index_select(0, kept), target.index_select(0, kept)
+        indexes = indexes.index_select(0, kept)
+    ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
+        preds, target, indexes, k=ks, gain=gain, discount=discount, ties=ties
+    )
+    if validate_args and not bool(ideal.isfinite().all()):
+        raise ValueError(
+            "Expected the gains of each query to sum to a finite float64, but a query's "
+            "ideal DCG overflows; rescale the labels (or use `gain`='linear')."
+        )
+    if empty_target_action == "error" and bool((ideal == 0).any()):
+        raise ValueError(
+            "Found a query with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
+        )
+    return _kernels.normalize(dcg, ideal, empty_target_action, gain), ids

@@ -16,13 +16,15 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _grouping, _kernels, _validation
+from torch_ndcg import _distributed, _kernels, _validation
 from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
-from torch_ndcg.functional import _ndcg_of_lists, _prepare_lists
+from torch_ndcg.functional import _ndcg_of_lists, _prepare_lists, _retrieval_values
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
-Aggregation: TypeAlias = Literal["mean", "none"]
+Aggregation: TypeAlias = (
+    Literal["mean", "median", "min", "max", "none"] | Callable[[Tensor], Tensor]
+)
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
 
@@ -78,11 +80,20 @@ class _Options:
         return values[..., 0]
 
 
-def _mean_of_counted(values: Tensor) -> Tensor:
-    """Mean over dim 0 of the non-NaN values (``"skip"`` gives NaN), 0 where none is counted."""
-    counted = ~values.isnan()
-    total = torch.where(counted, values, 0).sum(0)
-    return total / counted.sum(0).clamp(min=1)
+def _aggregate(values: Tensor, aggregation: Any) -> Tensor:
+    """``[Q, C]`` per-query values to ``[C]`` by ``"median"``, ``"min"``, ``"max"`` or a callable.
+
+    Per cut-off, over the counted queries (not NaN: ``"skip"`` leaves queries out); 0 where
+    none is counted. ``"median"`` is the lower median (``torch.median``), as torchmetrics'.
+    """
+    reduce = {"median": torch.median, "min": torch.min, "max": torch.max}.get(
+        aggregation, aggregation
+    )
+    out = []
+    for column in values.unbind(-1):
+        counted = column[~column.isnan()]
+        out.append(reduce(counted) if counted.numel() else column.new_zeros(()))
+    return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
 
 
 class _NDCGMetric(Metric):
@@ -444,6 +455,10 @@ class RetrievalNDCG(_NDCGMetric):
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")
+        # While the states hold this rank's share of the queries (after a DDP sync): True,
+        # and the process group (None is the default group).
+        self._partitioned = False
+        self._partition_group: Any = None
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         """Store a batch of rows.
@@ -490,13 +505,16 @@ class RetrievalNDCG(_NDCGMetric):
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
 
-    def _rows(self) -> tuple[Tensor, Tensor, Tensor]:
-        """All stored rows as three flat tensors, ``ignore_index`` rows dropped."""
+    def _stored_rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The stored rows as three flat tensors (ignored rows still marked)."""
         if isinstance(self.preds, list) and not self.preds:
             empty = torch.empty(0, dtype=_float_state_dtype(self.dtype), device=self.device)
             return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
-        preds, target = dim_zero_cat(self.preds), dim_zero_cat(self.target)
-        indexes = dim_zero_cat(self.indexes)
+        return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
+
+    def _rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The stored rows, ``ignore_index`` rows dropped."""
+        preds, target, indexes = self._stored_rows()
         ignore_index = self.options.ignore_index
         if ignore_index is not None:
             keep = ~target.isnan()
@@ -508,39 +526,86 @@ class RetrievalNDCG(_NDCGMetric):
         return preds, target, indexes
 
     def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
-        """Return the nDCG of the queries seen so far: the mean, or per query with their ids."""
+        """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
+
+        After a DDP sync this rank holds the rows of its own queries only (see
+        :meth:`_sync_dist`): it scores them, and one all-reduce (``"mean"``) or a gather of
+        the per-query values (the other aggregations, ``"none"``) gives every rank the value
+        of all the queries.
+        """
         opt = self.options
+        partitioned, group = self._partitioned, self._partition_group
         preds, target, indexes = self._rows()
-        if preds.numel() == 0:
-            if self._update_count > 0:
-                rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
-            no_query = torch.zeros(0, opt.n_cutoffs, device=self.device)
-            if self.aggregation == "none":
-                return opt.shape(no_query, self.result_dtype), indexes
-            return opt.shape(torch.zeros(opt.n_cutoffs, device=self.device), self.result_dtype)
-        ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
-            preds, target, indexes, k=opt.ks, gain=opt.gain, discount=opt.discount, ties=opt.ties
-        )
-        if opt.validate_args and not bool(ideal.isfinite().all()):
-            raise ValueError(
-                "Expected the gains of each query to sum to a finite float64, but a query's "
-                "ideal DCG overflows; rescale the labels (or use `gain`='linear')."
+        try:
+            values, ids = _retrieval_values(
+                preds,
+                target,
+                indexes,
+                None,
+                ks=opt.ks,
+                gain=opt.gain,
+                discount=opt.discount,
+                ties=opt.ties,
+                empty_target_action=opt.empty_target_action,
+                validate_args=opt.validate_args,
             )
-        if opt.empty_target_action == "error" and bool((ideal == 0).any()):
-            raise ValueError(
-                "Found a query with no relevant item (ideal DCG = 0) and "
-                "`empty_target_action`='error'."
-            )
-        values = _kernels.normalize(dcg, ideal, opt.empty_target_action, opt.gain)
+            failure: ValueError | None = None
+        except ValueError as error:
+            if not partitioned:
+                raise
+            failure = error  # raised below on every rank together: no rank waits alone
+            values = torch.zeros(0, opt.n_cutoffs, dtype=torch.float64, device=self.device)
+            ids = indexes[:0]
+        if partitioned:
+            failed = torch.tensor([float(failure is not None)], device=self.device)
+            if _distributed.all_reduce_sum(failed, group).item() > 0:
+                raise failure or ValueError(
+                    "Found an invalid query on another rank (see its error): "
+                    "`RetrievalNDCG.compute` raises on every rank."
+                )
+        if self.aggregation == "mean":
+            counted = ~values.isnan()
+            totals = torch.stack([torch.where(counted, values, 0).sum(0), counted.sum(0)])
+            if partitioned:
+                totals = _distributed.all_reduce_sum(totals.to(torch.float64), group)
+            n_rows = totals[1].amax()
+            mean = totals[0] / totals[1].clamp(min=1)
+        else:
+            if partitioned:
+                values = dim_zero_cat(gather_all_tensors(values, group))
+                ids = dim_zero_cat(gather_all_tensors(ids, group))
+                order = ids.argsort()  # each query was scored on one rank: ids are distinct
+                values, ids = values.index_select(0, order), ids.index_select(0, order)
+            n_rows = torch.tensor(ids.numel())
+        if self._update_count > 0 and int(n_rows) == 0:
+            rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
         if self.aggregation == "none":
             return opt.shape(values, self.result_dtype), ids
-        return opt.shape(_mean_of_counted(values), self.result_dtype)
+        if self.aggregation != "mean":
+            mean = _aggregate(values, self.aggregation)
+        return opt.shape(mean, self.result_dtype)
 
     def _sync_dist(
         self,
         dist_sync_fn: Callable[..., Any] = gather_all_tensors,
         process_group: Any | None = None,
     ) -> None:
+        """Exchange rows between ranks so that each query lands on one rank.
+
+        The one place where torchmetrics' sync (a gather of every row to every rank) is
+        replaced: with the default ``dist_sync_fn``, rows go to the rank that owns their
+        query (:func:`torch_ndcg._distributed.exchange_by_query`) and :meth:`compute` finishes
+        with one reduction. A custom ``dist_sync_fn`` gets torchmetrics' gather.
+        """
+        group = process_group if process_group is not None else self.process_group
+        if dist_sync_fn is gather_all_tensors and _distributed.world_size(group) > 1:
+            preds, target, indexes = self._stored_rows()
+            (pairs,), owned = _distributed.exchange_by_query(
+                [torch.stack([preds, target], dim=-1)], indexes, group
+            )
+            self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
+            self._partitioned, self._partition_group = True, group
+            return
         # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
         # state: the other ranks' int64 ids, and their float32 rows in a half-precision
         # metric, would then meet another dtype in the gather (gloo aborts).
@@ -550,6 +615,17 @@ class RetrievalNDCG(_NDCGMetric):
                 dtype = torch.int64 if name == "indexes" else _float_state_dtype(self.dtype)
                 setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
         super()._sync_dist(dist_sync_fn, process_group)
+
+    def unsync(self, should_unsync: bool = True) -> None:
+        """Restore this rank's own rows after a sync (see torchmetrics)."""
+        super().unsync(should_unsync)
+        if should_unsync:
+            self._partitioned = False
+
+    def reset(self) -> None:
+        """Forget every row (see torchmetrics)."""
+        super().reset()
+        self._partitioned = False
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value (or a list of values) of the metric; needs matplotlib.
