@@ -251,5 +251,6 @@ def test_training_step_under_cuda_graphs(loss_name: str) -> None:
     compiled = torch.compile(step, mode="reduce-overhead")
     for _ in range(4):
         expected = step(eager_model, eager_optimizer)
+        torch.compiler.cudagraph_mark_step_begin()
         got = compiled(graph_model, graph_optimizer).clone()
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)

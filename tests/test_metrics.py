@@ -409,9 +409,10 @@ def test_retrieval_huge_sparse_ids_cost_nothing_extra() -> None:
     ("kwargs", "error", "message"),
     [
         (
-            {"aggregation": "median"},
+            {"aggregation": "average"},
             ValueError,
-            "Expected `aggregation` to be one of 'mean', 'none', but got 'median'.",
+            "Expected `aggregation` to be one of 'mean', 'median', 'min', 'max', 'none' or a "
+            "callable, but got 'average'.",
         ),
         ({"validate_args": 1}, TypeError, "Expected `validate_args` to be a bool, but got 1."),
         ({"k": 0}, ValueError, "Expected `k` to be a positive int"),

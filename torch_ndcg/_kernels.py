@@ -52,9 +52,18 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
     Under ``torch.autocast`` a float32 matrix product would run in float16/bfloat16, which
     cannot even count ranks past 256 exactly; every product of the package runs inside this.
     """
-    if torch.amp.is_autocast_available(device.type):
+    if device.type in _AUTOCAST_DEVICES:
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
+
+
+# Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced
+# by every torch.compile (2.11's fails on it), a set lookup can.
+_AUTOCAST_DEVICES = frozenset(
+    device
+    for device in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "xla", "ipu", "maia")
+    if torch.amp.is_autocast_available(device)
+)
 
 
 def gains(target: Tensor, gain: Gain) -> Tensor:
@@ -429,8 +438,10 @@ def _cutoff_weights(
     """
     with torch.inference_mode(False), torch.no_grad():
         weights = position_discounts(kmax, discount, dtype=dtype, device=device)
-        cutoffs = torch.tensor(ks, device=device)
-        inside = torch.arange(kmax, device=device)[:, None] < cutoffs[None, :]
+        # Compared with each cut-off as a Python int: no host-to-device copy (which would
+        # synchronise a CUDA stream at every call with a callable discount, never cached).
+        positions = torch.arange(kmax, device=device)
+        inside = torch.stack([positions < cutoff for cutoff in ks], dim=1)
         matrix = torch.where(inside, weights[:, None], 0)
         if cumulative:
             matrix = torch.cat([matrix.new_zeros(1, len(ks)), matrix.cumsum(0)])

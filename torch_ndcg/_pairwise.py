@@ -146,10 +146,9 @@ class SmoothRanks(torch.autograd.Function):
     :math:`\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)`.
     With ``v`` the real items (1, or ``None`` for all real) the self term :math:`\sigma(0) = 1/2`
     turns this into :math:`1 + \sum_{j \ne i} v_j \sigma((s_j - s_i)/T)` for every real item.
-    With ``T >= 1`` the scores are divided by ``T`` once (``s / T`` cannot overflow); below 1
-    the differences are taken first and each divided by ``T``: ``s / T`` may overflow (then
-    ``inf - inf`` is NaN) where ``(s_j - s_i) / T`` only saturates the sigmoid. The choice
-    depends on ``T`` alone, never on the values.
+    Score differences are taken before dividing by the temperature ``T``: ``s / T`` may
+    overflow (then ``inf - inf`` is NaN), and rounding ``s / T`` before subtracting would make
+    the result depend on the scores' offset, where ``(s_j - s_i) / T`` does neither.
     Backward recomputes the sigmoids blockwise:
     :math:`\partial L / \partial s_m = (v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T` with
     :math:`Q_{ij} = \sigma'((s_j - s_i)/T)` (symmetric) and
@@ -157,30 +156,24 @@ class SmoothRanks(torch.autograd.Function):
     """
 
     @staticmethod
-    def _scaled(s: Tensor, temperature: float) -> tuple[Tensor, float]:
-        """Scores and the divisor left for their differences: ``(s / T, 1)`` or ``(s, T)``."""
-        return (s / temperature, 1.0) if temperature >= 1 else (s, temperature)
-
-    @staticmethod
-    def _above(u: Tensor, i0: int, i1: int, divisor: float) -> Tensor:
-        r"""``[N, i1 - i0, L]``: :math:`\sigma((u_j - u_i) / d)` for rows ``i`` in ``[i0, i1)``."""
-        gaps = u[:, None, :] - u[:, i0:i1, None]
-        return torch.sigmoid(gaps if divisor == 1 else gaps.div_(divisor))
+    def _above(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
+        r"""``[N, i1 - i0, L]``: :math:`\sigma((s_j - s_i) / T)` for rows ``i`` in ``[i0, i1)``."""
+        gaps = s[:, None, :] - s[:, i0:i1, None]
+        return torch.sigmoid(gaps if temperature == 1 else gaps.div_(temperature))
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
         n_lists, length = s.shape
-        u, divisor = SmoothRanks._scaled(s, temperature)
         ranks = torch.empty_like(s)
         for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
-            above = SmoothRanks._above(u, i0, i1, divisor)
+            above = SmoothRanks._above(s, i0, i1, temperature)
             if valid is None:
                 ranks[:, i0:i1] = above.sum(dim=-1)
             else:
                 with full_precision(s.device):
                     ranks[:, i0:i1] = torch.bmm(above, valid[:, :, None]).squeeze(-1)
-        ctx.save_for_backward(u, valid)
-        ctx.temperature, ctx.divisor = temperature, divisor
+        ctx.save_for_backward(s, valid)
+        ctx.temperature = temperature
         return ranks.add_(0.5)
 
     @staticmethod
@@ -192,7 +185,7 @@ class SmoothRanks(torch.autograd.Function):
         both = torch.stack([grad_ranks, weights], dim=-1)
         grad = torch.empty_like(u)
         for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
-            above = SmoothRanks._above(u, i0, i1, ctx.divisor)
+            above = SmoothRanks._above(u, i0, i1, ctx.temperature)
             slope = torch.addcmul(above, above, above, value=-1.0)
             with full_precision(u.device):
                 sums = torch.bmm(slope, both)

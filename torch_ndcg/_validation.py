@@ -206,31 +206,47 @@ def check_values(
     Returns:
         A check whose ``resolve()`` gives the :class:`CheckedValues`, or ``None``.
     """
-    real_preds = preds if mask is None else torch.where(mask, preds, 0)
-    real_target = target if mask is None else torch.where(mask, target, 0)
-    if real_preds.numel() == 0:
+    if preds.numel() == 0:
         return None
+    if mask is None:
+        score_extremes = torch.stack(torch.aminmax(preds))
+        real_target = target
+    else:
+        # Padded scores are left out (not replaced by 0, which would widen the range); with
+        # no real item the smallest real score comes out above the largest.
+        score_extremes = torch.stack(
+            [
+                torch.where(mask, preds, torch.inf).amin(),
+                torch.where(mask, preds, -torch.inf).amax(),
+            ]
+        )
+        real_target = torch.where(mask, target, 0)
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
-    extremes = torch.cat(
-        [torch.stack(torch.aminmax(x)).to(torch.float64) for x in (real_preds, real_target)]
-    )
+    label_extremes = torch.stack(torch.aminmax(real_target))
+    extremes = torch.cat([score_extremes.to(torch.float64), label_extremes.to(torch.float64)])
     dtype = compute_dtype(preds.dtype)
     n_items = max(preds.shape[-1] if length is None else length, 1)
     limit = largest_gain_label(gain, dtype, n_items, preds.device)
-    messages = _ValueMessages(gain, dtype, n_items, limit, ignore_index)
+
+    def messages() -> _ValueMessages:
+        return _ValueMessages(gain, dtype, n_items, limit, ignore_index)
+
     if not may_read_back(preds.device):
         low_pred, high_pred, low, high = extremes.unbind()
+        text = messages()
+        no_real_score = low_pred > high_pred
         checks = [
-            (~(low_pred.isnan() | high_pred.isnan()), messages.nan_preds),
-            (~(low.isnan() | high.isnan()), messages.nan_target),
-            (high.isfinite() | high.isnan(), messages.infinite_target),
-            (low >= 0, messages.negative_target),
+            (~(low_pred.isnan() | high_pred.isnan()), text.nan_preds),
+            (~(low.isnan() | high.isnan()), text.nan_target),
+            (high.isfinite() | high.isnan(), text.infinite_target),
+            (low >= 0, text.negative_target),
         ]
         if finite_preds:
-            checks.append((low_pred.isfinite() & high_pred.isfinite(), messages.infinite_preds))
+            finite = low_pred.isfinite() & high_pred.isfinite()
+            checks.append((finite | no_real_score, text.infinite_preds))
         if limit is not None:
-            checks.append((high <= limit, messages.gain_overflow))
+            checks.append((high <= limit, text.gain_overflow))
         for ok, message in checks:
             assert_on_device(ok, message.format(found="a value"))
         return None
@@ -241,18 +257,20 @@ def check_values(
         if integer_labels:
             low, high = int(low), int(high)
         if low_pred != low_pred or high_pred != high_pred:
-            raise ValueError(messages.nan_preds)
+            raise ValueError(messages().nan_preds)
+        if low_pred > high_pred:  # no real score
+            low_pred = high_pred = 0.0
         if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
             infinite = low_pred if math.isinf(low_pred) else high_pred
-            raise ValueError(messages.infinite_preds.format(found=repr(infinite)))
+            raise ValueError(messages().infinite_preds.format(found=repr(infinite)))
         if low != low or high != high:
-            raise ValueError(messages.nan_target)
+            raise ValueError(messages().nan_target)
         if math.isinf(high):
-            raise ValueError(messages.infinite_target.format(found=repr(high)))
+            raise ValueError(messages().infinite_target.format(found=repr(high)))
         if low < 0:
-            raise ValueError(messages.negative(low))
+            raise ValueError(messages().negative(low))
         if limit is not None and high > limit:
-            raise ValueError(messages.gain_overflow.format(found=repr(high)))
+            raise ValueError(messages().gain_overflow.format(found=repr(high)))
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)

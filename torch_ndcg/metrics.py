@@ -568,7 +568,6 @@ class RetrievalNDCG(_NDCGMetric):
             totals = torch.stack([torch.where(counted, values, 0).sum(0), counted.sum(0)])
             if partitioned:
                 totals = _distributed.all_reduce_sum(totals.to(torch.float64), group)
-            n_rows = totals[1].amax()
             mean = totals[0] / totals[1].clamp(min=1)
         else:
             if partitioned:
@@ -576,8 +575,7 @@ class RetrievalNDCG(_NDCGMetric):
                 ids = dim_zero_cat(gather_all_tensors(ids, group))
                 order = ids.argsort()  # each query was scored on one rank: ids are distinct
                 values, ids = values.index_select(0, order), ids.index_select(0, order)
-            n_rows = torch.tensor(ids.numel())
-        if self._update_count > 0 and int(n_rows) == 0:
+        if self._update_count > 0 and preds.numel() == 0 and not partitioned:
             rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
         if self.aggregation == "none":
             return opt.shape(values, self.result_dtype), ids
