@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import torch_ndcg
 from tests import references as ref
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
@@ -315,6 +316,7 @@ def test_large_score_gaps_keep_their_gradient() -> None:
 
 # Dynamo peeks at `.grad` of non-leaf tensors after the validation's graph break; inductor uses
 # torch.jit internally. Neither warning is about this code.
+@needs_torch_2_13_to_compile_losses
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize(

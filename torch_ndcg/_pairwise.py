@@ -21,22 +21,29 @@ from torch.nn import functional as F
 
 from torch_ndcg._kernels import full_precision
 
-# Elements of one block temporary: 2^18 float32 = 1 MiB, so the handful of live temporaries
-# stays within a core's 2 MiB L2 cache on the machine the benchmarks ran on. Tests lower it to
-# force many blocks.
+# Elements of one block temporary on the CPU: 2^18 float32 = 1 MiB, so the handful of live
+# temporaries stays within a core's 2 MiB L2 cache on the machine the benchmarks ran on. Tests
+# lower it to force many blocks.
 BLOCK_ELEMENTS = 1 << 18
+# On an accelerator each block costs a few kernel launches whatever its size: 2^21 float32
+# (8 MiB a temporary) keeps the launches few and the memory a few tens of MiB.
+ACCELERATOR_BLOCK_ELEMENTS = 1 << 21
 
 
-def _row_blocks(n_lists: int, rows: int, length: int, *, upper: bool) -> Iterator[tuple[int, int]]:
-    """Row ranges ``[i0, i1)`` covering ``0..rows``, each about :data:`BLOCK_ELEMENTS` elements.
+def _row_blocks(
+    n_lists: int, rows: int, length: int, *, upper: bool, device: torch.device
+) -> Iterator[tuple[int, int]]:
+    """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
 
+    A block is :data:`BLOCK_ELEMENTS` on the CPU, :data:`ACCELERATOR_BLOCK_ELEMENTS` elsewhere.
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
     strict upper triangle), so later blocks take more rows.
     """
+    block = BLOCK_ELEMENTS if device.type == "cpu" else ACCELERATOR_BLOCK_ELEMENTS
     i0 = 0
     while i0 < rows:
         cols = length - (i0 + 1) if upper else length
-        step = max(1, BLOCK_ELEMENTS // max(1, n_lists * cols))
+        step = max(1, block // max(1, n_lists * cols))
         i1 = min(rows, i0 + step)
         yield i0, i1
         i0 = i1
@@ -111,7 +118,7 @@ class PairwiseLogistic(torch.autograd.Function):
         grad = torch.zeros_like(u) if need_grad else None
         if n_lists == 0:
             rows = 0  # an empty batch has no pair
-        for i0, i1 in _row_blocks(n_lists, rows, length, upper=True):
+        for i0, i1 in _row_blocks(n_lists, rows, length, upper=True, device=u.device):
             c0 = i0 + 1
             position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
             # Gain difference g_j - g_i; its sign says which item should rank higher.
@@ -165,7 +172,7 @@ class SmoothRanks(torch.autograd.Function):
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
         n_lists, length = s.shape
         ranks = torch.empty_like(s)
-        for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
+        for i0, i1 in _row_blocks(n_lists, length, length, upper=False, device=s.device):
             above = SmoothRanks._above(s, i0, i1, temperature)
             if valid is None:
                 ranks[:, i0:i1] = above.sum(dim=-1)
@@ -184,7 +191,7 @@ class SmoothRanks(torch.autograd.Function):
         weights = valid if valid is not None else torch.ones_like(u)
         both = torch.stack([grad_ranks, weights], dim=-1)
         grad = torch.empty_like(u)
-        for i0, i1 in _row_blocks(n_lists, length, length, upper=False):
+        for i0, i1 in _row_blocks(n_lists, length, length, upper=False, device=u.device):
             above = SmoothRanks._above(u, i0, i1, ctx.temperature)
             slope = torch.addcmul(above, above, above, value=-1.0)
             with full_precision(u.device):
