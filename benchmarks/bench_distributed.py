@@ -132,8 +132,10 @@ def main() -> None:
         f"torch {torch.__version__}, {args.device} ({'NCCL' if args.device == 'cuda' else 'gloo'}),"
         f" {args.queries:,} queries x {ITEMS} rows, k={K}\n"
     )
-    print("| ranks | rows per rank | compute() time, slowest rank | vs 1 | per-rank peak extra "
-          "memory, largest | vs 1 |")
+    print(
+        "| ranks | rows per rank | compute() time, slowest rank | vs 1 | per-rank peak extra "
+        "memory, largest | vs 1 |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for world, per_rank in results.items():
         peak = max(r["bytes"] for r in per_rank)

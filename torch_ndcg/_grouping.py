@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels
+from torch_ndcg import _kernels, _options
 from torch_ndcg._host import read_together
-from torch_ndcg._kernels import Discount, Gain, Ties
+from torch_ndcg._options import Discount, Gain, Ties
 
 # Query codes are sorted in the narrowest integer dtype that holds them: ATen's CPU radix sort
 # makes one pass per byte of the dtype, so int16 codes sort about twice as fast as int32 ones.
@@ -160,7 +160,7 @@ def grouped_dcg_and_ideal(
     """
     grouping = group_rows(indexes)
     n_cutoffs = 1 if k is None else len(k)
-    acc = _kernels.accumulate_dtype(preds.device)
+    acc = _options.accumulate_dtype(preds.device)
     shape = (grouping.ids.numel(), n_cutoffs)
     dcg = torch.zeros(shape, dtype=acc, device=preds.device)
     ideal = torch.zeros(shape, dtype=acc, device=preds.device)

@@ -10,40 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
-from typing import Literal, TypeAlias
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from torch_ndcg._host import DeferredCheck, may_read_back, read_together
-
-GainFn: TypeAlias = Callable[[Tensor], Tensor]
-DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
-Gain: TypeAlias = Literal["exponential", "linear"] | GainFn
-Discount: TypeAlias = Literal["log2", "jarvelin"] | DiscountFn
-Ties: TypeAlias = Literal["average", "first"]
-EmptyTargetAction: TypeAlias = Literal["neg", "pos", "skip", "error"]
-
-GAIN_NAMES: tuple[str, ...] = ("exponential", "linear")
-DISCOUNT_NAMES: tuple[str, ...] = ("log2", "jarvelin")
-TIES_NAMES: tuple[str, ...] = ("average", "first")
-EMPTY_TARGET_ACTIONS: tuple[str, ...] = ("neg", "pos", "skip", "error")
+from torch_ndcg._options import (
+    Discount,
+    EmptyTargetAction,
+    Gain,
+    Ties,
+    accumulate_dtype,
+    compute_dtype,
+)
 
 # Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
 # order of the bit patterns equal the float order.
 _FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
 _FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Floating dtype the kernels work in: float64 stays, everything else is computed in float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def accumulate_dtype(device: torch.device) -> torch.dtype:
-    """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
-    return torch.float32 if device.type == "mps" else torch.float64
 
 
 def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:

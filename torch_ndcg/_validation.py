@@ -15,11 +15,14 @@ import torch
 from torch import Tensor
 
 from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
-from torch_ndcg._kernels import (
+from torch_ndcg._options import (
+    AGGREGATIONS,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
+    REDUCTIONS,
     TIES_NAMES,
+    WEIGHTINGS,
     accumulate_dtype,
     compute_dtype,
 )
@@ -54,14 +57,30 @@ def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: 
     raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
 
 
-def check_options(gain: Any, discount: Any, ties: Any, empty_target_action: Any = "neg") -> None:
-    """Check the option strings shared by every entry point."""
+def check_options(
+    gain: Any, discount: Any, *, ties: Any = None, empty_target_action: Any = None
+) -> None:
+    """Check the option strings of an entry point.
+
+    ``ties`` and ``empty_target_action`` only where the entry point takes them (the losses take
+    neither: ``None``).
+    """
     check_option("gain", gain, GAIN_NAMES, callable_ok=True)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
-    check_option("ties", ties, TIES_NAMES, callable_ok=False)
-    check_option(
-        "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
-    )
+    if ties is not None:
+        check_option("ties", ties, TIES_NAMES, callable_ok=False)
+    if empty_target_action is not None:
+        check_option(
+            "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
+        )
+
+
+def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
+    """The metrics name a result per cut-off: a ``k`` sequence must not repeat one."""
+    if ks is not None and len(set(ks)) != len(ks):
+        raise ValueError(
+            f"Expected `k` to hold distinct cut-offs (each names one result), but got {k!r}."
+        )
 
 
 def check_ignore_index(ignore_index: Any) -> None:
@@ -324,9 +343,65 @@ class _ValueMessages:
         )
 
 
-# --- Checks of the metric classes' own arguments ------------------------------------------------
+# --- Checks of the losses' hyper-parameters ---------------------------------------------------
 
-AGGREGATIONS: tuple[str, ...] = ("mean", "median", "min", "max", "none")
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``)."""
+    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = is_real and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        what = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
+
+
+def check_loss_k(k: Any) -> int | None:
+    """A loss takes one cut-off: a positive int or ``None``."""
+    if k is None:
+        return None
+    if isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) > 0:
+        return int(k)
+    raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
+
+
+def check_lambdarank_options(
+    *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
+) -> int | None:
+    """The hyper-parameters of :func:`lambdarank_loss` (function and module); returns ``k``."""
+    check_positive("sigma", sigma)
+    check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
+    check_positive("mu", mu, allow_zero=True)
+    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    return check_loss_k(k)
+
+
+def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
+    """The hyper-parameters of :func:`approx_ndcg_loss` (function and module); returns ``k``."""
+    check_positive("temperature", temperature)
+    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    return check_loss_k(k)
+
+
+def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
+    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
+
+    A tensor ``bound`` (computed on the device) is checked by a device-side assertion.
+    """
+    advice = (
+        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
+    )
+    message = (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{value!r} (with this input they could reach {{bound}}); {advice}"
+    )
+    largest = torch.finfo(dtype).max
+    if isinstance(bound, Tensor):
+        assert_on_device(bound < largest, message.format(bound="past the largest float"))
+    elif not bound < largest:
+        raise ValueError(message.format(bound=f"{bound:.3g}"))
+
+
+# --- Checks of the metric classes' own arguments ------------------------------------------------
 
 
 def check_aggregation(aggregation: Any) -> None:
@@ -377,10 +452,10 @@ def check_lists(
     *,
     gain: Any,
     discount: Any,
-    ties: Any,
-    empty_target_action: Any,
     ignore_index: Any,
     validate_args: Any,
+    ties: Any = None,
+    empty_target_action: Any = None,
     finite_preds: bool = False,
 ) -> CheckedLists:
     """Every check of a ``[..., L]`` entry point, in order.
@@ -390,7 +465,7 @@ def check_lists(
     """
     check_bool("validate_args", validate_args)
     if validate_args:
-        check_options(gain, discount, ties, empty_target_action)
+        check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
         check_ignore_index(ignore_index)
         check_preds_target(preds, target)
         check_mask(mask, preds.shape)

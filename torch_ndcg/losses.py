@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from torch_ndcg._kernels import Discount, Gain
-from torch_ndcg._loss_functions import (
-    Reduction,
-    Weighting,
-    approx_ndcg_loss,
+from torch_ndcg._options import Discount, Gain, Reduction, Weighting
+from torch_ndcg._validation import (
     check_approx_options,
+    check_bool,
+    check_ignore_index,
     check_lambdarank_options,
-    lambdarank_loss,
+    check_options,
 )
-from torch_ndcg._validation import check_bool, check_ignore_index, check_options
+from torch_ndcg.functional import approx_ndcg_loss, lambdarank_loss
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
 
@@ -31,7 +30,7 @@ class _RankingLoss(nn.Module):
         validate_args: bool,
     ) -> None:
         super().__init__()
-        check_options(gain, discount, "first")
+        check_options(gain, discount)
         check_ignore_index(ignore_index)
         check_bool("validate_args", validate_args)
         self.gain: Gain = gain

@@ -7,7 +7,7 @@ Both classes only store options and state; the numbers come from :func:`torch_nd
 import numbers
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 import torch
 from torch import Tensor
@@ -16,15 +16,12 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _distributed, _kernels, _validation
-from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
-from torch_ndcg.functional import _ndcg_of_lists, _prepare_lists, _retrieval_values
+from torch_ndcg import _distributed, _options, _validation
+from torch_ndcg._options import Aggregation, Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
-Aggregation: TypeAlias = (
-    Literal["mean", "median", "min", "max", "none"] | Callable[[Tensor], Tensor]
-)
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
 
@@ -47,11 +44,10 @@ class _Options:
         validate_args: bool,
     ) -> None:
         self.ks = _validation.check_k(k)
-        if self.ks is not None and len(set(self.ks)) != len(self.ks):
-            raise ValueError(
-                f"Expected `k` to hold distinct cut-offs (each names one result), but got {k!r}."
-            )
-        _validation.check_options(gain, discount, ties, empty_target_action)
+        _validation.check_distinct_k(k, self.ks)
+        _validation.check_options(
+            gain, discount, ties=ties, empty_target_action=empty_target_action
+        )
         _validation.check_ignore_index(ignore_index)
         _validation.check_bool("validate_args", validate_args)
         self.k = k
@@ -291,7 +287,7 @@ class NDCG(_NDCGMetric):
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         if name == "sum_ndcg":
-            return _kernels.accumulate_dtype(self.device)
+            return _options.accumulate_dtype(self.device)
         return super()._state_dtype(name, value)
 
     def update(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> None:

@@ -7,61 +7,16 @@ in :mod:`torch_ndcg._pairwise`, with memory ``O(B L)`` plus a fixed block.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _pairwise, _validation
-from torch_ndcg._host import assert_on_device
-from torch_ndcg._kernels import Discount, Gain
+from torch_ndcg import _kernels, _options, _pairwise, _validation
+from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss"]
-
-Weighting: TypeAlias = Literal["lambdarank", "ndcg2", "ndcg2pp"]
-Reduction: TypeAlias = Literal["mean", "sum", "none"]
-
-WEIGHTINGS: tuple[str, ...] = ("lambdarank", "ndcg2", "ndcg2pp")
-REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
-
-
-def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
-    """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``)."""
-    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    ok = is_real and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        what = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
-
-
-def _check_loss_k(k: Any) -> int | None:
-    """A loss takes one cut-off: a positive int or ``None``."""
-    if k is None:
-        return None
-    if isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) > 0:
-        return int(k)
-    raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
-
-
-def check_lambdarank_options(
-    *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
-) -> int | None:
-    """The hyper-parameters of :func:`lambdarank_loss` (function and module); returns ``k``."""
-    _check_positive("sigma", sigma)
-    _validation.check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
-    _check_positive("mu", mu, allow_zero=True)
-    _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return _check_loss_k(k)
-
-
-def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
-    """The hyper-parameters of :func:`approx_ndcg_loss` (function and module); returns ``k``."""
-    _check_positive("temperature", temperature)
-    _validation.check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return _check_loss_k(k)
 
 
 @dataclass(frozen=True)
@@ -112,8 +67,6 @@ def _prepare(
         mask,
         gain=gain,
         discount=discount,
-        ties="first",
-        empty_target_action="neg",
         ignore_index=ignore_index,
         validate_args=validate_args,
         finite_preds=True,
@@ -121,8 +74,8 @@ def _prepare(
     # A loss step reads back only the input checks, and only on the CPU (see _host).
     score_range = None if check is None else check.resolve().score_range
     length = preds.shape[-1]
-    dtype = _kernels.compute_dtype(preds.dtype)
-    acc = _kernels.accumulate_dtype(preds.device)
+    dtype = _options.compute_dtype(preds.dtype)
+    acc = _options.accumulate_dtype(preds.device)
     scores = preds.reshape(-1, length).to(dtype)
     flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
@@ -153,25 +106,6 @@ def _prepare(
         leading_shape=preds.shape[:-1],
         score_range=score_range,
     )
-
-
-def _check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
-    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
-
-    A tensor ``bound`` (computed on the device) is checked by a device-side assertion.
-    """
-    advice = (
-        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
-    )
-    message = (
-        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{value!r} (with this input they could reach {{bound}}); {advice}"
-    )
-    largest = torch.finfo(dtype).max
-    if isinstance(bound, Tensor):
-        assert_on_device(bound < largest, message.format(bound="past the largest float"))
-    elif not bound < largest:
-        raise ValueError(message.format(bound=f"{bound:.3g}"))
 
 
 def _score_range(scores: Tensor, real: Tensor | None) -> Tensor:
@@ -270,7 +204,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    cutoff = check_lambdarank_options(
+    cutoff = _validation.check_lambdarank_options(
         k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
     )
     lists = _prepare(
@@ -292,7 +226,7 @@ def lambdarank_loss(
             score_range = _score_range(scores, real)
         weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
-        _check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
+        _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
@@ -398,7 +332,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(preds, target)
         tensor(0.3691)
     """
-    cutoff = check_approx_options(k=k, temperature=temperature, reduction=reduction)
+    cutoff = _validation.check_approx_options(k=k, temperature=temperature, reduction=reduction)
     lists = _prepare(
         preds,
         target,
@@ -412,7 +346,7 @@ def approx_ndcg_loss(
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
-    _check_finite_scale(
+    _validation.check_finite_scale(
         "temperature",
         temperature,
         length * length * (1 + 1 / temperature) / temperature,

@@ -1,4 +1,4 @@
-"""Functional DCG and nDCG at one or many cut-offs, for any batch of lists."""
+"""Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _grouping, _kernels, _validation
+from torch_ndcg import _grouping, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
-from torch_ndcg._kernels import Discount, EmptyTargetAction, Gain, Ties
-from torch_ndcg._loss_functions import approx_ndcg_loss, lambdarank_loss
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties
 
-__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg", "retrieval_ndcg"]
+__all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 
 @dataclass(frozen=True)
@@ -161,7 +160,7 @@ def dcg(
         ties=ties,
         check=lists.check,
     )
-    return lists.shape_output(value, _kernels.compute_dtype(preds.dtype))
+    return lists.shape_output(value, _options.compute_dtype(preds.dtype))
 
 
 def ndcg(
@@ -235,7 +234,7 @@ def ndcg(
     normalized = _ndcg_of_lists(
         lists, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action
     )
-    return lists.shape_output(normalized, _kernels.compute_dtype(preds.dtype))
+    return lists.shape_output(normalized, _options.compute_dtype(preds.dtype))
 
 
 def _ndcg_of_lists(
@@ -335,7 +334,9 @@ def retrieval_ndcg(
     ks = _validation.check_k(k)
     _validation.check_bool("validate_args", validate_args)
     if validate_args:
-        _validation.check_options(gain, discount, ties, empty_target_action)
+        _validation.check_options(
+            gain, discount, ties=ties, empty_target_action=empty_target_action
+        )
         _validation.check_ignore_index(ignore_index)
         _validation.check_preds_target(preds, target)
         _validation.check_indexes(indexes, preds.shape)
@@ -359,7 +360,7 @@ def retrieval_ndcg(
         empty_target_action=empty_target_action,
         validate_args=validate_args,
     )
-    values = values.to(_kernels.compute_dtype(preds.dtype))
+    values = values.to(_options.compute_dtype(preds.dtype))
     k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
     return (values if k_is_sequence else values[:, 0]), ids
 

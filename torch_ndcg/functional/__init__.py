@@ -1,0 +1,10 @@
+"""The functional core: nDCG of lists and of query rows, and the ranking losses.
+
+Every public function of the package that takes tensors lives here; the metric classes and the
+loss modules are thin layers over it.
+"""
+
+from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss
+from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
+
+__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg", "retrieval_ndcg"]
