@@ -16,7 +16,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _distributed, _options, _validation
+from torch_ndcg import _distributed, _kernels, _options, _validation
 from torch_ndcg._options import Aggregation, Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
 
@@ -330,8 +330,7 @@ class NDCG(_NDCGMetric):
                 if lists.mask is not None:
                     # A list of padding only is no list (RetrievalNDCG never sees its rows).
                     counted &= lists.mask.any(-1, keepdim=True)
-                batch_sum = torch.where(counted, values, 0).sum(0)
-                batch_count = counted.sum(0)
+                batch_sum, batch_count = _kernels.counted_sum(values, counted)
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
@@ -560,8 +559,7 @@ class RetrievalNDCG(_NDCGMetric):
                     "`RetrievalNDCG.compute` raises on every rank."
                 )
         if self.aggregation == "mean":
-            counted = ~values.isnan()
-            totals = torch.stack([torch.where(counted, values, 0).sum(0), counted.sum(0)])
+            totals = torch.stack(_kernels.counted_sum(values)).to(torch.float64)
             if partitioned:
                 totals = _distributed.all_reduce_sum(totals.to(torch.float64), group)
             mean = totals[0] / totals[1].clamp(min=1)

@@ -119,10 +119,10 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none)."""
     if reduction == "none":
         return per_list.reshape(leading_shape)
-    total = per_list.sum()
+    total, count = _kernels.counted_sum(per_list, counted)
     if reduction == "sum":
         return total
-    return total / counted.sum().clamp(min=1).to(total.dtype)
+    return total / count.clamp(min=1).to(total.dtype)
 
 
 def lambdarank_loss(
