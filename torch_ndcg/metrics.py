@@ -361,17 +361,24 @@ class RetrievalNDCG(_NDCGMetric):
 
     where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`. Query ids may be
     any int64 values (sparse, huge, negative), in any order, and a query may span batches and
-    DDP ranks. Rows are concatenated (``dist_reduce_fx="cat"``); ``compute`` groups them with
-    one stable sort of the query ids (narrowed to int16/int32 codes, which the CPU radix-sorts
-    in two or four passes), lays the queries out as padded lists in buckets of similar size
-    (padding at most doubles the rows) and scores each bucket with the same kernel as
-    :func:`torch_ndcg.ndcg`: no loop over queries, no per-query host sync, nothing sized by the
-    largest id. Rows whose label equals ``ignore_index`` are dropped.
+    DDP ranks. ``compute`` is :func:`torch_ndcg.functional.retrieval_ndcg` on the stored rows:
+    one stable sort of the query ids, the queries laid out as padded lists in buckets of
+    similar size, each bucket scored by the kernel of :func:`torch_ndcg.ndcg`; no loop over
+    queries. Rows whose label equals ``ignore_index`` are dropped.
+
+    Under DDP, ``compute`` does not gather every row to every rank: the rows are exchanged so
+    that query ``q`` lands on rank ``q mod world`` (``all_to_all_single``), each rank scores
+    its own queries, and one sum all-reduce (``"mean"``) or a gather of the per-query values
+    (the other aggregations and ``"none"``, so every rank still gets every query's value)
+    finishes: per-rank memory and work fall as ``1 / world``. A custom ``dist_sync_fn`` gets
+    torchmetrics' gather of the rows instead; ``sync_on_compute=False`` gives each rank the
+    value of its own rows. An error (``"error"``, an overflowing query) is raised on every
+    rank together.
 
     Scores and labels are stored in the metric's float dtype (float32; ``set_dtype`` changes
     it). With ``ties="first"``, equal scores of a query keep their order of appearance in the
-    concatenated rows: update order within a process, and after DDP sync the rows of rank 0,
-    then rank 1, and so on, so it depends on how rows were split across ranks; the default
+    concatenated rows: update order within a process, and under DDP the rows of rank 0, then
+    rank 1, and so on, so it depends on how rows were split across ranks; the default
     ``ties="average"`` does not depend on any order.
 
     Args:
@@ -382,14 +389,17 @@ class RetrievalNDCG(_NDCGMetric):
         empty_target_action: value of queries with no relevant item: ``"neg"`` 0, ``"pos"`` 1,
             ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises in ``compute``.
         ignore_index: label value of rows to drop.
-        aggregation: ``"mean"`` over queries, or ``"none"`` for per-query values.
+        aggregation: over the queries (``"skip"``-ped ones left out): ``"mean"``,
+            ``"median"`` (the lower one, as ``torch.median``), ``"min"``, ``"max"``, a callable
+            of the ``[Q]`` values (as torchmetrics' retrieval metrics), or ``"none"`` for
+            per-query values.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
         metric_kwargs: passed to :class:`torchmetrics.Metric`.
 
     Returns:
-        With ``aggregation="mean"``: a scalar tensor (int ``k`` or ``None``) or a dict
-        ``{"ndcg@k": ...}`` (sequence ``k``); 0 with a warning when there is no row. With
+        Aggregated: a scalar tensor (int ``k`` or ``None``) or a dict ``{"ndcg@k": ...}``
+        (sequence ``k``); 0 with a warning when there is no row. With
         ``"none"``: a tuple ``(values, ids)`` where ``ids`` are the sorted unique query ids
         ``[Q]`` and ``values`` is ``[Q]`` (or a dict of ``[Q]`` tensors), aligned with ``ids``;
         NaN for queries skipped by ``"skip"``. (torchmetrics squeezes one-element results, so a
