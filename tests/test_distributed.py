@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import torch_ndcg
+from tests.spawn import run_ranks
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 WORLD_SIZE = 2
-SPAWN_TIMEOUT_S = 120
 KS = (1, 5, 10)
 
 
@@ -54,12 +51,6 @@ ROW_SPLITS = {
     "uneven": [[slice(0, 100), slice(100, 150), slice(150, 400)], [slice(400, None)]],
     "empty": [[slice(0, 250), slice(250, None)], []],
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _value(result: Any) -> Any:
@@ -122,23 +113,7 @@ def ranks(
     if backend == "nccl" and not (dist.is_nccl_available() and torch.cuda.device_count() >= 2):
         pytest.skip("NCCL needs 2 CUDA devices")
     out_dir = tmp_path_factory.mktemp(f"ddp-{backend}")
-    context = mp.start_processes(
-        _worker,
-        args=(_free_port(), str(out_dir), backend),
-        nprocs=WORLD_SIZE,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + SPAWN_TIMEOUT_S
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"DDP workers did not finish within {SPAWN_TIMEOUT_S} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
+    return run_ranks(_worker, WORLD_SIZE, out_dir, backend)
 
 
 def test_workers_import_this_checkout(ranks: list[dict[str, Any]]) -> None:

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torchmetrics import MetricCollection
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 import torch_ndcg
+from tests.spawn import run_ranks
 from torch_ndcg import RetrievalNDCG, retrieval_ndcg
 
-SPAWN_TIMEOUT_S = 120
 N_ROWS = 900
 
 # name -> RetrievalNDCG options; every one is computed under DDP and in one process.
@@ -85,12 +82,6 @@ def _plain(result: Any) -> Any:
     return result.tolist()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _fed(metric: Any, rank: int, world: int) -> Any:
     preds, target, ids = rows()
     for part in rank_slices(world)[rank]:
@@ -98,7 +89,7 @@ def _fed(metric: Any, rank: int, world: int) -> Any:
     return metric
 
 
-def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, world: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(
         "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
@@ -141,23 +132,7 @@ def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         pytest.skip("torch.distributed with gloo is not available")
     world = request.param
     out_dir = tmp_path_factory.mktemp(f"ddp{world}")
-    context = mp.start_processes(
-        _worker,
-        args=(world, _free_port(), str(out_dir)),
-        nprocs=world,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + SPAWN_TIMEOUT_S
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"DDP workers did not finish within {SPAWN_TIMEOUT_S} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-    return world, [torch.load(out_dir / f"rank{rank}.pt") for rank in range(world)]
+    return world, run_ranks(_worker, world, out_dir, world)
 
 
 def one_process(world: int, options: dict[str, Any]) -> Any:

@@ -96,23 +96,6 @@ class PairwiseLogistic(torch.autograd.Function):
         need_grad: bool,
         sigma: float,
     ) -> Tensor:
-        with full_precision(u.device):
-            return PairwiseLogistic._forward(
-                ctx, u, g, valid, position_discounts, delta, rows, need_grad, sigma
-            )
-
-    @staticmethod
-    def _forward(
-        ctx: Any,
-        u: Tensor,
-        g: Tensor,
-        valid: Tensor | None,
-        position_discounts: Tensor | None,
-        delta: Tensor | None,
-        rows: int,
-        need_grad: bool,
-        sigma: float,
-    ) -> Tensor:
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
@@ -130,7 +113,8 @@ class PairwiseLogistic(torch.autograd.Function):
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
             flat = weight.view(n_lists, 1, -1)
-            loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
+            with full_precision(u.device):
+                loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
             if grad is not None:
                 # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
                 slope = torch.copysign(torch.sigmoid(z).mul_(weight), z)

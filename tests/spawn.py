@@ -1,0 +1,46 @@
+"""Run a test worker in several spawned processes and collect what each rank saved."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+SPAWN_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    """A TCP port free on this machine, for the processes' rendezvous."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_ranks(worker: Callable[..., None], world: int, out_dir: Path, *args: Any) -> list[Any]:
+    """``worker(rank, port, out_dir, *args)`` in ``world`` processes; each saves ``rank{r}.pt``.
+
+    Fails the test (never hangs) when the workers take longer than :data:`SPAWN_TIMEOUT_S`.
+    """
+    context = mp.start_processes(
+        worker,
+        args=(free_port(), str(out_dir), *args),
+        nprocs=world,
+        join=False,
+        start_method="spawn",
+    )
+    deadline = time.monotonic() + SPAWN_TIMEOUT_S
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"DDP workers did not finish within {SPAWN_TIMEOUT_S} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(world)]
