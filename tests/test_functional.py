@@ -14,7 +14,7 @@ from sklearn.metrics import dcg_score, ndcg_score
 
 import torch_ndcg
 from tests import references as ref
-from torch_ndcg import dcg, ndcg
+from torch_ndcg import dcg, ndcg, retrieval_ndcg
 
 # ---------------------------------------------------------------------------------------------
 # Worked examples of the literature (expected values written as formulas where possible)
@@ -473,3 +473,51 @@ def test_callable_discount_may_answer_in_another_dtype_and_be_unhashable() -> No
     preds, target = torch.tensor([3.0, 2.0, 1.0]), torch.tensor([0, 1, 2])
     expected = ndcg(preds, target, discount=lambda r: 1 / r)
     assert ndcg(preds, target, discount=Power(1.0)).item() == pytest.approx(expected.item())
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
+def test_retrieval_ndcg_equals_loop_reference_and_the_metric(
+    ties: str, empty_target_action: str, device: torch.device
+) -> None:
+    gen = torch.Generator().manual_seed(13)
+    n = 400
+    ids = torch.randint(-(2**40), 2**40, (30,), generator=gen)[
+        torch.randint(0, 30, (n,), generator=gen)
+    ]
+    preds = torch.randint(0, 6, (n,), generator=gen).double() / 3  # ties
+    target = torch.randint(0, 3, (n,), generator=gen) * (torch.rand(n, generator=gen) < 0.6)
+    values, query_ids = retrieval_ndcg(
+        preds.to(device),
+        target.to(device),
+        ids.to(device),
+        k=[1, 5],
+        gain="linear",
+        ties=ties,  # type: ignore[arg-type]
+        empty_target_action=empty_target_action,  # type: ignore[arg-type]
+    )
+    assert torch.equal(query_ids.cpu(), torch.unique(ids))
+    empty_value = {"neg": 0.0, "pos": 1.0, "skip": float("nan")}[empty_target_action]
+    for column, cutoff in enumerate((1, 5)):
+        expected = ref.ndcg_per_query(
+            preds.tolist(),
+            target.tolist(),
+            ids.tolist(),
+            cutoff,
+            gain=ref.linear_gain,
+            ties=ties,
+            empty_value=empty_value,
+        )
+        got = dict(zip(query_ids.tolist(), values[:, column].cpu().tolist(), strict=True))
+        assert got == pytest.approx(expected, abs=1e-12, nan_ok=True)
+    metric = torch_ndcg.RetrievalNDCG(
+        k=[1, 5],
+        gain="linear",
+        ties=ties,  # type: ignore[arg-type]
+        empty_target_action=empty_target_action,  # type: ignore[arg-type]
+        aggregation="none",
+    ).set_dtype(torch.float64)
+    metric.update(preds, target, ids)
+    metric_values, metric_ids = metric.compute()
+    assert torch.equal(metric_ids, query_ids.cpu())
+    torch.testing.assert_close(metric_values["ndcg@5"], values[:, 1].cpu(), equal_nan=True)
