@@ -103,6 +103,30 @@ def _worker(rank: int, port: int, out_dir: str, world: int) -> None:
         out["error"] = None
     except ValueError as error:
         out["error"] = str(error)
+
+    # An error of any type (here a callable gain's RuntimeError on the rank owning query 1)
+    # is raised on every rank, and the metric stays usable: compute() raises again, the same.
+    def strict_gain(labels: torch.Tensor) -> torch.Tensor:
+        if bool((labels > 5).any()):
+            raise RuntimeError("label above 5")
+        return labels
+
+    failing = RetrievalNDCG(gain=strict_gain)
+    failing.update(torch.tensor([0.5, 0.2]), torch.tensor([9, 0]), torch.tensor([1, 2]))
+    for attempt in ("callable error", "callable error again"):
+        try:
+            failing.compute()
+            out[attempt] = None
+        except Exception as error:
+            out[attempt] = type(error).__name__
+    # forward() synced per step (dist_sync_on_step), then an unsynced compute: the value of
+    # this rank's own rows, with no collective.
+    preds, target, ids = rows()
+    own = slice(rank * 60, rank * 60 + 60)
+    stepped = RetrievalNDCG(k=5, dist_sync_on_step=True, sync_on_compute=False)
+    stepped(preds[own][:30], target[own][:30], ids[own][:30])
+    stepped.update(preds[own][30:], target[own][30:], ids[own][30:])
+    out["step then local"] = _plain(stepped.compute())
     # sync() leaves this rank the rows of its own queries; unsync() gives its rows back.
     metric = _fed(RetrievalNDCG(k=5), rank, world)
     own_rows = sum(part.numel() for part in metric.preds)
@@ -195,3 +219,18 @@ def test_without_sync_each_rank_gets_its_own_queries(ranks: Any) -> None:
         local = torch.cat([torch.arange(N_ROWS)[part] for part in parts])
         values, _ = retrieval_ndcg(preds[local], target[local], ids[local], k=5)
         assert result["local"] == pytest.approx(values.double().mean().item(), abs=1e-6)
+
+
+def test_errors_of_any_type_are_raised_on_every_rank_and_again(ranks: Any) -> None:
+    for result in ranks[1]:
+        assert result["callable error"] in ("RuntimeError", "ValueError")
+        assert result["callable error again"] in ("RuntimeError", "ValueError")
+
+
+def test_forward_synced_per_step_leaves_an_unsynced_compute_local(ranks: Any) -> None:
+    _, results = ranks
+    preds, target, ids = rows()
+    for rank, result in enumerate(results):
+        own = slice(rank * 60, rank * 60 + 60)
+        values, _ = retrieval_ndcg(preds[own], target[own], ids[own], k=5)
+        assert result["step then local"] == pytest.approx(values.double().mean().item(), abs=1e-6)

@@ -539,9 +539,12 @@ class RetrievalNDCG(_NDCGMetric):
         of all the queries.
         """
         opt = self.options
-        partitioned, group = self._partitioned, self._partition_group
-        preds, target, indexes = self._rows()
+        # torchmetrics' forward may leave the flag set without a sync (dist_sync_on_step).
+        partitioned = self._partitioned and self._is_synced
+        group = self._partition_group
+        failure: Exception | None = None
         try:
+            preds, target, indexes = self._rows()
             values, ids = _retrieval_values(
                 preds,
                 target,
@@ -554,16 +557,16 @@ class RetrievalNDCG(_NDCGMetric):
                 empty_target_action=opt.empty_target_action,
                 validate_args=opt.validate_args,
             )
-            failure: ValueError | None = None
-        except ValueError as error:
+        except Exception as error:
             if not partitioned:
                 raise
             failure = error  # raised below on every rank together: no rank waits alone
-            values = torch.zeros(0, opt.n_cutoffs, dtype=torch.float64, device=self.device)
-            ids = indexes[:0]
         if partitioned:
             failed = torch.tensor([float(failure is not None)], device=self.device)
             if _distributed.all_reduce_sum(failed, group).item() > 0:
+                # Raising skips torchmetrics' unsync: restore this rank's rows first, so that
+                # the metric stays usable.
+                self.unsync()
                 raise failure or ValueError(
                     "Found an invalid query on another rank (see its error): "
                     "`RetrievalNDCG.compute` raises on every rank."
