@@ -432,6 +432,41 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
         )
 
 
+def check_rows(
+    preds: Any,
+    target: Any,
+    indexes: Any,
+    *,
+    gain: Any,
+    ignore_index: int | None,
+    validate_args: bool,
+    scores: Tensor | None = None,
+) -> Tensor | None:
+    """Every check of flat query rows ``(preds, target, indexes)``; the mask of rows to keep.
+
+    ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
+    gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
+    (``length=1``): a query may span batches, its sum is checked when it is scored. One
+    read-back on the CPU, none elsewhere.
+
+    Returns:
+        The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
+    """
+    if validate_args:
+        check_preds_target(preds, target)
+        check_indexes(indexes, preds.shape)
+    flat_target = target.reshape(-1)
+    real = real_items(flat_target, None, ignore_index)
+    if validate_args:
+        flat_scores = preds.reshape(-1) if scores is None else scores
+        check = check_values(
+            flat_scores, flat_target, real, gain=gain, ignore_index=ignore_index, length=1
+        )
+        if check is not None:
+            check.resolve()
+    return real
+
+
 class CheckedLists(NamedTuple):
     """What :func:`check_lists` made of its input.
 

@@ -474,26 +474,19 @@ class RetrievalNDCG(_NDCGMetric):
             indexes: integer query ids, the shape of ``preds``.
         """
         opt = self.options
-        if opt.validate_args:
-            _validation.check_preds_target(preds, target)
-            _validation.check_indexes(indexes, preds.shape)
         row_dtype = _float_state_dtype(self.dtype)
         stored_preds = preds.detach().reshape(-1).to(row_dtype)
-        flat_target = target.detach().reshape(-1)
-        real = _validation.real_items(flat_target, None, opt.ignore_index)
-        if opt.validate_args:
-            # Checked as stored: the gains' overflow limit is that of the stored dtype.
-            check = _validation.check_values(
-                stored_preds,
-                flat_target,
-                real,
-                gain=opt.gain,
-                ignore_index=opt.ignore_index,
-                length=1,  # a query may span batches: its sum is checked in compute()
-            )
-            if check is not None:  # one read-back, on the CPU only
-                check.resolve()
-        stored_target = flat_target.to(row_dtype)
+        # Checked as stored: the gains' overflow limit is that of the stored dtype.
+        real = _validation.check_rows(
+            preds,
+            target,
+            indexes,
+            gain=opt.gain,
+            ignore_index=opt.ignore_index,
+            validate_args=opt.validate_args,
+            scores=stored_preds,
+        )
+        stored_target = target.detach().reshape(-1).to(row_dtype)
         if real is not None:
             # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
             # drops: a stored float label could round onto `ignore_index` or off it.
@@ -517,18 +510,15 @@ class RetrievalNDCG(_NDCGMetric):
             return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
         return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
 
-    def _rows(self) -> tuple[Tensor, Tensor, Tensor]:
-        """The stored rows, ``ignore_index`` rows dropped."""
-        preds, target, indexes = self._stored_rows()
+    def _kept_rows(self, target: Tensor) -> Tensor | None:
+        """The stored rows to score: not marked as ``ignore_index`` (``None``: every row)."""
         ignore_index = self.options.ignore_index
-        if ignore_index is not None:
-            keep = ~target.isnan()
-            if _validation.label_dtype_holds(target.dtype, ignore_index):
-                keep &= target != ignore_index  # rows stored by earlier versions keep the label
-            kept = keep.nonzero().squeeze(1)  # one read-back for the three
-            preds, target = preds.index_select(0, kept), target.index_select(0, kept)
-            indexes = indexes.index_select(0, kept)
-        return preds, target, indexes
+        if ignore_index is None:
+            return None
+        keep = ~target.isnan()
+        if _validation.label_dtype_holds(target.dtype, ignore_index):
+            keep &= target != ignore_index  # rows stored by earlier versions keep the label
+        return keep
 
     def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
@@ -544,12 +534,12 @@ class RetrievalNDCG(_NDCGMetric):
         group = self._partition_group
         failure: Exception | None = None
         try:
-            preds, target, indexes = self._rows()
+            preds, target, indexes = self._stored_rows()
             values, ids = _retrieval_values(
                 preds,
                 target,
                 indexes,
-                None,
+                self._kept_rows(target),
                 ks=opt.ks,
                 gain=opt.gain,
                 discount=opt.discount,
@@ -582,7 +572,7 @@ class RetrievalNDCG(_NDCGMetric):
                 ids = dim_zero_cat(gather_all_tensors(ids, group))
                 order = ids.argsort()  # each query was scored on one rank: ids are distinct
                 values, ids = values.index_select(0, order), ids.index_select(0, order)
-        if self._update_count > 0 and preds.numel() == 0 and not partitioned:
+        if self._update_count > 0 and ids.numel() == 0 and not partitioned:
             rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
         if self.aggregation == "none":
             return opt.shape(values, self.result_dtype), ids

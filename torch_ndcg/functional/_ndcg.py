@@ -338,19 +338,12 @@ def retrieval_ndcg(
             gain, discount, ties=ties, empty_target_action=empty_target_action
         )
         _validation.check_ignore_index(ignore_index)
-        _validation.check_preds_target(preds, target)
-        _validation.check_indexes(indexes, preds.shape)
-    flat_preds, flat_target = preds.reshape(-1), target.reshape(-1)
-    real = _validation.real_items(flat_target, None, ignore_index)
-    if validate_args:
-        check = _validation.check_values(
-            flat_preds, flat_target, real, gain=gain, ignore_index=ignore_index, length=1
-        )
-        if check is not None:
-            check.resolve()
+    real = _validation.check_rows(
+        preds, target, indexes, gain=gain, ignore_index=ignore_index, validate_args=validate_args
+    )
     values, ids = _retrieval_values(
-        flat_preds,
-        flat_target,
+        preds.reshape(-1),
+        target.reshape(-1),
         indexes.reshape(-1).to(torch.int64),
         real,
         ks=ks,
