@@ -14,6 +14,15 @@ from hypothesis import strategies as st
 from torch_ndcg import _kernels as kernels
 
 
+def small_integer_labels(
+    target: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, int] | None:
+    """The labels as int64 and their number of levels, as the kernel decides it from its probe."""
+    probe = kernels.label_range_probe(target, mask)
+    levels = kernels.counted_levels(target, None if probe is None else probe.tolist())
+    return None if levels is None else (target.to(torch.int64), levels)
+
+
 def test_gains() -> None:
     labels = torch.tensor([0.0, 1.0, 2.0, 4.0])
     torch.testing.assert_close(kernels.gains(labels, "exponential"), torch.tensor([0.0, 1, 3, 15]))
@@ -203,7 +212,7 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
     if mask is not None and dtype.is_floating_point:
         target = torch.where(mask, target, float("nan"))  # padding may hold anything
     kmax = min(max(k), length)
-    counted = kernels.small_integer_labels(target, mask)
+    counted = small_integer_labels(target, mask)
     levels_limit = kernels._MAX_COUNTED_LEVELS
     real_max = int((target if mask is None else torch.where(mask, target, 0)).nan_to_num().max())
     assert (counted is not None) == (real_max < levels_limit)
@@ -221,16 +230,16 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
 
 
 def test_small_integer_labels_refuses_fractional_and_large_labels() -> None:
-    assert kernels.small_integer_labels(torch.tensor([[0.0, 1.5]]), None) is None
-    assert kernels.small_integer_labels(torch.tensor([[0.0, 3e9]]), None) is None  # past int32
-    assert kernels.small_integer_labels(torch.tensor([[0, 64]]), None) is None  # 65 levels > 64
-    counted = kernels.small_integer_labels(torch.tensor([[0, 63]], dtype=torch.uint8), None)
+    assert small_integer_labels(torch.tensor([[0.0, 1.5]]), None) is None
+    assert small_integer_labels(torch.tensor([[0.0, 3e9]]), None) is None  # past int32
+    assert small_integer_labels(torch.tensor([[0, 64]]), None) is None  # 65 levels > 64
+    counted = small_integer_labels(torch.tensor([[0, 63]], dtype=torch.uint8), None)
     assert counted is not None
     assert counted[0].dtype == torch.int64
     assert counted[1] == 64
     # A fractional label on padding does not count.
     mask = torch.tensor([[True, False]])
-    assert kernels.small_integer_labels(torch.tensor([[2.0, 0.5]]), mask) is not None
+    assert small_integer_labels(torch.tensor([[2.0, 0.5]]), mask) is not None
 
 
 @settings(max_examples=60, deadline=None)

@@ -326,19 +326,6 @@ def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int 
     return int(high) + 1
 
 
-def small_integer_labels(target: Tensor, mask: Tensor | None) -> tuple[Tensor, int] | None:
-    """The labels as int64 and ``max label + 1``, if the real labels are small integers.
-
-    ``None`` when a real label is fractional or reaches the histogram limit (64 values). One
-    host read-back: for tests and callers outside a hot path.
-    """
-    probe = label_range_probe(target, mask)
-    if probe is None and target.dtype != torch.bool:
-        return None
-    levels = counted_levels(target, None if probe is None else probe.tolist())
-    return None if levels is None else (target.to(torch.int64), levels)
-
-
 @functools.lru_cache(maxsize=64)
 def _level_gain_steps(
     levels: int,
@@ -378,10 +365,9 @@ def ideal_dcg_from_label_counts(
         \qquad g(-1) = 0.
 
     Args:
-        labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items, from
-            :func:`small_integer_labels`.
+        labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        levels: number of label values (max label + 1), from :func:`small_integer_labels`.
+        levels: number of label values (max label + 1), from :func:`counted_levels`.
         ks: cut-offs.
         kmax: number of ranks the cut-offs need.
         gain: a named gain (non-decreasing, so the ideal order is the label order).
