@@ -238,6 +238,28 @@ def test_plot(cls: type) -> None:
     assert fig is not None
 
 
+@pytest.mark.parametrize("k", [3, [1, 3]])
+def test_plot_of_per_query_values_is_their_distribution(k: int | list[int]) -> None:
+    """Not the query ids (100+) as values: a histogram on [0, 1] holding every query."""
+    pytest.importorskip("matplotlib")
+    metric = RetrievalNDCG(k=k, aggregation="none")
+    indexes = torch.arange(100, 130).repeat_interleave(4)
+    gen = torch.Generator().manual_seed(3)
+    metric.update(
+        torch.rand(120, generator=gen), torch.randint(0, 3, (120,), generator=gen), indexes
+    )
+    _, ax = metric.plot()
+    assert ax.get_xlim() == (0.0, 1.0)
+    names = [k] if isinstance(k, int) else k
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == [f"ndcg@{c}" for c in names]
+    for patch in ax.patches:  # one step histogram per cut-off, counting the 30 queries
+        heights = patch.get_path().vertices[:, 1]
+        assert heights.max() <= 30
+        assert patch.get_path().vertices[:, 0].max() <= 1.0
+    with pytest.raises(ValueError, match="one `\\(values, ids\\)` result"):
+        metric.plot([metric.compute()])
+
+
 # ---------------------------------------------------------------------------------------------
 # RetrievalNDCG
 

@@ -20,9 +20,9 @@ Ties: TypeAlias = Literal["average", "first"]
 EmptyTargetAction: TypeAlias = Literal["neg", "pos", "skip", "error"]
 Weighting: TypeAlias = Literal["lambdarank", "ndcg2", "ndcg2pp"]
 Reduction: TypeAlias = Literal["mean", "sum", "none"]
-Aggregation: TypeAlias = (
-    Literal["mean", "median", "min", "max", "none"] | Callable[[Tensor], Tensor]
-)
+AggregationFn: TypeAlias = Callable[[Tensor], Tensor]
+Aggregated: TypeAlias = Literal["mean", "median", "min", "max"] | AggregationFn
+Aggregation: TypeAlias = Aggregated | Literal["none"]
 
 GAIN_NAMES: tuple[str, ...] = ("exponential", "linear")
 DISCOUNT_NAMES: tuple[str, ...] = ("log2", "jarvelin")

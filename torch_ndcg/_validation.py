@@ -97,7 +97,14 @@ def check_preds_target(preds: Any, target: Any) -> None:
                 f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
             )
     if not preds.is_floating_point():
-        raise TypeError(f"Expected `preds` to be a floating tensor, but got dtype {preds.dtype}.")
+        hint = (
+            " (scores come first, labels second: scikit-learn and TF-Ranking take the labels first)"
+            if target.is_floating_point()
+            else ""
+        )
+        raise TypeError(
+            f"Expected `preds` to be a floating tensor, but got dtype {preds.dtype}{hint}."
+        )
     if target.is_complex():
         raise TypeError(
             f"Expected `target` to be a bool, int or float tensor, but got {target.dtype}."
@@ -313,8 +320,12 @@ class _ValueMessages:
     ) -> None:
         self.ignore_index = ignore_index
         other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+        padding_hint = (
+            "" if ignore_index is not None else " (if -1 marks padding, pass `ignore_index`=-1)"
+        )
         self.negative_target = (
-            f"Expected `target` to be non-negative{other_than}, but found a negative label."
+            f"Expected `target` to be non-negative{other_than}, but found a negative label"
+            f"{padding_hint}."
         )
         shown = ""
         if limit is not None:
@@ -399,6 +410,48 @@ def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: to
         assert_on_device(bound < largest, message.format(bound="past the largest float"))
     elif not bound < largest:
         raise ValueError(message.format(bound=f"{bound:.3g}"))
+
+
+# --- Arguments of other libraries -------------------------------------------------------------
+
+#: Argument names of torchmetrics, scikit-learn, TF-Ranking, allRank and LightGBM, and ours.
+PORTED_NAMES: dict[str, str] = {
+    "top_k": "`k` (torchmetrics' `top_k`)",
+    "topn": "`k` (TF-Ranking's `topn`)",
+    "eval_at": "`k` (LightGBM's `eval_at`; a sequence of cut-offs works)",
+    "ignore_ties": "`ties`='first' for scikit-learn's `ignore_ties=True` ('average' for False)",
+    "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
+    "weighing_scheme": (
+        "`weighting` (allRank's lambdaRank_scheme = 'lambdarank', ndcgLoss2_scheme = 'ndcg2', "
+        "ndcgLoss2PP_scheme = 'ndcg2pp')"
+    ),
+    "alpha": "`temperature`=1/alpha (allRank's approxNDCGLoss `alpha`)",
+    "label_gain": "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])",
+    "eps": "nothing: no epsilon is needed (allRank's `eps`)",
+    "y_true": "`target`, passed second: scores come first (`preds`, `target`)",
+    "y_pred": "`preds`, passed first",
+    "y_score": "`preds`, passed first",
+    "labels": "`target`, passed second",
+    "logits": "`preds`, passed first",
+}
+
+
+def reject_ported_names(owner: str, arguments: dict[str, Any]) -> None:
+    """Raise ``TypeError`` for keyword ``arguments`` that ``owner`` does not take.
+
+    Names of other libraries get a pointer to ours (:data:`PORTED_NAMES`). The public
+    functions and losses take ``**ported_names: NoReturn``: a type checker flags any extra
+    keyword, and this turns it into an error that says what to write instead.
+    """
+    if not arguments:
+        return
+    name = next(iter(arguments))
+    if name in PORTED_NAMES:
+        raise TypeError(
+            f"`{owner}` got an unexpected keyword argument `{name}`: did you mean "
+            f"{PORTED_NAMES[name]}?"
+        )
+    raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
 
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from torch import Tensor, nn
 
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
@@ -11,6 +13,7 @@ from torch_ndcg._validation import (
     check_ignore_index,
     check_lambdarank_options,
     check_options,
+    reject_ported_names,
 )
 from torch_ndcg.functional import approx_ndcg_loss, lambdarank_loss
 
@@ -59,6 +62,8 @@ class LambdaRankLoss(_RankingLoss):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         ignore_index: label value that marks padded items.
         validate_args: check the tensors at every call.
+        **ported_names: none is taken; a name from allRank or TF-Ranking (``weighing_scheme``,
+            ``padded_value_indicator``, ``alpha``, ...) raises ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -91,7 +96,9 @@ class LambdaRankLoss(_RankingLoss):
         reduction: Reduction = "mean",
         ignore_index: int | None = None,
         validate_args: bool = True,
+        **ported_names: NoReturn,
     ) -> None:
+        reject_ported_names("LambdaRankLoss", ported_names)
         check_lambdarank_options(k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction)
         super().__init__(
             gain=gain,
@@ -142,6 +149,8 @@ class ApproxNDCGLoss(_RankingLoss):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         ignore_index: label value that marks padded items.
         validate_args: check the tensors at every call.
+        **ported_names: none is taken; a name from allRank or TF-Ranking (``weighing_scheme``,
+            ``padded_value_indicator``, ``alpha``, ...) raises ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -163,7 +172,9 @@ class ApproxNDCGLoss(_RankingLoss):
         reduction: Reduction = "mean",
         ignore_index: int | None = None,
         validate_args: bool = True,
+        **ported_names: NoReturn,
     ) -> None:
+        reject_ported_names("ApproxNDCGLoss", ported_names)
         check_approx_options(k=k, temperature=temperature, reduction=reduction)
         super().__init__(
             gain=gain,

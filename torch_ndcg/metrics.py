@@ -7,22 +7,25 @@ Both classes only store options and state; the numbers come from :func:`torch_nd
 import numbers
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, overload
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric
+from torchmetrics import Metric, MetricCollection
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _distributed, _kernels, _options, _validation
-from torch_ndcg._options import Aggregation, Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
+
+#: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads).
+ResultT = TypeVar("ResultT", covariant=True)
 
 
 def _float_state_dtype(metric_dtype: torch.dtype) -> torch.dtype:
@@ -58,6 +61,8 @@ class _Options:
         self.empty_target_action = empty_target_action
         self.ignore_index = ignore_index
         self.validate_args = validate_args
+        # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
+        self.reported: str | None = None
 
     @property
     def n_cutoffs(self) -> int:
@@ -69,8 +74,13 @@ class _Options:
         return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
 
     def shape(self, values: Tensor, dtype: torch.dtype) -> MetricValue:
-        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k)."""
+        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
+
+        ``[...]`` of the reported cut-off alone for a member of ``per_cutoff()``.
+        """
         values = values.to(dtype)
+        if self.reported is not None:
+            return values[..., self.names.index(self.reported)]
         if self.k_is_sequence:
             return {name: values[..., i] for i, name in enumerate(self.names)}
         return values[..., 0]
@@ -90,6 +100,23 @@ def _aggregate(values: Tensor, aggregation: Any) -> Tensor:
         counted = column[~column.isnan()]
         out.append(reduce(counted) if counted.numel() else column.new_zeros(()))
     return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
+
+
+def _plot_distribution(values: dict[str, Tensor], ax: Any, title: str) -> Any:
+    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out."""
+    import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
+
+    fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
+    for name, column in values.items():
+        counted = column.detach().reshape(-1).float().cpu()
+        counted = counted[~counted.isnan()]
+        ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("nDCG per query")
+    ax.set_ylabel("queries")
+    ax.set_title(title)
+    ax.legend()
+    return fig, ax
 
 
 class _NDCGMetric(Metric):
@@ -199,8 +226,78 @@ class _NDCGMetric(Metric):
         """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
         return _float_state_dtype(self.dtype)
 
+    @staticmethod
+    def _reject_ported_names(owner: str, metric_kwargs: dict[str, Any]) -> None:
+        """Point other libraries' names (``top_k``, ...) to ours; torchmetrics checks the rest."""
+        _validation.reject_ported_names(
+            owner,
+            {
+                name: value
+                for name, value in metric_kwargs.items()
+                if name in _validation.PORTED_NAMES
+            },
+        )
 
-class NDCG(_NDCGMetric):
+    def per_cutoff(
+        self, *, prefix: str | None = None, postfix: str | None = None
+    ) -> MetricCollection:
+        r"""One metric per cut-off, each reporting a scalar tensor: for Lightning's ``log_dict``.
+
+        A metric with a sequence ``k`` returns a dict, which Lightning's ``self.log`` does not
+        take. This returns a :class:`~torchmetrics.MetricCollection` keyed ``"ndcg@1"``,
+        ``"ndcg@5"``, ... (with ``prefix`` / ``postfix``, as torchmetrics names them) whose
+        members are copies of this metric (options and states), each reporting one cut-off.
+        They form one compute group: the collection's ``update`` scores each batch once, for
+        every cut-off, and every member shares the first one's states. Each member's
+        ``compute()`` is the exact value over all updates and DDP ranks, as this metric's.
+
+        Args:
+            prefix: put before every key (``"val_"`` gives ``"val_ndcg@10"``).
+            postfix: put after every key.
+
+        Returns:
+            The collection: ``update`` / ``forward`` it with this metric's arguments, and log
+            it with ``self.log_dict(collection)``: Lightning computes and resets every member
+            at the end of the epoch.
+
+        Raises:
+            ValueError: for ``RetrievalNDCG(aggregation="none")``, whose values are per query.
+
+        Example:
+            The lists of the class example: nDCG@1 is the mean of 1 and 0, nDCG@3 of 1 and
+            :math:`1/\log_2 3`.
+
+            >>> import torch
+            >>> from torch_ndcg import NDCG
+            >>> metrics = NDCG(k=[1, 3]).per_cutoff(prefix="val_")
+            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[2, 1, 0]]))
+            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0]]))
+            >>> metrics.compute()
+            {'val_ndcg@1': tensor(0.5000), 'val_ndcg@3': tensor(0.8155)}
+            >>> metrics["ndcg@3"].compute()
+            tensor(0.8155)
+
+            In a ``LightningModule``: ``self.val_ndcg = NDCG(k=[1, 5, 10]).per_cutoff(prefix=
+            "val_")`` in ``__init__``, then in ``validation_step``
+            ``self.val_ndcg.update(scores, labels)`` and ``self.log_dict(self.val_ndcg)``.
+        """
+        if getattr(self, "aggregation", None) == "none":
+            raise ValueError(
+                "Expected an aggregated metric for `per_cutoff`, but `aggregation` is 'none' "
+                "(per-query values): use `compute()` of the metric itself."
+            )
+        members: dict[str, Metric | MetricCollection] = {}
+        for name in self.options.names:
+            member = self.clone()
+            assert isinstance(member, _NDCGMetric)
+            member.options.reported = name
+            members[name] = member
+        return MetricCollection(
+            members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]
+        )
+
+
+class NDCG(_NDCGMetric, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     .. math::
@@ -216,6 +313,12 @@ class NDCG(_NDCGMetric):
     1 (``"pos"``), are left out of the mean (``"skip"``) or raise (``"error"``); lists made
     only of padding (``mask`` / ``ignore_index``) are not counted at all.
 
+    Note:
+        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
+        ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
+        the same).
+
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
         gain: ``"exponential"`` (:math:`2^y - 1`), ``"linear"`` or an element-wise callable.
@@ -227,7 +330,7 @@ class NDCG(_NDCGMetric):
             assertions (``RuntimeError``, no read-back) on an accelerator.
         metric_kwargs: passed to :class:`torchmetrics.Metric` (``sync_on_compute``, ...).
 
-    Returns:
+    Result:
         From ``compute()`` and ``forward``: a scalar tensor for an int ``k`` or ``None``; for a
         sequence ``k`` a dict ``{"ndcg@1": ..., "ndcg@5": ...}``. float32. 0 before any update.
 
@@ -259,6 +362,34 @@ class NDCG(_NDCGMetric):
     sum_ndcg: Tensor
     count: Tensor
 
+    @overload
+    def __init__(
+        self: "NDCG[Tensor]",
+        k: int | None = None,
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "NDCG[dict[str, Tensor]]",
+        k: Sequence[int],
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
@@ -271,6 +402,7 @@ class NDCG(_NDCGMetric):
         validate_args: bool = True,
         **metric_kwargs: Any,
     ) -> None:
+        self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
         self.options = _Options(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args
@@ -335,9 +467,10 @@ class NDCG(_NDCGMetric):
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
 
-    def compute(self) -> MetricValue:
+    def compute(self) -> ResultT:
         """Mean nDCG of the lists seen so far (0 if none was counted)."""
-        return self.options.shape(self.sum_ndcg / self.count.clamp(min=1), self.result_dtype)
+        mean = self.sum_ndcg / self.count.clamp(min=1)
+        return cast(ResultT, self.options.shape(mean, self.result_dtype))
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value (or a list of values) of the metric; needs matplotlib.
@@ -352,7 +485,7 @@ class NDCG(_NDCGMetric):
         return self._plot(val, ax)
 
 
-class RetrievalNDCG(_NDCGMetric):
+class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     .. math::
@@ -381,6 +514,12 @@ class RetrievalNDCG(_NDCGMetric):
     rank 1, and so on, so it depends on how rows were split across ranks; the default
     ``ties="average"`` does not depend on any order.
 
+    Note:
+        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
+        ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
+        the same).
+
     Args:
         k: an int, a sequence of ints, or ``None`` (each whole query).
         gain: ``"exponential"``, ``"linear"`` or a callable.
@@ -397,7 +536,7 @@ class RetrievalNDCG(_NDCGMetric):
             assertions (``RuntimeError``, no read-back) on an accelerator.
         metric_kwargs: passed to :class:`torchmetrics.Metric`.
 
-    Returns:
+    Result:
         Aggregated: a scalar tensor (int ``k`` or ``None``) or a dict ``{"ndcg@k": ...}``
         (sequence ``k``); 0 with a warning when there is no row. With
         ``"none"``: a tuple ``(values, ids)`` where ``ids`` are the sorted unique query ids
@@ -437,6 +576,66 @@ class RetrievalNDCG(_NDCGMetric):
     target: list[Tensor]
     indexes: list[Tensor]
 
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[Tensor]",
+        k: int | None = None,
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        aggregation: Aggregated = ...,
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[dict[str, Tensor]]",
+        k: Sequence[int],
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        aggregation: Aggregated = ...,
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[tuple[Tensor, Tensor]]",
+        k: int | None = None,
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        aggregation: Literal["none"],
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[tuple[dict[str, Tensor], Tensor]]",
+        k: Sequence[int],
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        aggregation: Literal["none"],
+        validate_args: bool = ...,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
@@ -450,6 +649,7 @@ class RetrievalNDCG(_NDCGMetric):
         validate_args: bool = True,
         **metric_kwargs: Any,
     ) -> None:
+        self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
         self.options = _Options(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args
@@ -520,7 +720,7 @@ class RetrievalNDCG(_NDCGMetric):
             keep &= target != ignore_index  # rows stored by earlier versions keep the label
         return keep
 
-    def compute(self) -> MetricValue | tuple[MetricValue, Tensor]:
+    def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
@@ -575,10 +775,10 @@ class RetrievalNDCG(_NDCGMetric):
         if self._update_count > 0 and ids.numel() == 0 and not partitioned:
             rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
         if self.aggregation == "none":
-            return opt.shape(values, self.result_dtype), ids
+            return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
         if self.aggregation != "mean":
             mean = _aggregate(values, self.aggregation)
-        return opt.shape(mean, self.result_dtype)
+        return cast(ResultT, opt.shape(mean, self.result_dtype))
 
     def _sync_dist(
         self,
@@ -623,13 +823,32 @@ class RetrievalNDCG(_NDCGMetric):
         self._partitioned = False
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
-        """Plot a value (or a list of values) of the metric; needs matplotlib.
+        """Plot the metric's value(s), or with ``aggregation="none"`` their distribution.
+
+        Aggregated, as torchmetrics' metrics: one value (a dict of them for a sequence ``k``)
+        or a list of values over time. With ``aggregation="none"`` the per-query values are
+        drawn as a histogram on [0, 1], one per cut-off (queries skipped by ``"skip"`` left
+        out); the query ids are not plotted. Needs matplotlib.
 
         Args:
-            val: a result of ``compute``/``forward`` (``aggregation="mean"``) or a list of them.
+            val: a result of ``compute``/``forward`` or, aggregated, a list of them;
+                ``None`` computes one.
             ax: a matplotlib axis to draw on.
 
         Returns:
             ``(figure, axis)``.
+
+        Raises:
+            ValueError: with ``aggregation="none"``, a ``val`` that is not one
+                ``(values, ids)`` result.
         """
-        return self._plot(val, ax)
+        if self.aggregation != "none":
+            return self._plot(val, ax)
+        result = self.compute() if val is None else val
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ValueError(
+                "Expected `val` to be one `(values, ids)` result of `compute()` with "
+                f"`aggregation`='none', but got {type(result).__name__}."
+            )
+        values = result[0] if isinstance(result[0], dict) else {self.options.names[0]: result[0]}
+        return _plot_distribution(values, ax, type(self).__name__)

@@ -8,7 +8,7 @@ in :mod:`torch_ndcg._pairwise`, with memory ``O(B L)`` plus a fixed block.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor
@@ -139,6 +139,7 @@ def lambdarank_loss(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    **ported_names: NoReturn,
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
@@ -182,6 +183,8 @@ def lambdarank_loss(
         ignore_index: label value that marks padded items (for example ``-1``).
         validate_args: check the values: one read-back on the CPU, device-side assertions
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        **ported_names: none is taken; a name from another library (``top_k``,
+            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
@@ -204,6 +207,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
+    _validation.reject_ported_names("lambdarank_loss", ported_names)
     cutoff = _validation.check_lambdarank_options(
         k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
     )
@@ -275,6 +279,7 @@ def approx_ndcg_loss(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    **ported_names: NoReturn,
 ) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
 
@@ -311,6 +316,8 @@ def approx_ndcg_loss(
         ignore_index: label value that marks padded items.
         validate_args: check the values: one read-back on the CPU, device-side assertions
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        **ported_names: none is taken; a name from another library (``top_k``,
+            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
@@ -332,6 +339,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(preds, target)
         tensor(0.3691)
     """
+    _validation.reject_ported_names("approx_ndcg_loss", ported_names)
     cutoff = _validation.check_approx_options(k=k, temperature=temperature, reduction=reduction)
     lists = _prepare(
         preds,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 from torch import Tensor
@@ -86,6 +87,7 @@ def dcg(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    **ported_names: NoReturn,
 ) -> Tensor:
     r"""Discounted cumulative gain of every list at one or many cut-offs.
 
@@ -115,6 +117,8 @@ def dcg(
             range) are read back together, once per call; on an accelerator and under
             ``torch.compile`` nothing is read back: the checks are device-side assertions
             (``RuntimeError``) and ties are averaged branch-free. ``False`` skips the checks.
+        **ported_names: none is taken; a name from another library (``top_k``,
+            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
@@ -138,6 +142,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
+    _validation.reject_ported_names("dcg", ported_names)
     lists = _prepare_lists(
         preds,
         target,
@@ -175,6 +180,7 @@ def ndcg(
     ignore_index: int | None = None,
     empty_target_action: EmptyTargetAction = "neg",
     validate_args: bool = True,
+    **ported_names: NoReturn,
 ) -> Tensor:
     r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
 
@@ -184,6 +190,12 @@ def ndcg(
     where the ideal DCG ranks the real items of the list by their labels. See :func:`dcg` for
     the arguments shared with it. No reduction is applied: take ``.mean()`` (or
     ``.nanmean()`` with ``empty_target_action="skip"``) yourself.
+
+    Note:
+        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
+        ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
+        the same).
 
     Args:
         preds: ``[..., L]`` floating scores.
@@ -197,6 +209,8 @@ def ndcg(
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
         validate_args: check the values (see :func:`dcg`).
+        **ported_names: none is taken; a name from another library (``top_k``,
+            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.
@@ -219,6 +233,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
+    _validation.reject_ported_names("ndcg", ported_names)
     lists = _prepare_lists(
         preds,
         target,
@@ -284,6 +299,7 @@ def retrieval_ndcg(
     empty_target_action: EmptyTargetAction = "neg",
     ignore_index: int | None = None,
     validate_args: bool = True,
+    **ported_names: NoReturn,
 ) -> tuple[Tensor, Tensor]:
     r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
@@ -310,6 +326,8 @@ def retrieval_ndcg(
             1, ``"skip"`` NaN, ``"error"`` raises.
         ignore_index: label value of rows to drop.
         validate_args: check the input (as :func:`ndcg`; also that no query's gains overflow).
+        **ported_names: none is taken; a name from another library (``top_k``,
+            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         ``(values, ids)``: ``ids`` the ``[Q]`` sorted unique query ids, ``values`` their nDCG,
@@ -331,6 +349,7 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
+    _validation.reject_ported_names("retrieval_ndcg", ported_names)
     ks = _validation.check_k(k)
     _validation.check_bool("validate_args", validate_args)
     if validate_args:

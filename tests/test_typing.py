@@ -1,0 +1,26 @@
+"""`mypy --strict` on user code: results typed by construction, other libraries' names flagged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mypy import api as mypy_api
+
+HERE = Path(__file__).parent / "typing"
+
+
+def run_mypy(path: Path) -> tuple[str, int]:
+    stdout, stderr, status = mypy_api.run(["--strict", "--no-error-summary", str(path)])
+    return stdout + stderr, status
+
+
+def test_typed_results_pass_strict_mypy() -> None:
+    output, status = run_mypy(HERE / "results_ok.py")
+    assert status == 0, output
+
+
+def test_strict_mypy_reports_each_mistake() -> None:
+    output, status = run_mypy(HERE / "results_bad.py")
+    assert status == 1, output
+    lines = [line for line in output.splitlines() if ": error:" in line]
+    assert [int(line.split(":")[1]) for line in lines] == [7, 8, 9, 10], output
