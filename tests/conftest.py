@@ -22,6 +22,9 @@ settings.register_profile("torch_ndcg", deadline=None)
 settings.load_profile("torch_ndcg")
 
 
+# User code for mypy (tests/test_typing.py), not for pytest: results_bad.py fails when run.
+collect_ignore = ["typing"]
+
 # Devices the parity tests run on. "cpu-without-read-back" is the CPU taking the paths of an
 # accelerator (no value read back: branch-free ties, device-side checks), so that CI, which has
 # no GPU, checks their numbers too; "cuda" runs where a GPU is present and skips elsewhere.
