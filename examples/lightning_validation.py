@@ -41,8 +41,11 @@ class Scorer(lightning.LightningModule):
         self.net = torch.nn.Sequential(
             torch.nn.Linear(NUM_FEATURES, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1)
         )
-        # One metric object, three cut-offs in one pass; LightGBM's eval convention.
-        self.val_ndcg = NDCG(k=[1, 5, 10], ties="first", empty_target_action="pos")
+        # Three cut-offs scored in one pass, one logged value each ("val_ndcg@1", ...);
+        # LightGBM's eval convention.
+        self.val_ndcg = NDCG(k=[1, 5, 10], ties="first", empty_target_action="pos").per_cutoff(
+            prefix="val_"
+        )
         self.val_retrieval = RetrievalNDCG(k=10, ties="first", empty_target_action="pos")
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -64,15 +67,10 @@ class Scorer(lightning.LightningModule):
         features, labels, mask, query = batch
         scores = self(features)
         self.val_ndcg.update(scores, labels, mask)
+        self.log_dict(self.val_ndcg, prog_bar=True)  # each computed over the epoch, then reset
         ids = query[:, None].expand_as(labels)
         self.val_retrieval.update(scores[mask], labels[mask], ids[mask])
         self.log("val_retrieval_ndcg@10", self.val_retrieval)
-
-    def on_validation_epoch_end(self) -> None:
-        """Log the epoch's nDCG at every cut-off and start over."""
-        values = self.val_ndcg.compute()
-        self.log_dict({f"val_{name}": value for name, value in values.items()}, prog_bar=True)
-        self.val_ndcg.reset()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """Adam."""
