@@ -17,8 +17,15 @@ ten ``[B, L, L]`` float tensors reach 10 GiB (B x L = 4 x 8,192).
 On CUDA (``--device cuda``) both run on the GPU, times are taken to the end of the queued work,
 and memory is ``torch.cuda.max_memory_allocated`` over what was allocated before the step.
 
+Scaling plot. ``--plot PATH`` measures, instead of the cases above, a sweep of list lengths
+(``--plot-lengths``, default L = 128 ... 2,048) at a fixed batch (``--plot-batch``, default 16),
+each case in a fresh process as above (allRank skipped by the same rule), prints the sweep as the
+same table and writes a PNG: time and peak extra memory against L, log scales (memory on a symlog
+scale, linear below 1 MiB, as a case can need no memory beyond the process's earlier peak), ours
+solid and allRank dashed, one colour per loss.
+
 Run: ``python benchmarks/bench_losses.py`` (under ``flock`` on a shared machine; ``--device cuda``
-on a GPU).
+on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the scaling plot.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 CASES = [(64, 128), (16, 1_024), (4, 8_192)]
+PLOT_LENGTHS = [128, 256, 512, 1_024, 2_048]
+PLOT_BATCH = 16
+LOSSES = (("lambda", "LambdaRank (NDCG-Loss2++)"), ("approx", "ApproxNDCG"))
 ALLRANK_LIMIT_BYTES = 10 * 2**30
 ALLRANK_TENSORS = 10  # about ten [B, L, L] tensors live at once in allRank's losses
 
@@ -132,11 +142,90 @@ def ratio(ours: dict[str, float] | None, peer: dict[str, float] | None) -> str:
     return f"{peer['ms'] / ours['ms']:.1f}x faster, {memory:.2f}x memory"
 
 
+Result = dict[str, float]
+# (B, L, loss kind) -> (ours, allRank); None where not measured or failed.
+Results = dict[tuple[int, int, str], tuple[Result | None, Result | None]]
+
+
+def run_cases(
+    cases: list[tuple[int, int]], have_allrank: bool, allrank_path: str, device: str
+) -> Results:
+    """Measure both losses, ours and allRank's, on every case; print one table row per pair."""
+    print("| B x L | loss | ours | allRank 1.4.3 | ours vs allRank |")
+    print("|---|---|---:|---:|---:|")
+    results: Results = {}
+    for batch, length in cases:
+        too_big = ALLRANK_TENSORS * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
+        for kind, label in LOSSES:
+            ours = measure(f"ours-{kind}", batch, length, allrank_path, device)
+            peer = None
+            if have_allrank and not too_big:
+                peer = measure(f"allrank-{kind}", batch, length, allrank_path, device)
+            results[(batch, length, kind)] = (ours, peer)
+            print(
+                f"| {batch} x {length:,} | {label} | {cell(ours)} | {cell(peer)} | "
+                f"{ratio(ours, peer)} |",
+                flush=True,
+            )
+    return results
+
+
+def plot_scaling(path: Path, results: Results, batch: int, title: str) -> None:
+    """Two panels, time and peak extra memory against list length L (log scales), to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (time_ax, memory_ax) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+    lengths = sorted({length for b, length, _ in results if b == batch})
+    for index, (kind, label) in enumerate(LOSSES):
+        for side, who, style in ((0, "ours", "-"), (1, "allRank 1.4.3", "--")):
+            points = [
+                (length, result)
+                for length in lengths
+                if (result := results.get((batch, length, kind), (None, None))[side]) is not None
+            ]
+            if not points:
+                continue
+            xs = [length for length, _ in points]
+            for ax, key in ((time_ax, "ms"), (memory_ax, "mib")):
+                ax.plot(
+                    xs,
+                    [result[key] for _, result in points],
+                    style,
+                    marker="o",
+                    color=f"C{index}",
+                    label=f"{label}, {who}",
+                )
+    for ax, ylabel in (
+        (time_ax, "forward + backward time, ms (best of runs)"),
+        (memory_ax, "peak extra memory, MiB (symlog: linear below 1)"),
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [f"{length:,}" for length in lengths])
+        ax.set_xlabel(f"list length L (B = {batch} lists)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    time_ax.set_yscale("log")
+    memory_ax.set_yscale("symlog", linthresh=1.0)
+    memory_ax.set_ylim(bottom=0)
+    time_ax.set_title("time")
+    memory_ax.set_title("peak extra memory")
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "B", "L"))
     parser.add_argument("--allrank-path", default="/tmp/allrank_site")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--plot", type=Path, help="sweep list lengths and write this PNG")
+    parser.add_argument("--plot-lengths", type=int, nargs="+", default=PLOT_LENGTHS)
+    parser.add_argument("--plot-batch", type=int, default=PLOT_BATCH)
     args = parser.parse_args()
     if args.worker:
         name, batch, length = args.worker
@@ -148,22 +237,18 @@ def main() -> None:
 
     have_allrank = import_allrank(args.allrank_path) is not None
     device = torch.device(args.device)
-    print(f"torch {torch.__version__}, {describe(device)}, allRank: {have_allrank}")
+    description = f"torch {torch.__version__}, {describe(device)}, allRank: {have_allrank}"
+    print(description)
     print()
-    print("| B x L | loss | ours | allRank 1.4.3 | ours vs allRank |")
-    print("|---|---|---:|---:|---:|")
-    for batch, length in CASES:
-        too_big = ALLRANK_TENSORS * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
-        for kind, label in (("lambda", "LambdaRank (NDCG-Loss2++)"), ("approx", "ApproxNDCG")):
-            ours = measure(f"ours-{kind}", batch, length, args.allrank_path, args.device)
-            peer = None
-            if have_allrank and not too_big:
-                peer = measure(f"allrank-{kind}", batch, length, args.allrank_path, args.device)
-            print(
-                f"| {batch} x {length:,} | {label} | {cell(ours)} | {cell(peer)} | "
-                f"{ratio(ours, peer)} |",
-                flush=True,
-            )
+    if args.plot is None:
+        run_cases(CASES, have_allrank, args.allrank_path, args.device)
+        return
+    cases = [(args.plot_batch, length) for length in args.plot_lengths]
+    results = run_cases(cases, have_allrank, args.allrank_path, args.device)
+    title = f"Ranking losses, forward + backward, float32 ({description})"
+    plot_scaling(args.plot, results, args.plot_batch, title)
+    print()
+    print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ and 50 test queries). Protocol: a 300 -> 64 -> 1 MLP with ReLU, Adam (lr 1e-3, w
 defaults (exponential gain, log2 discount, tied scores averaged, a list with no relevant item
 scores 0), the mean over test queries.
 
+Every run evaluates test nDCG@10 after each epoch (under ``torch.no_grad`` and a forked RNG, so
+the training is the same as without it), prints a progress line every ``--log-every`` epochs and
+draws the learning curves (test nDCG@10 against epoch, the mean over seeds per loss, one thin line
+per seed, LightGBM as a flat reference) to ``--plot`` (``train_ranker.png`` by default; needs
+matplotlib, skipped with a note without it).
+
 Run: ``python examples/train_ranker.py`` (about a minute on 2 CPU cores); ``--epochs 3 --seeds 0``
 for a quick check.
 """
@@ -15,7 +21,9 @@ for a quick check.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,6 +34,10 @@ from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss
 
 CUTOFFS = (1, 3, 5, 10)
 LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# Called after every epoch (and once before the first, epoch 0, with loss NaN) with the epoch,
+# the model and the mean training loss over that epoch's batches.
+EpochHook = Callable[[int, nn.Module, float], None]
+PROTOCOL = "300-64-1 MLP, Adam lr 1e-3, wd 1e-4, 16 lists/batch"
 
 
 def load_lists(name: str) -> PaddedLists:
@@ -52,20 +64,77 @@ def test_ndcg(scores: Tensor, test: PaddedLists) -> list[float]:
     return [float(metric.compute()[f"ndcg@{k}"]) for k in CUTOFFS]
 
 
-def train_mlp(loss_fn: LossFn, train: PaddedLists, *, seed: int, epochs: int) -> nn.Module:
-    """Train the 300 -> 64 -> 1 MLP with ``loss_fn`` on 16 lists per batch."""
+def train_mlp(
+    loss_fn: LossFn,
+    train: PaddedLists,
+    *,
+    seed: int,
+    epochs: int,
+    on_epoch: EpochHook | None = None,
+) -> nn.Module:
+    """Train the 300 -> 64 -> 1 MLP with ``loss_fn`` on 16 lists per batch.
+
+    ``on_epoch`` (if given) runs under ``torch.no_grad`` and a forked global RNG, so whatever it
+    does (evaluate, print) leaves the training itself unchanged.
+    """
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(NUM_FEATURES, 64), nn.ReLU(), nn.Linear(64, 1))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
+
+    def hook(epoch: int, mean_loss: float) -> None:
+        if on_epoch is not None:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                on_epoch(epoch, model, mean_loss)
+
+    hook(0, float("nan"))
+    for epoch in range(1, epochs + 1):
+        losses = []
         for batch in torch.randperm(len(train.labels), generator=generator).split(16):
             scores = model(train.features[batch]).squeeze(-1)
             loss = loss_fn(scores, train.labels[batch], train.mask[batch])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            losses.append(loss.detach())
+        hook(epoch, float(torch.stack(losses).mean()) if losses else float("nan"))
     return model
+
+
+def train_and_track(
+    name: str,
+    loss_fn: LossFn,
+    train: PaddedLists,
+    test: PaddedLists,
+    *,
+    seed: int,
+    epochs: int,
+    log_every: int,
+) -> tuple[list[float], list[float]]:
+    """Final test nDCG at :data:`CUTOFFS` and test nDCG@10 after each epoch (0 = untrained).
+
+    Prints a progress line before training (epoch 0), after epoch 1, every ``log_every`` epochs
+    and after the last one.
+    """
+    curve: list[float] = []
+    started = time.perf_counter()
+    width = len(str(epochs))
+
+    def on_epoch(epoch: int, model: nn.Module, mean_loss: float) -> None:
+        curve.append(test_ndcg(model(test.features).squeeze(-1), test)[-1])
+        if log_every > 0 and (epoch == 1 or epoch == epochs or epoch % log_every == 0):
+            loss = "-" if epoch == 0 else f"{mean_loss:.4f}"
+            print(
+                f"{name} | seed {seed} | epoch {epoch:>{width}}/{epochs} | "
+                f"train loss {loss} | test nDCG@10 {curve[-1]:.4f} | "
+                f"{time.perf_counter() - started:.1f} s",
+                flush=True,
+            )
+
+    model = train_mlp(loss_fn, train, seed=seed, epochs=epochs, on_epoch=on_epoch)
+    with torch.no_grad():
+        values = test_ndcg(model(test.features).squeeze(-1), test)
+    return values, curve
 
 
 def lightgbm_scores(train: PaddedLists, test: PaddedLists) -> Tensor | None:
@@ -81,40 +150,115 @@ def lightgbm_scores(train: PaddedLists, test: PaddedLists) -> Tensor | None:
     return scores
 
 
+def plot_curves(
+    path: Path,
+    curves: dict[str, list[list[float]]],
+    seeds: list[int],
+    reference: tuple[str, float] | None,
+) -> bool:
+    """Draw test nDCG@10 against epoch to ``path`` (PNG); False (nothing drawn) without matplotlib.
+
+    ``curves`` maps each loss to one list per seed of nDCG@10 after epochs 0, 1, 2, ...
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for index, (name, runs) in enumerate(curves.items()):
+        color = f"C{index}"
+        values = np.asarray(runs)
+        epochs = np.arange(values.shape[1])
+        for run in values:
+            ax.plot(epochs, run, color=color, linewidth=0.6, alpha=0.35)
+        mean = values.mean(axis=0)
+        label = f"MLP + {name} (final {mean[-1]:.4f})"
+        ax.plot(epochs, mean, color=color, linewidth=2, label=label)
+    if reference is not None:
+        name, value = reference
+        ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{name} ({value:.4f})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test nDCG@10 (mean over the 50 test queries)")
+    ax.set_title(
+        "LightGBM lambdarank example data (201 train / 50 test queries)\n"
+        f"{PROTOCOL}; mean over seeds {seeds} (thin: each seed)",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=150)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--no-lightgbm", action="store_true")
+    parser.add_argument(
+        "--log-every", type=int, default=25, help="progress line every N epochs (0: none)"
+    )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=Path("train_ranker.png"),
+        help="learning curves PNG (default: train_ranker.png in the current directory)",
+    )
+    parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     train, test = load_lists("train"), load_lists("test")
 
     header = " | ".join(f"nDCG@{k}" for k in CUTOFFS)
     queries = len(test.labels)
     print(f"{args.epochs} epochs, seeds {args.seeds}; test split, mean over {queries} queries")
-    print()
-    print(f"| model | seed | {header} |")
-    print("|---|---|" + "---:|" * len(CUTOFFS))
+    print(flush=True)
+    rows: list[str] = []
     means: dict[str, list[float]] = {}
+    curves: dict[str, list[list[float]]] = {}
     for name, loss_fn in LOSSES.items():
         runs = []
+        curves[name] = []
         for seed in args.seeds:
-            model = train_mlp(loss_fn, train, seed=seed, epochs=args.epochs)
-            with torch.no_grad():
-                runs.append(test_ndcg(model(test.features).squeeze(-1), test))
+            values, curve = train_and_track(
+                name, loss_fn, train, test, seed=seed, epochs=args.epochs, log_every=args.log_every
+            )
+            runs.append(values)
+            curves[name].append(curve)
             cells = " | ".join(f"{v:.4f}" for v in runs[-1])
-            print(f"| MLP + {name} | {seed} | {cells} |", flush=True)
+            rows.append(f"| MLP + {name} | {seed} | {cells} |")
         means[name] = [float(v) for v in np.mean(runs, axis=0)]
+    reference = None
     if not args.no_lightgbm:
         scores = lightgbm_scores(train, test)
         if scores is not None:
-            means["LightGBM LGBMRanker(n_estimators=100)"] = test_ndcg(scores, test)
+            name = "LightGBM LGBMRanker(n_estimators=100)"
+            means[name] = test_ndcg(scores, test)
+            reference = (name, means[name][-1])
+    if args.log_every > 0:
+        print()
+    print(f"| model | seed | {header} |")
+    print("|---|---|" + "---:|" * len(CUTOFFS))
+    print("\n".join(rows))
     print()
     print(f"| model (mean over seeds) | {header} |")
     print("|---|" + "---:|" * len(CUTOFFS))
     for name, values in means.items():
         print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+    print()
+    if not args.no_plot:
+        if plot_curves(args.plot, curves, args.seeds, reference):
+            print(f"learning curves (test nDCG@10 per epoch): {args.plot}")
+        else:
+            print("matplotlib is not installed: no learning-curve plot")
+    print(f"total run time {time.perf_counter() - started:.1f} s", flush=True)
     return means
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from ranking_data import load_split
 
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -27,3 +29,37 @@ def test_ranking_data_shapes(name: str, queries: int, rows: int, longest: int) -
     assert features.shape == (queries, longest, 300)
     assert int(mask.sum()) == rows
     assert labels[mask].tolist() == split.labels.tolist()
+
+
+def test_train_ranker_progress_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    import train_ranker
+
+    plot = tmp_path / "curves.png"
+    argv = ["--epochs", "2", "--seeds", "0", "--no-lightgbm", "--log-every", "1"]
+    means = train_ranker.main([*argv, "--plot", str(plot)])
+    out = capsys.readouterr().out
+    assert set(means) == set(train_ranker.LOSSES)
+    for name in train_ranker.LOSSES:
+        for epoch in (1, 2):
+            assert f"{name} | seed 0 | epoch {epoch}/2 | train loss " in out
+    assert "| model (mean over seeds) | nDCG@1 | nDCG@3 | nDCG@5 | nDCG@10 |" in out
+    assert "total run time" in out
+    data = plot.read_bytes()
+    assert len(data) > 1000
+    assert data.startswith(PNG_MAGIC)
+
+
+def test_bench_losses_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = EXAMPLES.parent / "benchmarks" / "bench_losses.py"
+    bench = runpy.run_path(str(path), run_name="bench_losses")
+    results = {
+        (16, 128, "lambda"): ({"ms": 1.0, "mib": 0.0}, {"ms": 4.0, "mib": 10.0}),
+        (16, 256, "lambda"): ({"ms": 2.0, "mib": 0.5}, {"ms": 16.0, "mib": 40.0}),
+        (16, 128, "approx"): ({"ms": 1.5, "mib": 1.0}, None),
+        (16, 256, "approx"): (None, None),
+    }
+    plot = tmp_path / "bench.png"
+    bench["plot_scaling"](plot, results, 16, "test")
+    assert plot.read_bytes().startswith(PNG_MAGIC)
