@@ -134,6 +134,16 @@ def test_copies_the_states_so_far() -> None:
     )
 
 
+def test_a_computed_metric_gives_members_without_its_cached_dict() -> None:
+    data = batches()
+    metric = NDCG(k=KS)
+    metric.update(*data[0])
+    metric.compute()  # torchmetrics caches the dict of all cut-offs
+    value = metric.per_cutoff()["ndcg@5"].compute()
+    assert isinstance(value, Tensor)
+    assert value.item() == pytest.approx(functional_means(data[:1])[1].item(), abs=1e-6)
+
+
 def test_per_query_values_are_refused() -> None:
     with pytest.raises(ValueError, match="`aggregation` is 'none'"):
         RetrievalNDCG(k=KS, aggregation="none").per_cutoff()

@@ -38,23 +38,50 @@ CALLS: dict[str, Callable[..., Any]] = {
     "ApproxNDCGLoss": lambda **kw: ApproxNDCGLoss(**kw),
 }
 
-PORTED = {
-    "top_k": r"did you mean `k` \(torchmetrics' `top_k`\)",
-    "topn": r"did you mean `k` \(TF-Ranking's `topn`\)",
-    "eval_at": r"did you mean `k` \(LightGBM's `eval_at`",
-    "ignore_ties": r"did you mean `ties`='first' for scikit-learn's `ignore_ties=True`",
-    "padded_value_indicator": r"did you mean `ignore_index` \(allRank's",
-    "weighing_scheme": r"did you mean `weighting` \(allRank's lambdaRank_scheme = 'lambdarank'",
-    "alpha": r"did you mean `temperature`=1/alpha",
-    "label_gain": r"did you mean a callable `gain`",
-}
+METRICS = ["ndcg", "dcg", "retrieval_ndcg", "NDCG", "RetrievalNDCG"]
+LAMBDARANK = ["lambdarank_loss", "LambdaRankLoss"]
+APPROX = ["approx_ndcg_loss", "ApproxNDCGLoss"]
+LOSSES = LAMBDARANK + APPROX
+
+# (name, the owners that point it to an equivalent, the pointer)
+PORTED = [
+    ("top_k", METRICS, r"did you mean `k` \(torchmetrics' `top_k`; a sequence of cut-offs works\)"),
+    ("topn", METRICS, r"did you mean `k` \(TF-Ranking's `topn`; a sequence"),
+    ("eval_at", METRICS, r"did you mean `k` \(LightGBM's `eval_at`; a sequence"),
+    ("top_k", LOSSES, r"did you mean `k` \(torchmetrics' `top_k`; one int\)"),
+    ("eval_at", LOSSES, r"did you mean `k` \(LightGBM's `eval_at`; one int\)"),
+    ("ignore_ties", METRICS, r"did you mean `ties`='first' for scikit-learn's `ignore_ties=True`"),
+    ("padded_value_indicator", METRICS + LOSSES, r"did you mean `ignore_index` \(allRank's"),
+    ("label_gain", METRICS + LOSSES, r"did you mean a callable `gain`"),
+    ("eps", LOSSES, r"did you mean nothing: no epsilon is needed"),
+    ("weighing_scheme", LAMBDARANK, r"did you mean `weighting` \(allRank's lambdaRank_scheme"),
+    ("alpha", APPROX, r"did you mean `temperature`=1/alpha"),
+]
+CASES = [(name, owner, hint) for name, owners, hint in PORTED for owner in owners]
+# A name another owner has an equivalent for, that this one has none for: named, no pointer.
+UNRELATED = (
+    [("weighing_scheme", owner) for owner in METRICS + APPROX]
+    + [("alpha", owner) for owner in METRICS + LAMBDARANK]
+    + [("ignore_ties", owner) for owner in LOSSES]
+)
 
 
-@pytest.mark.parametrize("owner", list(CALLS))
-@pytest.mark.parametrize("name", list(PORTED))
-def test_other_libraries_names_point_to_ours(owner: str, name: str) -> None:
-    message = rf"`{owner}` got an unexpected keyword argument `{name}`: {PORTED[name]}"
+@pytest.mark.parametrize(("name", "owner", "hint"), CASES)
+def test_other_libraries_names_point_to_ours(name: str, owner: str, hint: str) -> None:
+    message = rf"^`{owner}` got an unexpected keyword argument `{name}`: {hint}"
     with pytest.raises(TypeError, match=message):
+        CALLS[owner](**{name: 1})
+
+
+@pytest.mark.parametrize(("name", "owner"), UNRELATED)
+def test_no_pointer_to_an_option_the_owner_lacks(name: str, owner: str) -> None:
+    if owner in ("NDCG", "RetrievalNDCG"):  # other names go on to torchmetrics
+        with pytest.raises(ValueError, match=f"Unexpected keyword arguments: `{name}`"):
+            CALLS[owner](**{name: 1})
+        return
+    with pytest.raises(
+        TypeError, match=rf"^`{owner}` got an unexpected keyword argument `{name}`\.$"
+    ):
         CALLS[owner](**{name: 1})
 
 

@@ -414,42 +414,57 @@ def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: to
 
 # --- Arguments of other libraries -------------------------------------------------------------
 
-#: Argument names of torchmetrics, scikit-learn, TF-Ranking, allRank and LightGBM, and ours.
-PORTED_NAMES: dict[str, str] = {
-    "top_k": "`k` (torchmetrics' `top_k`)",
-    "topn": "`k` (TF-Ranking's `topn`)",
-    "eval_at": "`k` (LightGBM's `eval_at`; a sequence of cut-offs works)",
-    "ignore_ties": "`ties`='first' for scikit-learn's `ignore_ties=True` ('average' for False)",
+# Argument names of torchmetrics, scikit-learn, TF-Ranking, allRank and LightGBM, and ours: what
+# each of our functions says when it meets one (only names it has an equivalent for).
+_CUTOFF_NAMES = {"top_k": "torchmetrics'", "topn": "TF-Ranking's", "eval_at": "LightGBM's"}
+_SHARED_NAMES: dict[str, str] = {
     "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
+    "label_gain": "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])",
+}
+METRIC_PORTED_NAMES: dict[str, str] = {
+    **{
+        name: f"`k` ({peer} `{name}`; a sequence of cut-offs works)"
+        for name, peer in _CUTOFF_NAMES.items()
+    },
+    **_SHARED_NAMES,
+    "ignore_ties": (
+        "`ties`='first' for scikit-learn's `ignore_ties=True` (on tie-free scores; "
+        "'average', the default, for False)"
+    ),
+}
+_LOSS_NAMES: dict[str, str] = {
+    **{name: f"`k` ({peer} `{name}`; one int)" for name, peer in _CUTOFF_NAMES.items()},
+    **_SHARED_NAMES,
+    "eps": "nothing: no epsilon is needed (allRank's `eps`)",
+}
+LAMBDARANK_PORTED_NAMES: dict[str, str] = {
+    **_LOSS_NAMES,
     "weighing_scheme": (
         "`weighting` (allRank's lambdaRank_scheme = 'lambdarank', ndcgLoss2_scheme = 'ndcg2', "
-        "ndcgLoss2PP_scheme = 'ndcg2pp')"
+        "ndcgLoss2PP_scheme = 'ndcg2pp'; its RankNet and ndcgLoss1 schemes have no equivalent)"
     ),
+}
+APPROX_PORTED_NAMES: dict[str, str] = {
+    **_LOSS_NAMES,
     "alpha": "`temperature`=1/alpha (allRank's approxNDCGLoss `alpha`)",
-    "label_gain": "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])",
-    "eps": "nothing: no epsilon is needed (allRank's `eps`)",
-    "y_true": "`target`, passed second: scores come first (`preds`, `target`)",
-    "y_pred": "`preds`, passed first",
-    "y_score": "`preds`, passed first",
-    "labels": "`target`, passed second",
-    "logits": "`preds`, passed first",
 }
 
 
-def reject_ported_names(owner: str, arguments: dict[str, Any]) -> None:
+def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str, str]) -> None:
     """Raise ``TypeError`` for keyword ``arguments`` that ``owner`` does not take.
 
-    Names of other libraries get a pointer to ours (:data:`PORTED_NAMES`). The public
-    functions and losses take ``**ported_names: NoReturn``: a type checker flags any extra
-    keyword, and this turns it into an error that says what to write instead.
+    Names of other libraries that ``owner`` has an equivalent for (``ported``: one of
+    :data:`METRIC_PORTED_NAMES`, :data:`LAMBDARANK_PORTED_NAMES`,
+    :data:`APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take
+    ``**ported_names: NoReturn``: a type checker flags any extra keyword, and this turns it
+    into an error that says what to write instead.
     """
     if not arguments:
         return
     name = next(iter(arguments))
-    if name in PORTED_NAMES:
+    if name in ported:
         raise TypeError(
-            f"`{owner}` got an unexpected keyword argument `{name}`: did you mean "
-            f"{PORTED_NAMES[name]}?"
+            f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
         )
     raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
 

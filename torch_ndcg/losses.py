@@ -8,6 +8,8 @@ from torch import Tensor, nn
 
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 from torch_ndcg._validation import (
+    APPROX_PORTED_NAMES,
+    LAMBDARANK_PORTED_NAMES,
     check_approx_options,
     check_bool,
     check_ignore_index,
@@ -98,7 +100,7 @@ class LambdaRankLoss(_RankingLoss):
         validate_args: bool = True,
         **ported_names: NoReturn,
     ) -> None:
-        reject_ported_names("LambdaRankLoss", ported_names)
+        reject_ported_names("LambdaRankLoss", ported_names, LAMBDARANK_PORTED_NAMES)
         check_lambdarank_options(k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction)
         super().__init__(
             gain=gain,
@@ -174,7 +176,7 @@ class ApproxNDCGLoss(_RankingLoss):
         validate_args: bool = True,
         **ported_names: NoReturn,
     ) -> None:
-        reject_ported_names("ApproxNDCGLoss", ported_names)
+        reject_ported_names("ApproxNDCGLoss", ported_names, APPROX_PORTED_NAMES)
         check_approx_options(k=k, temperature=temperature, reduction=reduction)
         super().__init__(
             gain=gain,

@@ -7,7 +7,7 @@ Both classes only store options and state; the numbers come from :func:`torch_nd
 import numbers
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast, overload
+from typing import Any, Generic, Literal, TypeAlias, cast, overload
 
 import torch
 from torch import Tensor
@@ -15,6 +15,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
+from typing_extensions import TypeVar
 
 from torch_ndcg import _distributed, _kernels, _options, _validation
 from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
@@ -24,8 +25,9 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
-#: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads).
-ResultT = TypeVar("ResultT", covariant=True)
+#: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads); a bare
+#: ``NDCG`` annotation leaves it open (``Any``).
+ResultT = TypeVar("ResultT", covariant=True, default=Any)
 
 
 def _float_state_dtype(metric_dtype: torch.dtype) -> torch.dtype:
@@ -229,13 +231,9 @@ class _NDCGMetric(Metric):
     @staticmethod
     def _reject_ported_names(owner: str, metric_kwargs: dict[str, Any]) -> None:
         """Point other libraries' names (``top_k``, ...) to ours; torchmetrics checks the rest."""
+        ported = _validation.METRIC_PORTED_NAMES
         _validation.reject_ported_names(
-            owner,
-            {
-                name: value
-                for name, value in metric_kwargs.items()
-                if name in _validation.PORTED_NAMES
-            },
+            owner, {name: value for name, value in metric_kwargs.items() if name in ported}, ported
         )
 
     def per_cutoff(
@@ -249,7 +247,10 @@ class _NDCGMetric(Metric):
         members are copies of this metric (options and states), each reporting one cut-off.
         They form one compute group: the collection's ``update`` scores each batch once, for
         every cut-off, and every member shares the first one's states. Each member's
-        ``compute()`` is the exact value over all updates and DDP ranks, as this metric's.
+        ``compute()`` is the exact value over all updates and DDP ranks, as this metric's; it
+        computes (and, under DDP, synchronises) on its own, and the collection's ``forward``
+        runs each member's ``forward``, as torchmetrics does for any collection. To merge
+        another metric's state, ``merge_state`` into this metric before calling this.
 
         Args:
             prefix: put before every key (``"val_"`` gives ``"val_ndcg@10"``).
@@ -291,6 +292,7 @@ class _NDCGMetric(Metric):
             member = self.clone()
             assert isinstance(member, _NDCGMetric)
             member.options.reported = name
+            member._computed = member._forward_cache = None  # cached results are of all cut-offs
             members[name] = member
         return MetricCollection(
             members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]

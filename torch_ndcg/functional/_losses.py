@@ -207,7 +207,9 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    _validation.reject_ported_names("lambdarank_loss", ported_names)
+    _validation.reject_ported_names(
+        "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
+    )
     cutoff = _validation.check_lambdarank_options(
         k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
     )
@@ -339,7 +341,9 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(preds, target)
         tensor(0.3691)
     """
-    _validation.reject_ported_names("approx_ndcg_loss", ported_names)
+    _validation.reject_ported_names(
+        "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
+    )
     cutoff = _validation.check_approx_options(k=k, temperature=temperature, reduction=reduction)
     lists = _prepare(
         preds,

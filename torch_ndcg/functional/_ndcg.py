@@ -142,7 +142,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    _validation.reject_ported_names("dcg", ported_names)
+    _validation.reject_ported_names("dcg", ported_names, _validation.METRIC_PORTED_NAMES)
     lists = _prepare_lists(
         preds,
         target,
@@ -233,7 +233,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    _validation.reject_ported_names("ndcg", ported_names)
+    _validation.reject_ported_names("ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
     lists = _prepare_lists(
         preds,
         target,
@@ -349,7 +349,7 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
-    _validation.reject_ported_names("retrieval_ndcg", ported_names)
+    _validation.reject_ported_names("retrieval_ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
     ks = _validation.check_k(k)
     _validation.check_bool("validate_args", validate_args)
     if validate_args:
