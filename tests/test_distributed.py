@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import torch.distributed as dist
 
 import torch_ndcg
 from tests.spawn import run_ranks
-from torch_ndcg import NDCG, RetrievalNDCG, ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg, retrieval_ndcg
 
 WORLD_SIZE = 2
 KS = (1, 5, 10)
@@ -85,6 +86,16 @@ def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
             for part in per_rank[rank]:
                 retrieval.update(rows[0][part], rows[1][part], rows[2][part])
             results[f"retrieval-{split}-{aggregation}"] = _value(retrieval.compute())
+    for split, per_rank in LIST_SPLITS.items():  # the interval's sums are all-reduced too
+        metric = NDCG(KS, confidence=0.9).to(device)
+        for part in per_rank[rank]:
+            metric.update(preds[part], target[part], mask[part])
+        results[f"ndcg-confidence-{split}"] = _value(metric.compute())
+    for split, per_rank in ROW_SPLITS.items():
+        retrieval = RetrievalNDCG(KS, confidence=0.9, empty_target_action="skip").to(device)
+        for part in per_rank[rank]:
+            retrieval.update(rows[0][part], rows[1][part], rows[2][part])
+        results[f"retrieval-confidence-{split}"] = _value(retrieval.compute())
     # A half-precision module (Lightning's "bf16-true") with a rank that has no row: the empty
     # rank's stand-in rows must have the dtype of the others' stored rows (float32).
     half_rows = RetrievalNDCG(KS).to(device, torch.bfloat16)
@@ -156,3 +167,38 @@ def test_half_precision_metrics_with_an_empty_rank(
     expected = dict(zip([f"ndcg@{k}" for k in KS], per_list.mean(0).tolist(), strict=True))
     for result in ranks:
         assert result[f"{metric}-empty-bf16"] == pytest.approx(expected, abs=1e-6)
+
+
+def direct_interval(values: torch.Tensor, confidence: float) -> dict[str, list[float]]:
+    """Mean ± z·s/√n per column of per-list values, NaN (skipped) left out: the definition."""
+    z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+    out: dict[str, list[float]] = {}
+    for column, k in enumerate(KS):
+        kept = [v for v in values[:, column].tolist() if v == v]
+        mean, half = statistics.fmean(kept), z * statistics.stdev(kept) / len(kept) ** 0.5
+        out[f"ndcg@{k}"], out[f"ndcg@{k}_low"], out[f"ndcg@{k}_high"] = (
+            mean,
+            mean - half,
+            mean + half,
+        )
+    return out
+
+
+@pytest.mark.parametrize("split", list(LIST_SPLITS))
+def test_ndcg_interval_under_ddp_equals_the_definition(
+    ranks: list[dict[str, Any]], split: str
+) -> None:
+    preds, target, mask = dataset()
+    expected = direct_interval(ndcg(preds, target, k=KS, mask=mask).double(), 0.9)
+    for result in ranks:
+        assert result[f"ndcg-confidence-{split}"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("split", list(ROW_SPLITS))
+def test_retrieval_interval_under_ddp_equals_the_definition(
+    ranks: list[dict[str, Any]], split: str
+) -> None:
+    values, _ = retrieval_ndcg(*flat_rows(), k=KS, empty_target_action="skip")
+    expected = direct_interval(values.double(), 0.9)
+    for result in ranks:
+        assert result[f"retrieval-confidence-{split}"] == pytest.approx(expected, abs=1e-6)

@@ -1,6 +1,14 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
-from torch_ndcg.functional import approx_ndcg_loss, dcg, lambdarank_loss, ndcg, retrieval_ndcg
+from torch_ndcg.functional import (
+    approx_ndcg_loss,
+    dcg,
+    lambdarank_loss,
+    ndcg,
+    paired_randomization_test,
+    paired_t_test,
+    retrieval_ndcg,
+)
 from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
 
@@ -16,5 +24,7 @@ __all__ = [
     "dcg",
     "lambdarank_loss",
     "ndcg",
+    "paired_randomization_test",
+    "paired_t_test",
     "retrieval_ndcg",
 ]

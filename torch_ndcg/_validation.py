@@ -469,6 +469,49 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
     raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
 
 
+# --- Intervals and paired tests ------------------------------------------------------------------
+
+
+def check_confidence(confidence: Any) -> None:
+    """``confidence`` is ``None`` or a float strictly between 0 and 1."""
+    if confidence is None:
+        return
+    if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool):
+        raise TypeError(f"Expected `confidence` to be a float or None, but got {confidence!r}.")
+    if not 0 < float(confidence) < 1:
+        raise ValueError(
+            f"Expected `confidence` to be between 0 and 1 (e.g. 0.95), but got {confidence!r}."
+        )
+
+
+def check_paired_values(a: Any, b: Any) -> None:
+    """``a`` and ``b`` are 1-D floating tensors of one shape: per-query values of two models."""
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
+            )
+        if not value.is_floating_point():
+            raise TypeError(
+                f"Expected `{name}` to be a floating tensor, but got dtype {value.dtype}."
+            )
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(
+            "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the same "
+            f"queries in the same order), but got {tuple(a.shape)} and {tuple(b.shape)}."
+        )
+
+
+def check_resampling(n_resamples: Any, seed: Any) -> None:
+    """``n_resamples`` is a positive int, ``seed`` an int."""
+    if not _is_int(n_resamples):
+        raise TypeError(f"Expected `n_resamples` to be an int, but got {n_resamples!r}.")
+    if n_resamples < 1:
+        raise ValueError(f"Expected `n_resamples` to be positive, but got {n_resamples}.")
+    if not _is_int(seed):
+        raise TypeError(f"Expected `seed` to be an int, but got {seed!r}.")
+
+
 # --- Checks of the metric classes' own arguments ------------------------------------------------
 
 

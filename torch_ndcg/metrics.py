@@ -20,6 +20,7 @@ from typing_extensions import TypeVar
 from torch_ndcg import _distributed, _kernels, _options, _validation
 from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
+from torch_ndcg.functional._significance import normal_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -47,6 +48,7 @@ class _Options:
         empty_target_action: EmptyTargetAction,
         ignore_index: int | None,
         validate_args: bool,
+        confidence: float | None = None,
     ) -> None:
         self.ks = _validation.check_k(k)
         _validation.check_distinct_k(k, self.ks)
@@ -55,6 +57,7 @@ class _Options:
         )
         _validation.check_ignore_index(ignore_index)
         _validation.check_bool("validate_args", validate_args)
+        _validation.check_confidence(confidence)
         self.k = k
         self.k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
         self.gain = gain
@@ -63,6 +66,7 @@ class _Options:
         self.empty_target_action = empty_target_action
         self.ignore_index = ignore_index
         self.validate_args = validate_args
+        self.confidence = confidence
         # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
         self.reported: str | None = None
 
@@ -75,17 +79,36 @@ class _Options:
         """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
         return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
 
-    def shape(self, values: Tensor, dtype: torch.dtype) -> MetricValue:
+    @property
+    def result_names(self) -> list[str]:
+        """The keys of a result: :attr:`names`, each followed by its interval's bounds."""
+        if self.confidence is None:
+            return self.names
+        return [name + end for name in self.names for end in ("", "_low", "_high")]
+
+    def shape(
+        self, values: Tensor, dtype: torch.dtype, bounds: tuple[Tensor, Tensor] | None = None
+    ) -> MetricValue:
         """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
 
-        ``[...]`` of the reported cut-off alone for a member of ``per_cutoff()``.
+        With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict of
+        :attr:`result_names`. A member of ``per_cutoff()`` gets its reported value alone.
         """
         values = values.to(dtype)
-        if self.reported is not None:
-            return values[..., self.names.index(self.reported)]
-        if self.k_is_sequence:
-            return {name: values[..., i] for i, name in enumerate(self.names)}
-        return values[..., 0]
+        result: MetricValue
+        if bounds is not None:
+            low, high = (bound.to(dtype) for bound in bounds)
+            result = {}
+            for i, name in enumerate(self.names):
+                result[name] = values[..., i]
+                result[f"{name}_low"], result[f"{name}_high"] = low[..., i], high[..., i]
+        elif self.k_is_sequence:
+            result = {name: values[..., i] for i, name in enumerate(self.names)}
+        else:
+            result = values[..., 0]
+        if self.reported is not None and isinstance(result, dict):
+            return result[self.reported]
+        return result
 
 
 def _aggregate(values: Tensor, aggregation: Any) -> Tensor:
@@ -288,7 +311,7 @@ class _NDCGMetric(Metric):
                 "(per-query values): use `compute()` of the metric itself."
             )
         members: dict[str, Metric | MetricCollection] = {}
-        for name in self.options.names:
+        for name in self.options.result_names:
             member = self.clone()
             assert isinstance(member, _NDCGMetric)
             member.options.reported = name
@@ -363,6 +386,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
 
     sum_ndcg: Tensor
     count: Tensor
+    sum_sq_ndcg: Tensor
 
     @overload
     def __init__(
@@ -375,6 +399,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         empty_target_action: EmptyTargetAction = ...,
         ignore_index: int | None = ...,
         validate_args: bool = ...,
+        confidence: None = None,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -389,6 +414,22 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         empty_target_action: EmptyTargetAction = ...,
         ignore_index: int | None = ...,
         validate_args: bool = ...,
+        confidence: float | None = None,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "NDCG[dict[str, Tensor]]",
+        k: int | None = None,
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        confidence: float,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -402,25 +443,36 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         empty_target_action: EmptyTargetAction = "neg",
         ignore_index: int | None = None,
         validate_args: bool = True,
+        confidence: float | None = None,
         **metric_kwargs: Any,
     ) -> None:
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
         self.options = _Options(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
         opt = self.options
         self._add_options_state()
         n = opt.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
+        if confidence is not None:  # the interval's one more constant-size state
+            self.add_state("sum_sq_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
 
     def _state_options(self) -> tuple[Any, ...]:
         opt = self.options
-        return (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action, opt.ignore_index)
+        return (
+            opt.ks,
+            opt.gain,
+            opt.discount,
+            opt.ties,
+            opt.empty_target_action,
+            opt.ignore_index,
+            opt.confidence is not None,
+        )
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        if name == "sum_ndcg":
+        if name in ("sum_ndcg", "sum_sq_ndcg"):
             return _options.accumulate_dtype(self.device)
         return super()._state_dtype(name, value)
 
@@ -457,6 +509,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
             )
             values = values.to(self.sum_ndcg.dtype)
             batch_count: Tensor | int
+            counted: Tensor | None = None
             if lists.mask is None and opt.empty_target_action != "skip":
                 batch_sum, batch_count = values.sum(0), values.shape[0]
             else:
@@ -465,14 +518,31 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
                     # A list of padding only is no list (RetrievalNDCG never sees its rows).
                     counted &= lists.mask.any(-1, keepdim=True)
                 batch_sum, batch_count = _kernels.counted_sum(values, counted)
+            if opt.confidence is not None:
+                squares = values * values
+                batch_sum_sq = (
+                    squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
+                )
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
+        if opt.confidence is not None:
+            self.sum_sq_ndcg.add_(batch_sum_sq)
 
     def compute(self) -> ResultT:
-        """Mean nDCG of the lists seen so far (0 if none was counted)."""
-        mean = self.sum_ndcg / self.count.clamp(min=1)
-        return cast(ResultT, self.options.shape(mean, self.result_dtype))
+        """Mean nDCG of the lists seen so far (0 if none was counted), with its interval.
+
+        With ``confidence``, also the bounds of the normal-approximation interval of the mean
+        (:func:`torch_ndcg.functional._significance.normal_interval`; NaN with fewer than two
+        lists).
+        """
+        if self.options.confidence is None:
+            mean = self.sum_ndcg / self.count.clamp(min=1)
+            return cast(ResultT, self.options.shape(mean, self.result_dtype))
+        mean, low, high = normal_interval(
+            self.sum_ndcg, self.sum_sq_ndcg, self.count, self.options.confidence
+        )
+        return cast(ResultT, self.options.shape(mean, self.result_dtype, (low, high)))
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot a value (or a list of values) of the metric; needs matplotlib.
@@ -590,6 +660,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: int | None = ...,
         aggregation: Aggregated = ...,
         validate_args: bool = ...,
+        confidence: None = None,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -605,6 +676,23 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: int | None = ...,
         aggregation: Aggregated = ...,
         validate_args: bool = ...,
+        confidence: float | None = None,
+        **metric_kwargs: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[dict[str, Tensor]]",
+        k: int | None = None,
+        *,
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        aggregation: Literal["mean"] = ...,
+        validate_args: bool = ...,
+        confidence: float,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -620,6 +708,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: int | None = ...,
         aggregation: Literal["none"],
         validate_args: bool = ...,
+        confidence: None = None,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -635,6 +724,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: int | None = ...,
         aggregation: Literal["none"],
         validate_args: bool = ...,
+        confidence: None = None,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -649,14 +739,20 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: int | None = None,
         aggregation: Aggregation = "mean",
         validate_args: bool = True,
+        confidence: float | None = None,
         **metric_kwargs: Any,
     ) -> None:
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
         self.options = _Options(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
         _validation.check_aggregation(aggregation)
+        if confidence is not None and aggregation != "mean":
+            raise ValueError(
+                "Expected `aggregation`='mean' with `confidence` (the interval is of the mean), "
+                f"but got `aggregation`={aggregation!r}."
+            )
         self.aggregation = aggregation
         self._add_options_state()
         self.add_state("preds", [], dist_reduce_fx="cat")
@@ -763,11 +859,17 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
                     "Found an invalid query on another rank (see its error): "
                     "`RetrievalNDCG.compute` raises on every rank."
                 )
+        bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
         if self.aggregation == "mean":
-            totals = torch.stack(_kernels.counted_sum(values)).to(torch.float64)
+            # [sum, count, sum of squares] per cut-off: one all-reduce gives all three.
+            squares = _kernels.counted_sum(values * values)[0]
+            totals = torch.stack([*_kernels.counted_sum(values), squares]).to(torch.float64)
             if partitioned:
-                totals = _distributed.all_reduce_sum(totals.to(torch.float64), group)
+                totals = _distributed.all_reduce_sum(totals, group)
             mean = totals[0] / totals[1].clamp(min=1)
+            if opt.confidence is not None:
+                _, low, high = normal_interval(totals[0], totals[2], totals[1], opt.confidence)
+                bounds = (low, high)
         else:
             if partitioned:
                 values = dim_zero_cat(gather_all_tensors(values, group))
@@ -780,7 +882,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
         if self.aggregation != "mean":
             mean = _aggregate(values, self.aggregation)
-        return cast(ResultT, opt.shape(mean, self.result_dtype))
+        return cast(ResultT, opt.shape(mean, self.result_dtype, bounds))
 
     def _sync_dist(
         self,

@@ -22,3 +22,7 @@ per_query, ids = RetrievalNDCG(k=[1, 3], aggregation="none").compute()
 assert_type(per_query, dict[str, Tensor])
 
 assert_type(ndcg(torch.rand(2, 3), torch.ones(2, 3), k=3), Tensor)
+
+assert_type(NDCG(k=5, confidence=0.95).compute(), dict[str, Tensor])
+low: Tensor = NDCG(confidence=0.9).compute()["ndcg_low"]
+assert_type(RetrievalNDCG(k=5, confidence=0.95).compute(), dict[str, Tensor])

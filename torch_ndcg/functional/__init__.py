@@ -6,5 +6,14 @@ loss modules are thin layers over it.
 
 from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
+from torch_ndcg.functional._significance import paired_randomization_test, paired_t_test
 
-__all__ = ["approx_ndcg_loss", "dcg", "lambdarank_loss", "ndcg", "retrieval_ndcg"]
+__all__ = [
+    "approx_ndcg_loss",
+    "dcg",
+    "lambdarank_loss",
+    "ndcg",
+    "paired_randomization_test",
+    "paired_t_test",
+    "retrieval_ndcg",
+]

@@ -1,0 +1,251 @@
+"""Confidence intervals of the metrics and paired tests, against their definitions and scipy."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torchmetrics import MetricCollection
+
+from torch_ndcg import (
+    NDCG,
+    RetrievalNDCG,
+    ndcg,
+    paired_randomization_test,
+    paired_t_test,
+    retrieval_ndcg,
+)
+from torch_ndcg.functional import _significance
+
+KS = [1, 5]
+
+
+def lists(seed: int = 0, n: int = 40) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    preds = torch.rand(n, 9, generator=gen)
+    target = torch.randint(0, 3, (n, 9), generator=gen)
+    target[::6] = 0  # lists with no relevant item
+    mask = torch.rand(n, 9, generator=gen) > 0.2
+    mask[:, 0] = True
+    return preds, target, mask
+
+
+def definition(values: list[float], confidence: float) -> tuple[float, float, float]:
+    """Mean ± z·s/√n, with the standard library's normal quantile and sample deviation."""
+    z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+    mean, half = statistics.fmean(values), z * statistics.stdev(values) / len(values) ** 0.5
+    return mean, mean - half, mean + half
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("empty_target_action", ["neg", "skip"])
+def test_ndcg_interval_equals_the_definition(confidence: float, empty_target_action: str) -> None:
+    preds, target, mask = lists()
+    metric = NDCG(k=KS, confidence=confidence, empty_target_action=empty_target_action)  # type: ignore[arg-type]
+    for part in (slice(0, 13), slice(13, 14), slice(14, None)):
+        metric.update(preds[part], target[part], mask[part])
+    result = metric.compute()
+    per_list = ndcg(preds, target, k=KS, mask=mask, empty_target_action=empty_target_action)  # type: ignore[arg-type]
+    assert list(result) == [
+        "ndcg@1",
+        "ndcg@1_low",
+        "ndcg@1_high",
+        "ndcg@5",
+        "ndcg@5_low",
+        "ndcg@5_high",
+    ]
+    for column, k in enumerate(KS):
+        kept = [v for v in per_list[:, column].double().tolist() if v == v]
+        mean, low, high = definition(kept, confidence)
+        assert result[f"ndcg@{k}"].item() == pytest.approx(mean, abs=1e-6)
+        assert result[f"ndcg@{k}_low"].item() == pytest.approx(low, abs=1e-6)
+        assert result[f"ndcg@{k}_high"].item() == pytest.approx(high, abs=1e-6)
+
+
+def test_single_cut_off_with_confidence_is_a_dict_and_splits_per_cut_off() -> None:
+    preds, target, mask = lists()
+    metric = NDCG(k=5, confidence=0.95)
+    metric.update(preds, target, mask)
+    result = metric.compute()
+    assert set(result) == {"ndcg@5", "ndcg@5_low", "ndcg@5_high"}
+    collection = NDCG(k=5, confidence=0.95).per_cutoff(prefix="val_")
+    collection.update(preds, target, mask)
+    logged = collection.compute()
+    assert set(logged) == {"val_ndcg@5", "val_ndcg@5_low", "val_ndcg@5_high"}
+    for name, value in result.items():
+        assert logged[f"val_{name}"].item() == pytest.approx(value.item(), abs=1e-7)
+
+
+def test_bounds_are_nan_below_two_lists_and_the_mean_stays() -> None:
+    metric = NDCG(k=3, confidence=0.95)
+    assert metric.compute()["ndcg@3"].item() == 0  # before any update, as without confidence
+    metric.update(torch.tensor([[0.3, 0.2, 0.1]]), torch.tensor([[0, 1, 0]]))
+    result = metric.compute()
+    assert result["ndcg@3"].item() == pytest.approx(0.63093, abs=1e-5)
+    assert result["ndcg@3_low"].isnan()
+    assert result["ndcg@3_high"].isnan()
+
+
+def test_interval_does_not_change_the_mean_nor_share_state_with_plain_metrics() -> None:
+    preds, target, mask = lists()
+    collection = MetricCollection(
+        {"plain": NDCG(k=KS), "interval": NDCG(k=KS, confidence=0.9)}, compute_groups=True
+    )
+    for part in (slice(0, 20), slice(20, None)):
+        collection.update(preds[part], target[part], mask[part])
+    assert len(collection.compute_groups) == 2
+    plain, interval = collection["plain"].compute(), collection["interval"].compute()
+    for k in KS:
+        name = f"ndcg@{k}"
+        assert interval[name].item() == pytest.approx(plain[name].item(), abs=1e-7)
+        assert interval[f"{name}_low"] < interval[name] < interval[f"{name}_high"]
+
+
+def test_retrieval_interval_equals_the_definition() -> None:
+    gen = torch.Generator().manual_seed(4)
+    preds, target = torch.rand(600, generator=gen), torch.randint(0, 3, (600,), generator=gen)
+    indexes = torch.randint(-50, 50, (600,), generator=gen)
+    metric = RetrievalNDCG(k=KS, confidence=0.9, empty_target_action="skip")
+    metric.update(preds[:200], target[:200], indexes[:200])
+    metric.update(preds[200:], target[200:], indexes[200:])
+    result = metric.compute()
+    values, _ = retrieval_ndcg(preds, target, indexes, k=KS, empty_target_action="skip")
+    for column, k in enumerate(KS):
+        kept = [v for v in values[:, column].double().tolist() if v == v]
+        for got, want in zip(
+            (result[f"ndcg@{k}"], result[f"ndcg@{k}_low"], result[f"ndcg@{k}_high"]),
+            definition(kept, 0.9),
+            strict=True,
+        ):
+            assert got.item() == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("confidence", [0, 1, 1.5, -0.1])
+def test_bad_confidence_is_named(confidence: float) -> None:
+    with pytest.raises(ValueError, match=r"`confidence` to be between 0 and 1 \(e.g. 0.95\)"):
+        NDCG(confidence=confidence)
+    with pytest.raises(TypeError, match="`confidence` to be a float or None"):
+        NDCG(confidence="0.95")  # type: ignore[call-overload]
+
+
+def test_retrieval_interval_needs_the_mean() -> None:
+    with pytest.raises(ValueError, match="`aggregation`='mean' with `confidence`"):
+        RetrievalNDCG(confidence=0.9, aggregation="median")  # type: ignore[call-overload]
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired tests
+
+scipy_stats = pytest.importorskip("scipy.stats")
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 57, 400])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_paired_t_test_equals_scipy(n: int, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.rand(n, generator=gen, dtype=torch.float64)
+    b = (a + 0.05 * torch.randn(n, generator=gen, dtype=torch.float64) + 0.01).clamp(0, 1)
+    t, p = paired_t_test(a, b)
+    expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
+    assert t.item() == pytest.approx(expected.statistic, rel=1e-9)
+    assert p.item() == pytest.approx(expected.pvalue, rel=1e-7, abs=1e-14)
+
+
+def test_paired_t_test_drops_nan_pairs() -> None:
+    a = torch.tensor([0.5, float("nan"), 0.7, 0.9, 0.1])
+    b = torch.tensor([0.4, 0.3, 0.5, float("nan"), 0.3])
+    t, p = paired_t_test(a, b)
+    expected = scipy_stats.ttest_rel([0.5, 0.7, 0.1], [0.4, 0.5, 0.3])
+    assert t.item() == pytest.approx(expected.statistic, rel=1e-6)
+    assert p.item() == pytest.approx(expected.pvalue, rel=1e-6)
+
+
+def test_equal_models_and_a_constant_shift() -> None:
+    a = torch.tensor([0.25, 0.5, 0.625])  # dyadic: the shift below is exact
+    t, p = paired_t_test(a, a)
+    assert t.isnan()
+    assert p.item() == 1.0
+    t, p = paired_t_test(a + 0.25, a)
+    assert t.isinf()
+    assert p.item() == 0.0
+
+
+def exact_sign_flip_p(differences: list[float]) -> float:
+    """All 2^n sign flips, the observed one included: the test's exact p-value."""
+    observed = abs(sum(differences))
+    flips = itertools.product((1, -1), repeat=len(differences))
+    extreme = sum(
+        abs(sum(s * d for s, d in zip(signs, differences, strict=True))) >= observed - 1e-12
+        for signs in flips
+    )
+    return extreme / 2 ** len(differences)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_randomization_test_approaches_the_exact_enumeration(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.rand(11, generator=gen, dtype=torch.float64)
+    b = a - 0.1 * torch.randn(11, generator=gen, dtype=torch.float64)
+    difference, p = paired_randomization_test(a, b, n_resamples=40_000, seed=seed)
+    assert difference.item() == pytest.approx((a - b).mean().item(), abs=1e-12)
+    exact = exact_sign_flip_p((a - b).tolist())
+    assert p.item() == pytest.approx(exact, abs=0.01)
+
+
+def test_randomization_test_is_seeded_and_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = torch.Generator().manual_seed(7)
+    a, b = torch.rand(30, generator=gen), torch.rand(30, generator=gen)
+    first = paired_randomization_test(a, b, n_resamples=5000, seed=3)
+    assert paired_randomization_test(a, b, n_resamples=5000, seed=3) == first
+    monkeypatch.setattr(_significance, "_FLIP_CHUNK_ELEMENTS", 30 * 7)  # 7 flips per chunk
+    chunked = paired_randomization_test(a, b, n_resamples=5000, seed=3)
+    assert chunked[1].item() == pytest.approx(first[1].item(), abs=0.03)
+    assert chunked[1].item() == pytest.approx(exact_p_by_normal(a - b), abs=0.05)
+
+
+def exact_p_by_normal(differences: torch.Tensor) -> float:
+    """For 30 pairs the sign-flip distribution of the sum is close to normal."""
+    d = differences.double()
+    z = abs(d.sum().item()) / (d * d).sum().sqrt().item()
+    return 2 * (1 - statistics.NormalDist().cdf(z))
+
+
+@given(
+    st.lists(st.floats(0, 1), min_size=2, max_size=12),
+    st.lists(st.floats(0, 1), min_size=2, max_size=12),
+)
+def test_randomization_p_is_a_probability_and_symmetric(x: list[float], y: list[float]) -> None:
+    n = min(len(x), len(y))
+    a, b = torch.tensor(x[:n], dtype=torch.float64), torch.tensor(y[:n], dtype=torch.float64)
+    _, p_ab = paired_randomization_test(a, b, n_resamples=200)
+    _, p_ba = paired_randomization_test(b, a, n_resamples=200)
+    assert 0 < p_ab.item() <= 1
+    assert p_ab.item() == p_ba.item()
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "error", "match"),
+    [
+        (torch.rand(3), torch.rand(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
+        (torch.rand(2, 3), torch.rand(2, 3), ValueError, "1-D tensors of one shape"),
+        (torch.ones(3, dtype=torch.long), torch.rand(3), TypeError, "`a` to be a floating"),
+        ([0.1, 0.2], torch.rand(2), TypeError, "`a` to be a torch.Tensor"),
+        (torch.tensor([0.1, float("nan")]), torch.rand(2), ValueError, "at least 2 pairs"),
+    ],
+)
+def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: str) -> None:
+    for test in (paired_t_test, paired_randomization_test):
+        with pytest.raises(error, match=match):
+            test(a, b)  # type: ignore[arg-type]
+
+
+def test_randomization_arguments_are_checked() -> None:
+    a, b = torch.rand(4), torch.rand(4)
+    with pytest.raises(ValueError, match="`n_resamples` to be positive, but got 0"):
+        paired_randomization_test(a, b, n_resamples=0)
+    with pytest.raises(TypeError, match="`seed` to be an int"):
+        paired_randomization_test(a, b, seed=1.5)  # type: ignore[arg-type]
