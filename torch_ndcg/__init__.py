@@ -5,11 +5,12 @@ from torch_ndcg.functional import (
     dcg,
     lambdarank_loss,
     ndcg,
+    neural_ndcg_loss,
     paired_randomization_test,
     paired_t_test,
     retrieval_ndcg,
 )
-from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss
+from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
 
 __version__ = "0.1.0.dev0"
@@ -18,12 +19,14 @@ __all__ = [
     "NDCG",
     "ApproxNDCGLoss",
     "LambdaRankLoss",
+    "NeuralNDCGLoss",
     "RetrievalNDCG",
     "__version__",
     "approx_ndcg_loss",
     "dcg",
     "lambdarank_loss",
     "ndcg",
+    "neural_ndcg_loss",
     "paired_randomization_test",
     "paired_t_test",
     "retrieval_ndcg",

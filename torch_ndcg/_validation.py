@@ -393,6 +393,20 @@ def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | N
     return check_loss_k(k)
 
 
+def check_neural_options(
+    *, k: Any, temperature: Any, max_iter: Any, tol: Any, reduction: Any
+) -> int | None:
+    """The hyper-parameters of :func:`neural_ndcg_loss` (function and module); returns ``k``."""
+    check_positive("temperature", temperature)
+    if not (isinstance(max_iter, numbers.Integral) and not isinstance(max_iter, bool)) or (
+        max_iter < 0
+    ):
+        raise ValueError(f"Expected `max_iter` to be a non-negative int, but got {max_iter!r}.")
+    check_positive("tol", tol, allow_zero=True)
+    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    return check_loss_k(k)
+
+
 def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
     """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
 
@@ -447,6 +461,22 @@ LAMBDARANK_PORTED_NAMES: dict[str, str] = {
 APPROX_PORTED_NAMES: dict[str, str] = {
     **_LOSS_NAMES,
     "alpha": "`temperature`=1/alpha (allRank's approxNDCGLoss `alpha`)",
+}
+
+
+NEURAL_PORTED_NAMES: dict[str, str] = {
+    **_LOSS_NAMES,
+    "powered_relevancies": (
+        "`gain` (allRank's `powered_relevancies=True` is gain='exponential', False is 'linear')"
+    ),
+    "stochastic": "nothing: only the deterministic NeuralSort is implemented (allRank's "
+    "`stochastic`)",
+    "n_samples": "nothing: only the deterministic NeuralSort is implemented (allRank's "
+    "`n_samples`)",
+    "beta": "nothing: only the deterministic NeuralSort is implemented (allRank's `beta`)",
+    "log_scores": "nothing: only the deterministic NeuralSort is implemented (allRank's "
+    "`log_scores`)",
+    "tau": "`temperature` (NeuralSort's `tau`)",
 }
 
 

@@ -10,16 +10,18 @@ from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 from torch_ndcg._validation import (
     APPROX_PORTED_NAMES,
     LAMBDARANK_PORTED_NAMES,
+    NEURAL_PORTED_NAMES,
     check_approx_options,
     check_bool,
     check_ignore_index,
     check_lambdarank_options,
+    check_neural_options,
     check_options,
     reject_ported_names,
 )
-from torch_ndcg.functional import approx_ndcg_loss, lambdarank_loss
+from torch_ndcg.functional import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 
-__all__ = ["ApproxNDCGLoss", "LambdaRankLoss"]
+__all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss"]
 
 
 class _RankingLoss(nn.Module):
@@ -206,3 +208,89 @@ class ApproxNDCGLoss(_RankingLoss):
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
         return f"temperature={self.temperature}, k={self.k}"
+
+
+class NeuralNDCGLoss(_RankingLoss):
+    r"""One minus nDCG@k of a NeuralSort + Sinkhorn relaxed sort; see :func:`neural_ndcg_loss`.
+
+    .. math::
+        \hat P_{ij} = \operatorname{softmax}_j\Bigl(
+            \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
+        \qquad \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j
+            \operatorname{Sinkhorn}(\hat P)_{ij} \, G_j
+
+    Args:
+        temperature: positive NeuralSort temperature :math:`T` (default 1).
+        k: cut-off, or ``None`` for the whole list.
+        max_iter: most Sinkhorn iterations (default 50, as allRank).
+        tol: Sinkhorn tolerance on the column sums (default 1e-6, as allRank).
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items.
+        validate_args: check the tensors at every call.
+        **ported_names: none is taken; a name from allRank (``padded_value_indicator``,
+            ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import NeuralNDCGLoss
+        >>> loss_fn = NeuralNDCGLoss(temperature=0.01)
+        >>> preds = torch.tensor([[0.0, 1.0, 2.0]])
+        >>> target = torch.tensor([[2, 1, 0]])
+        >>> loss_fn(preds, target)  # 1 - (3/log2(4) + 1/log2(3)) / (3 + 1/log2(3))
+        tensor(0.4131)
+    """
+
+    def __init__(
+        self,
+        *,
+        temperature: float = 1.0,
+        k: int | None = None,
+        max_iter: int = 50,
+        tol: float = 1e-6,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **ported_names: NoReturn,
+    ) -> None:
+        reject_ported_names("NeuralNDCGLoss", ported_names, NEURAL_PORTED_NAMES)
+        check_neural_options(
+            k=k, temperature=temperature, max_iter=max_iter, tol=tol, reduction=reduction
+        )
+        super().__init__(
+            gain=gain,
+            discount=discount,
+            reduction=reduction,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
+        )
+        self.temperature = temperature
+        self.k = k
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+        return neural_ndcg_loss(
+            preds,
+            target,
+            temperature=self.temperature,
+            k=self.k,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            gain=self.gain,
+            discount=self.discount,
+            reduction=self.reduction,
+            mask=mask,
+            ignore_index=self.ignore_index,
+            validate_args=self.validate_args,
+        )
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return (
+            f"temperature={self.temperature}, k={self.k}, max_iter={self.max_iter}, tol={self.tol}"
+        )

@@ -4,7 +4,7 @@ Every public function of the package that takes tensors lives here; the metric c
 loss modules are thin layers over it.
 """
 
-from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss
+from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._significance import paired_randomization_test, paired_t_test
 
@@ -13,6 +13,7 @@ __all__ = [
     "dcg",
     "lambdarank_loss",
     "ndcg",
+    "neural_ndcg_loss",
     "paired_randomization_test",
     "paired_t_test",
     "retrieval_ndcg",

@@ -1,8 +1,9 @@
-"""Functional ranking losses on the shared kernels: LambdaLoss (LambdaRank weights) and ApproxNDCG.
+"""Functional ranking losses on the shared kernels: LambdaLoss, ApproxNDCG and NeuralNDCG.
 
 Gains, discounts, current ranks and the ideal DCG@k all come from :mod:`torch_ndcg._kernels`, so a
 loss optimises the same nDCG that :func:`torch_ndcg.ndcg` reports. The pairwise work runs blockwise
-in :mod:`torch_ndcg._pairwise`, with memory ``O(B L)`` plus a fixed block.
+in :mod:`torch_ndcg._pairwise` and the NeuralSort/Sinkhorn work in :mod:`torch_ndcg._sinkhorn`,
+with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed size).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _options, _pairwise, _validation
+from torch_ndcg import _kernels, _options, _pairwise, _sinkhorn, _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 
-__all__ = ["approx_ndcg_loss", "lambdarank_loss"]
+__all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
 
 @dataclass(frozen=True)
@@ -379,4 +380,150 @@ def approx_ndcg_loss(
         terms = terms * smooth_cut
     has_relevant = lists.has_relevant
     per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
+    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+
+
+def neural_ndcg_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    temperature: float = 1.0,
+    k: int | None = None,
+    max_iter: int = 50,
+    tol: float = 1e-6,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    reduction: Reduction = "mean",
+    mask: Tensor | None = None,
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+    **ported_names: NoReturn,
+) -> Tensor:
+    r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
+
+    The sorting permutation of the :math:`n` real items of a list is relaxed by deterministic
+    NeuralSort (Grover et al. 2019) and made doubly stochastic by Sinkhorn scaling:
+
+    .. math::
+        \hat P_{ij} = \operatorname{softmax}_j\Bigl(
+            \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
+        \qquad
+        P = \operatorname{Sinkhorn}(\hat P),
+        \qquad
+        \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j P_{ij} \, G_j,
+
+    rows :math:`i = 1..n` being rank positions, columns the items, with the gains :math:`G`,
+    discount :math:`D` and ideal DCG@k :math:`Z` of the metric: :math:`\sum_j P_{ij} G_j` is the
+    approximate gain at rank :math:`i`. As :math:`T \to 0`, :math:`P` tends to the sorting
+    permutation and :math:`1 - \ell` to the exact nDCG@k (on tie-free scores).
+
+    Sinkhorn scaling follows allRank: each iteration normalises the columns, then the rows, and
+    it stops once every column of the batch sums to 1 within ``tol``, or after ``max_iter``
+    iterations. The stop is decided on the device without a read-back, so the ``max_iter``
+    iterations' products always run (on random scores allRank's rule rarely stops before 50
+    anyway). With ``gain="exponential"`` and ``ignore_index=-1`` the loss equals
+    ``1 + allrank.models.losses.neuralNDCG(preds, target, temperature=T, k=k)`` on lists padded
+    at their end (allRank reads its padding as the last positions).
+
+    Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
+    averages over the other lists. No ``[B, L, L]`` tensor is kept beyond a fixed size: the
+    matrix is held only as its kernel :math:`e^{a_{ij} - \max_j a_{ij}}` (recomputed in blocks
+    of rows for large batches) and two scaling vectors; backward runs the iterations in reverse
+    from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+        temperature: positive NeuralSort temperature :math:`T`.
+        k: cut-off, a positive int, or ``None`` for the whole list.
+        max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone).
+        tol: Sinkhorn tolerance on the column sums, non-negative.
+        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable of 1-based float ranks.
+        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
+            ``"none"``.
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        ignore_index: label value that marks padded items.
+        validate_args: check the values: one read-back on the CPU, device-side assertions
+            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        **ported_names: none is taken; a name from another library (``padded_value_indicator``,
+            ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
+
+    Returns:
+        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
+        ``preds``).
+
+    Raises:
+        ValueError: bad ``k``, ``temperature``, ``max_iter``, ``tol``, ``reduction``, ``gain``,
+            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain.
+        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+
+    Example:
+        Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
+        loss is :math:`1 - (1/\log_2 3) / 1 = 0.36907`.
+
+        >>> import torch
+        >>> from torch_ndcg import neural_ndcg_loss
+        >>> preds = torch.tensor([0.0, 50.0])
+        >>> target = torch.tensor([1, 0])
+        >>> neural_ndcg_loss(preds, target)
+        tensor(0.3691)
+    """
+    _validation.reject_ported_names(
+        "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
+    )
+    cutoff = _validation.check_neural_options(
+        k=k, temperature=temperature, max_iter=max_iter, tol=tol, reduction=reduction
+    )
+    lists = _prepare(
+        preds,
+        target,
+        k=cutoff,
+        gain=gain,
+        discount=discount,
+        mask=mask,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
+    scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
+    if validate_args and scores.numel() > 0:
+        # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
+        score_range: float | Tensor | None = lists.score_range
+        if score_range is None:  # checked on the device
+            score_range = _score_range(scores, real)
+        bound = 2 * length * length * length * (score_range + 1) / temperature
+        _validation.check_finite_scale("temperature", temperature, bound, scores.dtype)
+    # The relaxed sort depends on score differences only: centring on the top real score
+    # (a constant) keeps the logits small.
+    keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
+    top = keyed.amax(dim=-1, keepdim=True) if length > 0 else keyed[:, :1]
+    centred = scores - torch.where(top.isfinite(), top, 0)
+    if real is not None:
+        centred = torch.where(real, centred, 0)
+    acc = _options.accumulate_dtype(scores.device)
+    gaps = _sinkhorn.absolute_gap_sums(centred, real, acc).to(scores.dtype)
+    positions = torch.arange(length, device=scores.device)
+    count = torch.full_like(centred[:, :1], length) if real is None else real.sum(-1, keepdim=True)
+    rows = None if real is None else positions < count
+    coef = (count - 1 - 2 * positions).to(scores.dtype)
+    if rows is not None:
+        coef = torch.where(rows, coef, 0)
+        gaps = torch.where(real, gaps, 0)  # type: ignore[arg-type]
+    position_discounts = _kernels.position_discounts(
+        length, discount, dtype=scores.dtype, device=scores.device
+    )
+    position_discounts[kmax:] = 0
+    dcg_relaxed: Tensor = _sinkhorn.NeuralSortSinkhorn.apply(  # type: ignore[no-untyped-call]
+        centred / temperature,
+        gaps / temperature,
+        coef,
+        rows,
+        real,
+        lists.scaled_gains.detach(),
+        position_discounts,
+        int(max_iter),
+        float(tol),
+    )
+    has_relevant = lists.has_relevant
+    per_list = torch.where(has_relevant, 1 - dcg_relaxed, 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)

@@ -1,0 +1,306 @@
+"""NeuralNDCGLoss: parity with allRank, a loop reference, blockwise = kept kernel, numerics."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import pytest
+import torch
+
+import torch_ndcg
+from tests import references as ref
+from tests.conftest import take_accelerator_paths
+from tests.host_reads import count_host_reads
+from tests.test_losses import NUMERIC_CASES, batch
+from torch_ndcg import NeuralNDCGLoss, _pairwise, _sinkhorn, ndcg, neural_ndcg_loss
+
+ALLRANK_PATH = os.environ.get("ALLRANK_PATH", "/tmp/allrank_site")
+
+
+@pytest.fixture(scope="module")
+def allrank() -> Any:
+    """allRank 1.4.3's loss modules (imported with the benchmark's stand-ins), or a skip."""
+    from benchmarks.bench_losses import import_allrank
+
+    losses = import_allrank(ALLRANK_PATH)
+    if losses is None:
+        pytest.skip("allRank is not importable")
+    return losses
+
+
+def padded_batch(n: int, length: int, seed: int) -> torch.Tensor:
+    """Graded labels, -1 padding at the end of some lists, one list without a relevant item."""
+    generator = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, 4, (n, length), generator=generator)
+    lengths = torch.randint(1, length + 1, (n,), generator=generator)
+    lengths[0] = length
+    target = torch.where(torch.arange(length) < lengths[:, None], target, -1)
+    target[1] = torch.where(target[1] >= 0, 0, -1)  # nothing relevant: left out of the mean
+    return target
+
+
+# --- Parity with allRank's neuralNDCG ----------------------------------------------------------
+
+
+PARITY_CASES = [
+    *[(6, 12, temperature, k) for temperature in (0.5, 1.0, 2.0) for k in (None, 3)],
+    *[(n, length, 1.0, k) for n, length in ((3, 5), (4, 30)) for k in (None, 3)],
+]
+
+
+@pytest.mark.parametrize(("n", "length", "temperature", "k"), PARITY_CASES)
+def test_equals_allrank(allrank: Any, n: int, length: int, temperature: float, k: Any) -> None:
+    target = padded_batch(n, length, seed=n * length)
+    generator = torch.Generator().manual_seed(length)
+    preds = torch.randn(n, length, generator=generator)
+    ours_preds = preds.clone().requires_grad_()
+    theirs_preds = preds.clone().requires_grad_()
+    ours = neural_ndcg_loss(ours_preds, target, temperature=temperature, k=k, ignore_index=-1)
+    theirs = 1 + allrank.neuralNDCG(
+        theirs_preds, target.float(), padded_value_indicator=-1, temperature=temperature, k=k
+    )
+    ours.backward()
+    theirs.backward()
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+    torch.testing.assert_close(ours_preds.grad, theirs_preds.grad, rtol=0, atol=1e-4)
+
+
+def test_allrank_ported_names_point_to_ours() -> None:
+    preds, target, _ = batch()
+    with pytest.raises(TypeError, match=r"did you mean `ignore_index`"):
+        neural_ndcg_loss(preds, target, padded_value_indicator=-1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"did you mean `gain`"):
+        NeuralNDCGLoss(powered_relevancies=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"`neural_ndcg_loss` got an unexpected keyword"):
+        neural_ndcg_loss(preds, target, colour=1)  # type: ignore[call-arg]
+
+
+# --- Against the loop reference (float64) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("temperature", "k", "reduction"), [(0.5, None, "mean"), (1.0, 3, "sum"), (2.0, 2, "none")]
+)
+def test_equals_loop_reference(temperature: float, k: Any, reduction: str) -> None:
+    preds, target, mask = batch(4, 7, seed=3)
+    target[1] = 0
+    ours_preds = preds.clone().requires_grad_()
+    ref_preds = preds.clone().requires_grad_()
+    options = {"temperature": temperature, "k": k, "reduction": reduction}
+    ours = neural_ndcg_loss(ours_preds, target, mask=mask, **options)
+    expected = ref.neural_ndcg_dense(ref_preds, target, mask, **options)
+    ours.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(ours, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(ours_preds.grad, ref_preds.grad, rtol=0, atol=1e-6)
+
+
+def test_gradcheck() -> None:
+    preds, target, mask = batch(2, 5, seed=5)
+    target = torch.where(mask, target, -1)
+    leaf = preds.clone().requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda p: neural_ndcg_loss(p, target, k=3, ignore_index=-1, reduction="none"), (leaf,)
+    )
+
+
+@pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (4, "none")])
+def test_blockwise_equals_kept_kernel(
+    k: Any, reduction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    preds, target, mask = batch(5, 23, seed=4)
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        leaf = preds.clone().requires_grad_()
+        loss = neural_ndcg_loss(leaf, target, mask=mask, k=k, reduction=reduction)
+        loss.sum().backward()
+        assert leaf.grad is not None
+        return loss, leaf.grad
+
+    kept = run()
+    monkeypatch.setattr(_sinkhorn, "CACHE_ELEMENTS", 0)
+    monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
+    blockwise = run()
+    torch.testing.assert_close(blockwise, kept, rtol=0, atol=1e-12)
+
+
+def test_absolute_gap_sums_equal_the_dense_sum() -> None:
+    preds, _, mask = batch(3, 11, seed=6)
+    preds[0, :3] = 0.25  # ties
+    leaf = preds.clone().requires_grad_()
+    dense_leaf = preds.clone().requires_grad_()
+    got = _sinkhorn.absolute_gap_sums(leaf, mask, torch.float64)
+    gaps = (dense_leaf[:, :, None] - dense_leaf[:, None, :]).abs()
+    expected = torch.where(mask[:, None, :], gaps, 0).sum(-1)
+    torch.testing.assert_close(torch.where(mask, got, 0), torch.where(mask, expected, 0))
+    weights = torch.randn(3, 11, dtype=torch.float64)
+    torch.where(mask, got * weights, 0).sum().backward()
+    torch.where(mask, expected * weights, 0).sum().backward()
+    torch.testing.assert_close(leaf.grad, dense_leaf.grad)
+
+
+# --- Limits, options, padding --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_tends_to_exact_ndcg_as_temperature_goes_to_zero(k: Any) -> None:
+    preds, target, mask = batch(4, 8, seed=9)
+    loss = neural_ndcg_loss(preds, target, mask=mask, k=k, temperature=1e-3, reduction="none")
+    exact = ndcg(preds, target, mask=mask, k=k, empty_target_action="pos")
+    torch.testing.assert_close(loss, 1 - exact, rtol=0, atol=1e-4)
+
+
+def test_worked_example() -> None:
+    # Far apart scores in the reverse order: P is the exact sorting permutation.
+    loss = neural_ndcg_loss(torch.tensor([0.0, 50.0, 100.0]), torch.tensor([2, 1, 0]))
+    expected = 1 - (3 / math.log2(4) + 1 / math.log2(3)) / (3 + 1 / math.log2(3))
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_module_equals_function() -> None:
+    preds, target, mask = batch(seed=7)
+    target = torch.where(mask, target, -1)
+    options = {"k": 3, "temperature": 0.5, "max_iter": 7, "tol": 1e-3}
+    loss_fn = NeuralNDCGLoss(**options, gain="linear", ignore_index=-1, reduction="none")
+    expected = neural_ndcg_loss(
+        preds, target, **options, gain="linear", mask=mask, reduction="none"
+    )
+    torch.testing.assert_close(loss_fn(preds, target), expected)
+    assert "k=3" in repr(loss_fn)
+    assert "max_iter=7" in repr(loss_fn)
+
+
+def test_padding_equals_dropping_the_items() -> None:
+    preds, target, _ = batch(1, 6, seed=11)
+    padded_preds = torch.cat([preds, torch.tensor([[5.0, -3.0]], dtype=preds.dtype)], dim=-1)
+    padded_target = torch.cat([target, torch.tensor([[-1, -1]])], dim=-1)
+    padded = neural_ndcg_loss(padded_preds, padded_target, ignore_index=-1, k=3)
+    assert padded.item() == pytest.approx(neural_ndcg_loss(preds, target, k=3).item(), abs=1e-12)
+
+
+def test_joint_permutation_changes_nothing() -> None:
+    preds, target, mask = batch(3, 8, seed=12)
+    order = torch.randperm(8, generator=torch.Generator().manual_seed(0))
+    loss = neural_ndcg_loss(preds, target, mask=mask, reduction="none")
+    moved = neural_ndcg_loss(
+        preds[:, order], target[:, order], mask=mask[:, order], reduction="none"
+    )
+    torch.testing.assert_close(moved, loss)
+
+
+def test_no_sinkhorn_is_neural_sort_alone() -> None:
+    preds, target, _ = batch(1, 5, seed=13)
+    matrix = ref.neural_sort_matrix(preds[0], 1.0)
+    gains = 2.0 ** target[0].double() - 1
+    discounts = 1 / torch.log2(torch.arange(2, 7, dtype=torch.float64))
+    ideal = (gains.sort(descending=True).values * discounts).sum()
+    expected = 1 - (discounts * (matrix @ gains)).sum() / ideal
+    got = neural_ndcg_loss(preds, target, max_iter=0)
+    assert got.item() == pytest.approx(expected.item(), abs=1e-12)
+
+
+def test_nothing_to_rank_gives_zero_loss_and_zero_gradient() -> None:
+    preds = torch.randn(2, 4, requires_grad=True)
+    loss = neural_ndcg_loss(
+        preds, torch.tensor([[0, 0, -1, -1], [-1, -1, -1, -1]]), ignore_index=-1
+    )
+    loss.backward()
+    assert loss.item() == 0
+    assert preds.grad is not None
+    assert (preds.grad == 0).all()
+
+
+# --- Numerics ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", NUMERIC_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_loss_and_gradient_are_finite(case: str, dtype: torch.dtype) -> None:
+    values, target = NUMERIC_CASES[case]
+    preds = values.to(dtype, copy=True).requires_grad_()
+    loss = neural_ndcg_loss(preds, target, ignore_index=-1)
+    assert loss.dtype == torch.float32  # half inputs are computed in float32
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert preds.grad is not None
+    assert preds.grad.dtype == dtype
+    assert torch.isfinite(preds.grad.float()).all()
+
+
+def test_float64_stays_float64() -> None:
+    preds, target, _ = batch()
+    assert neural_ndcg_loss(preds, target).dtype == torch.float64
+
+
+def test_long_lists_use_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Above the kept-kernel size nothing [B, L, L] is held: 2 x 3,072^2 float32 would be 72 MiB.
+    import resource
+
+    monkeypatch.setattr(_sinkhorn, "CACHE_ELEMENTS", 0)
+    warm = torch.randn(2, 64, requires_grad=True)
+    neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64)), max_iter=1).backward()
+    preds = torch.randn(2, 3072, requires_grad=True)
+    target = torch.randint(0, 5, (2, 3072))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    neural_ndcg_loss(preds, target, max_iter=1).backward()
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 24
+
+
+# --- Host read-backs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_cpu_reads_back_at_most_once(validate: bool) -> None:
+    preds, target, _ = batch(4, 20, seed=14, dtype=torch.float32)
+    leaf = preds.requires_grad_()
+    with count_host_reads() as reads:
+        neural_ndcg_loss(leaf, target, k=5, validate_args=validate).backward()
+    assert len(reads) <= (1 if validate else 0), reads
+
+
+def test_accelerator_path_reads_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    preds, target, _ = batch(4, 20, seed=14, dtype=torch.float32)
+    expected = neural_ndcg_loss(preds, target, k=5)
+    take_accelerator_paths(monkeypatch)
+    with count_host_reads() as reads:
+        got = neural_ndcg_loss(preds, target, k=5)
+    assert reads == []
+    torch.testing.assert_close(got, expected)
+
+
+def test_runs_on_meta_tensors() -> None:
+    preds = torch.zeros(3, 6, device="meta", requires_grad=True)
+    target = torch.zeros(3, 6, device="meta", dtype=torch.long)
+    with count_host_reads() as reads:
+        neural_ndcg_loss(preds, target).backward()
+    assert reads == []
+
+
+# --- Errors and exports --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"temperature": 0}, r"`temperature` to be a positive finite float, but got 0"),
+        ({"max_iter": -1}, r"`max_iter` to be a non-negative int, but got -1"),
+        ({"max_iter": 2.5}, r"`max_iter` to be a non-negative int, but got 2.5"),
+        ({"tol": -1e-3}, r"`tol` to be a non-negative finite float"),
+        ({"reduction": "max"}, r"`reduction` to be one of"),
+        ({"k": 0}, r"`k` to be a positive int or None, but got 0"),
+    ],
+)
+def test_errors(options: dict[str, Any], match: str) -> None:
+    preds, target, _ = batch()
+    with pytest.raises(ValueError, match=match):
+        neural_ndcg_loss(preds, target, **options)
+    with pytest.raises(ValueError, match=match):
+        NeuralNDCGLoss(**options)
+
+
+def test_exports() -> None:
+    assert {"NeuralNDCGLoss", "neural_ndcg_loss"} <= set(torch_ndcg.__all__)
+    assert torch_ndcg.functional.neural_ndcg_loss is neural_ndcg_loss
