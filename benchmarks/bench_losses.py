@@ -1,18 +1,21 @@
 """Ranking losses, forward + backward: time and peak extra memory against allRank 1.4.3.
 
 Cases B x L = 64 x 128, 16 x 1,024 and 4 x 8,192; float32 scores (``requires_grad``) and graded
-0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")`` and ``ApproxNDCGLoss()``; allRank:
-``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")`` and ``approxNDCGLoss`` (alpha 1), measured in
-the same run when allRank is importable (``pip install --no-deps allrank==1.4.3``; a private
-``--target`` directory can be given with ``--allrank-path``).
+0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()`` and
+``NeuralNDCGLoss()``; allRank: ``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``,
+``approxNDCGLoss`` (alpha 1) and ``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours),
+measured in the same run when allRank is importable (``pip install --no-deps allrank==1.4.3``;
+a private ``--target`` directory can be given with ``--allrank-path``).
 
 Method. Every (loss, case) runs in a fresh subprocess that first imports torch, torch_ndcg and
 allRank, builds its inputs and runs one trivial backward (autograd's one-off start-up); its peak
 resident set size so far (``resource.getrusage`` ``ru_maxrss``) is the baseline. It then runs
 forward + backward once and reads the peak RSS again: the difference is the extra memory the loss
 needed at its peak. A fresh process per case keeps one case's peak from masking another's. Time
-is the best of several runs (``benchmarks/_timing.py``). allRank is skipped ("n/a") where about
-ten ``[B, L, L]`` float tensors reach 10 GiB (B x L = 4 x 8,192).
+is the best of several runs (``benchmarks/_timing.py``). allRank is skipped ("n/a") where the
+``[B, L, L]`` float tensors it keeps reach 10 GiB: about ten for its lambdaLoss and approxNDCGLoss
+(B x L = 4 x 8,192), about two per Sinkhorn iteration for its neuralNDCG. ``--losses`` picks
+the losses to measure (default all).
 
 On CUDA (``--device cuda``) both run on the GPU, times are taken to the end of the queued work,
 and memory is ``torch.cuda.max_memory_allocated`` over what was allocated before the step.
@@ -42,9 +45,15 @@ from typing import Any
 CASES = [(64, 128), (16, 1_024), (4, 8_192)]
 PLOT_LENGTHS = [128, 256, 512, 1_024, 2_048]
 PLOT_BATCH = 16
-LOSSES = (("lambda", "LambdaRank (NDCG-Loss2++)"), ("approx", "ApproxNDCG"))
+LOSSES = (
+    ("lambda", "LambdaRank (NDCG-Loss2++)"),
+    ("approx", "ApproxNDCG"),
+    ("neural", "NeuralNDCG"),
+)
 ALLRANK_LIMIT_BYTES = 10 * 2**30
-ALLRANK_TENSORS = 10  # about ten [B, L, L] tensors live at once in allRank's losses
+# [B, L, L] tensors live at once in allRank's losses: about ten in lambdaLoss and approxNDCGLoss;
+# neuralNDCG keeps two per Sinkhorn iteration (50) for autograd, plus about ten.
+ALLRANK_TENSORS = {"lambda": 10, "approx": 10, "neural": 2 * 50 + 10}
 
 
 def import_allrank(path: str, device: str = "cpu") -> Any:
@@ -84,14 +93,19 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
     target = torch.randint(0, 5, (batch, length), generator=generator).float().to(device)
     lambda_ours = torch_ndcg.LambdaRankLoss(weighting="ndcg2pp", validate_args=False)
     approx_ours = torch_ndcg.ApproxNDCGLoss(validate_args=False)
+    neural_ours = torch_ndcg.NeuralNDCGLoss(validate_args=False)
     if name == "ours-lambda":
         loss_fn = lambda: lambda_ours(preds, target)  # noqa: E731
     elif name == "ours-approx":
         loss_fn = lambda: approx_ours(preds, target)  # noqa: E731
+    elif name == "ours-neural":
+        loss_fn = lambda: neural_ours(preds, target)  # noqa: E731
     elif name == "allrank-lambda":
         loss_fn = lambda: allrank.lambdaLoss(  # noqa: E731
             preds, target, weighing_scheme="ndcgLoss2PP_scheme"
         )
+    elif name == "allrank-neural":
+        loss_fn = lambda: allrank.neuralNDCG(preds, target)  # noqa: E731
     else:
         loss_fn = lambda: allrank.approxNDCGLoss(preds, target)  # noqa: E731
 
@@ -148,15 +162,25 @@ Results = dict[tuple[int, int, str], tuple[Result | None, Result | None]]
 
 
 def run_cases(
-    cases: list[tuple[int, int]], have_allrank: bool, allrank_path: str, device: str
+    cases: list[tuple[int, int]],
+    have_allrank: bool,
+    allrank_path: str,
+    device: str,
+    kinds: list[str] | None = None,
 ) -> Results:
-    """Measure both losses, ours and allRank's, on every case; print one table row per pair."""
+    """Measure the losses (``kinds``, default all), ours and allRank's, on every case.
+
+    Prints one table row per pair.
+    """
     print("| B x L | loss | ours | allRank 1.4.3 | ours vs allRank |")
     print("|---|---|---:|---:|---:|")
     results: Results = {}
     for batch, length in cases:
-        too_big = ALLRANK_TENSORS * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
         for kind, label in LOSSES:
+            if kinds is not None and kind not in kinds:
+                continue
+            tensors = ALLRANK_TENSORS[kind]
+            too_big = tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
             ours = measure(f"ours-{kind}", batch, length, allrank_path, device)
             peer = None
             if have_allrank and not too_big:
@@ -226,6 +250,12 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="sweep list lengths and write this PNG")
     parser.add_argument("--plot-lengths", type=int, nargs="+", default=PLOT_LENGTHS)
     parser.add_argument("--plot-batch", type=int, default=PLOT_BATCH)
+    parser.add_argument(
+        "--losses", nargs="+", choices=[kind for kind, _ in LOSSES], help="default: all"
+    )
+    parser.add_argument(
+        "--cases", nargs="+", metavar="BxL", help="cases such as 16x1024 (default: the three)"
+    )
     args = parser.parse_args()
     if args.worker:
         name, batch, length = args.worker
@@ -241,10 +271,13 @@ def main() -> None:
     print(description)
     print()
     if args.plot is None:
-        run_cases(CASES, have_allrank, args.allrank_path, args.device)
+        cases = CASES
+        if args.cases:
+            cases = [(int(b), int(n)) for b, n in (case.split("x") for case in args.cases)]
+        run_cases(cases, have_allrank, args.allrank_path, args.device, args.losses)
         return
     cases = [(args.plot_batch, length) for length in args.plot_lengths]
-    results = run_cases(cases, have_allrank, args.allrank_path, args.device)
+    results = run_cases(cases, have_allrank, args.allrank_path, args.device, args.losses)
     title = f"Ranking losses, forward + backward, float32 ({description})"
     plot_scaling(args.plot, results, args.plot_batch, title)
     print()

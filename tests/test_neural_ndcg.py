@@ -120,7 +120,7 @@ def test_blockwise_equals_kept_kernel(
         return loss, leaf.grad
 
     kept = run()
-    monkeypatch.setattr(_sinkhorn, "CACHE_ELEMENTS", 0)
+    monkeypatch.setattr(_sinkhorn, "CACHE_BYTES", 0)
     monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
     blockwise = run()
     torch.testing.assert_close(blockwise, kept, rtol=0, atol=1e-12)
@@ -238,7 +238,7 @@ def test_long_lists_use_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     # Above the kept-kernel size nothing [B, L, L] is held: 2 x 3,072^2 float32 would be 72 MiB.
     import resource
 
-    monkeypatch.setattr(_sinkhorn, "CACHE_ELEMENTS", 0)
+    monkeypatch.setattr(_sinkhorn, "CACHE_BYTES", 0)
     warm = torch.randn(2, 64, requires_grad=True)
     neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64)), max_iter=1).backward()
     preds = torch.randn(2, 3072, requires_grad=True)

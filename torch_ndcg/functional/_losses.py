@@ -426,10 +426,11 @@ def neural_ndcg_loss(
     at their end (allRank reads its padding as the last positions).
 
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
-    averages over the other lists. No ``[B, L, L]`` tensor is kept beyond a fixed size: the
-    matrix is held only as its kernel :math:`e^{a_{ij} - \max_j a_{ij}}` (recomputed in blocks
-    of rows for large batches) and two scaling vectors; backward runs the iterations in reverse
-    from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
+    averages over the other lists. The matrices are held only as their kernel
+    :math:`e^{a_{ij} - \max_j a_{ij}}` and two scaling vectors: the kernel is kept while it takes
+    at most 1 GiB (B x L = 4 x 8,192 in float32) and recomputed in blocks of rows for every
+    product above that (memory ``O(B L)`` plus a block, but slower); backward runs the iterations
+    in reverse from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
 
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
