@@ -3,10 +3,10 @@
 Data: ``examples/data/`` (LightGBM's lambdarank example: 300 features, labels 0-4, 201 training
 and 50 test queries). Protocol: a 300 -> 64 -> 1 MLP with ReLU, Adam (lr 1e-3, weight decay
 1e-4), 16 lists per batch, 150 epochs, seeds 0 and 1, for ``LambdaRankLoss(weighting="ndcg2pp")``,
-``ApproxNDCGLoss()`` and a pointwise MSE baseline; next to LightGBM's
-``LGBMRanker(n_estimators=100)`` on the same split. Test nDCG: ``torch_ndcg.NDCG`` with its
-defaults (exponential gain, log2 discount, tied scores averaged, a list with no relevant item
-scores 0), the mean over test queries.
+``ApproxNDCGLoss()``, ``NeuralNDCGLoss()`` (temperature 1) and a pointwise MSE baseline; next
+to LightGBM's ``LGBMRanker(n_estimators=100)`` on the same split. Test nDCG:
+``torch_ndcg.NDCG`` with its defaults (exponential gain, log2 discount, tied scores averaged, a
+list with no relevant item scores 0), the mean over test queries.
 
 Every run evaluates test nDCG@10 after each epoch (under ``torch.no_grad`` and a forked RNG, so
 the training is the same as without it), prints a progress line every ``--log-every`` epochs and
@@ -30,7 +30,7 @@ import torch
 from ranking_data import NUM_FEATURES, PaddedLists, load_split
 from torch import Tensor, nn
 
-from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss
+from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
 
 CUTOFFS = (1, 3, 5, 10)
 LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -53,6 +53,7 @@ def mse_loss(preds: Tensor, target: Tensor, mask: Tensor) -> Tensor:
 LOSSES: dict[str, LossFn] = {
     "LambdaRankLoss (ndcg2pp)": LambdaRankLoss(weighting="ndcg2pp", validate_args=False),
     "ApproxNDCGLoss": ApproxNDCGLoss(validate_args=False),
+    "NeuralNDCGLoss": NeuralNDCGLoss(validate_args=False),
     "MSE (pointwise)": mse_loss,
 }
 
