@@ -11,7 +11,7 @@ import torch
 
 import torch_ndcg
 from tests import references as ref
-from tests.conftest import take_accelerator_paths
+from tests.conftest import needs_torch_2_13_to_compile_losses, take_accelerator_paths
 from tests.host_reads import count_host_reads
 from tests.test_losses import NUMERIC_CASES, batch
 from torch_ndcg import NeuralNDCGLoss, _pairwise, _sinkhorn, ndcg, neural_ndcg_loss
@@ -247,6 +247,22 @@ def test_long_lists_use_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     neural_ndcg_loss(preds, target, max_iter=1).backward()
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 24
+
+
+@needs_torch_2_13_to_compile_losses
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_torch_compile() -> None:
+    preds, target, mask = batch(2, 5, seed=10, dtype=torch.float32)
+    loss_fn = NeuralNDCGLoss(k=3, max_iter=5)
+    eager = preds.clone().requires_grad_()
+    compiled_preds = preds.clone().requires_grad_()
+    expected = loss_fn(eager, target, mask)
+    got = torch.compile(loss_fn)(compiled_preds, target, mask)
+    torch.testing.assert_close(got, expected)
+    got.backward()
+    expected.backward()
+    torch.testing.assert_close(compiled_preds.grad, eager.grad)
 
 
 # --- Host read-backs ---------------------------------------------------------------------------

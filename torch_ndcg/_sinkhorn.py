@@ -223,7 +223,6 @@ class NeuralSortSinkhorn(torch.autograd.Function):
                 done = done | (gap.amax() < tol)
         value = (d * r * times(c * g)).sum(dim=-1)
         ctx.kernel = kernel
-        ctx.mark_non_differentiable(coef)
         ctx.save_for_backward(g, d, col_ones, *saved_r, *saved_c, *saved_frozen)
         ctx.max_iter = max_iter
         return value
