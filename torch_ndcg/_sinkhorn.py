@@ -148,6 +148,9 @@ class _Kernel:
 
     def times(self, vectors: Tensor) -> Tensor:
         """:math:`K v` for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
+        if self.whole is not None:
+            with full_precision(vectors.device):
+                return torch.bmm(self.whole, vectors)
         out = vectors.new_empty(vectors.shape)
         with full_precision(vectors.device):
             for i0, i1, block in self._each():
@@ -157,6 +160,9 @@ class _Kernel:
     def transposed_times(self, vectors: Tensor) -> Tensor:
         r""":math:`K^\top v` for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
         # (v^T K)^T: the kernel read row by row, as it is stored.
+        if self.whole is not None:
+            with full_precision(vectors.device):
+                return torch.bmm(vectors.transpose(1, 2), self.whole).transpose(1, 2)
         out = vectors.new_zeros(vectors.shape[0], vectors.shape[2], vectors.shape[1])
         with full_precision(vectors.device):
             for i0, i1, block in self._each():
@@ -218,7 +224,8 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             column_sums = torch.where(done, column_sums, next_sums)
             saved_r.append(r)
             saved_c.append(c)
-            gap = torch.where(col_ones > 0, (c * column_sums - 1).abs(), 0)
+            # |column sum - 1| of the real items (c is 0 elsewhere: |0 - 1| * 0).
+            gap = (c * column_sums - 1).abs_().mul_(col_ones)
             if gap.numel() > 0:
                 done = done | (gap.amax() < tol)
         value = (d * r * times(c * g)).sum(dim=-1)
@@ -241,6 +248,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             v[:, :, None]
         )[..., 0]
         # K-bar = sum of outer products left[:, :, q] right[:, :, q]^T.
+        zero = g.new_zeros(())
         left: list[Tensor] = []
         right: list[Tensor] = []
         scale = grad_value[:, None]
@@ -255,14 +263,14 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             frozen = saved_frozen[t - 1]
             r, c, previous_r = saved_r[t], saved_c[t], saved_r[t - 1]
             # r = 1 / (K c): its gradient reaches c and K.
-            grad_rho = torch.where(frozen, 0, _reciprocal_backward(r, grad_r))
-            grad_new_c = torch.where(frozen, 0, apply_t(grad_rho) + grad_c)
+            grad_rho = torch.where(frozen, zero, _reciprocal_backward(r, grad_r))
+            grad_new_c = torch.where(frozen, zero, apply_t(grad_rho) + grad_c)
             left.append(grad_rho)
             right.append(c)
             # c = 1 / (K^T r_prev): its gradient reaches r_prev and K.
             grad_sigma = _reciprocal_backward(c, grad_new_c) * col_ones
-            grad_r = apply(grad_sigma) + torch.where(frozen, grad_r, 0)
-            grad_c = torch.where(frozen, grad_c, 0)
+            grad_r = apply(grad_sigma) + torch.where(frozen, grad_r, zero)
+            grad_c = torch.where(frozen, grad_c, zero)
             left.append(previous_r)
             right.append(grad_sigma)
         # r_0 = 1 / (K 1): the row softmax.
