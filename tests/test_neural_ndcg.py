@@ -258,7 +258,7 @@ def test_torch_compile() -> None:
     eager = preds.clone().requires_grad_()
     compiled_preds = preds.clone().requires_grad_()
     expected = loss_fn(eager, target, mask)
-    got = torch.compile(loss_fn)(compiled_preds, target, mask)
+    got = torch.compile(loss_fn, fullgraph=True)(compiled_preds, target, mask)
     torch.testing.assert_close(got, expected)
     got.backward()
     expected.backward()
