@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.wrappers import BootStrapper, MetricTracker, MultitaskWrapper, Running
 
-from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, RetrievalNDCG, ndcg
+from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss, RetrievalNDCG, ndcg
 
 try:
     import lightning
@@ -607,6 +607,7 @@ def test_trainer_validate_ddp_spawn_bf16_true(tmp_path: Path) -> None:
 LOSSES: dict[str, Callable[[], torch.nn.Module]] = {
     "lambdarank-k5": lambda: LambdaRankLoss(k=5),
     "approx": lambda: ApproxNDCGLoss(),
+    "neural-k5": lambda: NeuralNDCGLoss(k=5),
 }
 HALF_CASTS: dict[str, tuple[Callable[[torch.nn.Module], Any], torch.dtype]] = {
     "to(bfloat16)": (lambda m: m.to(torch.bfloat16), torch.bfloat16),

@@ -20,6 +20,7 @@ from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
     LambdaRankLoss,
+    NeuralNDCGLoss,
     RetrievalNDCG,
     approx_ndcg_loss,
     dcg,
@@ -76,6 +77,7 @@ HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "RetrievalNDCG.update": run_retrieval_update,
     "LambdaRankLoss step": _loss_step(LambdaRankLoss(k=10, weighting="ndcg2pp")),
     "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
+    "NeuralNDCGLoss step": _loss_step(NeuralNDCGLoss(k=10)),
 }
 # On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
 # touching the top k, the labels' range) are read together, once. The losses' kernels and
@@ -87,6 +89,7 @@ CPU_READS_WITHOUT_CHECKS = {
     "RetrievalNDCG.update": 0,
     "LambdaRankLoss step": 0,
     "ApproxNDCGLoss step": 0,
+    "NeuralNDCGLoss step": 0,
 }
 
 
