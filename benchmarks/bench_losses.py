@@ -8,10 +8,11 @@ measured in the same run when allRank is importable (``pip install --no-deps all
 a private ``--target`` directory can be given with ``--allrank-path``).
 
 Method. Every (loss, case) runs in a fresh subprocess that first imports torch, torch_ndcg and
-allRank, builds its inputs and runs one trivial backward (autograd's one-off start-up); its peak
-resident set size so far (``resource.getrusage`` ``ru_maxrss``) is the baseline. It then runs
-forward + backward once and reads the peak RSS again: the difference is the extra memory the loss
-needed at its peak. A fresh process per case keeps one case's peak from masking another's. Time
+allRank, builds its inputs and runs one trivial backward (autograd's one-off start-up); there its
+peak resident set size is reset (Linux ``VmHWM`` after ``/proc/self/clear_refs``; ``ru_maxrss``
+would start at the parent's peak) and taken as the baseline. It then runs forward + backward
+once and reads the peak RSS again: the difference is the extra memory the loss needed at its
+peak. A fresh process per case keeps one case's peak from masking another's. Time
 is the best of several runs (``benchmarks/_timing.py``). allRank is skipped ("n/a") where the
 ``[B, L, L]`` float tensors it keeps reach 10 GiB: about ten for its lambdaLoss and approxNDCGLoss
 (B x L = 4 x 8,192), about two per Sinkhorn iteration for its neuralNDCG. ``--losses`` picks
@@ -34,8 +35,8 @@ on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
-import resource
 import subprocess
 import sys
 import types
@@ -74,8 +75,21 @@ def import_allrank(path: str, device: str = "cpu") -> Any:
 
 
 def peak_mib() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident set size of this process since the last reset (Linux ``VmHWM``), in MiB.
+
+    Not ``ru_maxrss``: after ``exec`` Linux starts a child's ``ru_maxrss`` at the parent's peak,
+    which would hide any growth below it.
+    """
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def reset_peak() -> None:
+    """Hand freed memory back to the OS and reset the peak to the current RSS (Linux)."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
 def worker(name: str, batch: int, length: int, allrank_path: str, device_name: str) -> None:
@@ -124,6 +138,7 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         synchronize(device)
         extra = (torch.cuda.max_memory_allocated(device) - allocated) / 2**20
     else:
+        reset_peak()
         baseline = peak_mib()
         step()
         extra = peak_mib() - baseline

@@ -235,6 +235,7 @@ def test_randomization_p_is_a_probability_and_symmetric(x: list[float], y: list[
         (torch.ones(3, dtype=torch.long), torch.rand(3), TypeError, "`a` to be a floating"),
         ([0.1, 0.2], torch.rand(2), TypeError, "`a` to be a torch.Tensor"),
         (torch.tensor([0.1, float("nan")]), torch.rand(2), ValueError, "at least 2 pairs"),
+        (torch.tensor([0.1, float("inf"), 0.3]), torch.rand(3), ValueError, "finite values"),
     ],
 )
 def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import torch
@@ -33,14 +33,32 @@ _FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
 
 
 def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:
-    """Autocast switched off on ``device``: the kernels pick their own dtypes.
+    """Autocast and, on CUDA, TF32 switched off: the kernels' products run in their own dtypes.
 
     Under ``torch.autocast`` a float32 matrix product would run in float16/bfloat16, which
-    cannot even count ranks past 256 exactly; every product of the package runs inside this.
+    cannot even count ranks past 256 exactly; with ``torch.set_float32_matmul_precision("high")``
+    (common with Lightning) a CUDA float32 product runs in TF32, about 1e-3 relative error,
+    which Sinkhorn's tolerance of 1e-6 cannot meet. Every product of the package runs inside
+    this. (Under ``torch.compile`` the matmul precision is the caller's: it cannot be switched
+    inside a graph.)
     """
+    if device.type == "cuda" and not torch.compiler.is_compiling():
+        return _cuda_full_precision()
     if device.type in _AUTOCAST_DEVICES:
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _cuda_full_precision() -> Iterator[None]:
+    """No CUDA autocast and float32 matmul precision "highest", then the caller's again."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with torch.autocast("cuda", enabled=False):
+            yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 # Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced

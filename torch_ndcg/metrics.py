@@ -461,15 +461,10 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
 
     def _state_options(self) -> tuple[Any, ...]:
         opt = self.options
-        return (
-            opt.ks,
-            opt.gain,
-            opt.discount,
-            opt.ties,
-            opt.empty_target_action,
-            opt.ignore_index,
-            opt.confidence is not None,
-        )
+        options = (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
+        # The interval's state enters the key only when kept: earlier keys stay valid.
+        interval = ("sum_sq_ndcg",) if opt.confidence is not None else ()
+        return (*options, opt.ignore_index, *interval)
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         if name in ("sum_ndcg", "sum_sq_ndcg"):

@@ -21,9 +21,9 @@ _BETA_TOLERANCE = 1e-15
 _BETA_MAX_STEPS = 10_000
 _TINY = 1e-300  # stands in for a zero denominator in Lentz's method
 
-# Sign flips drawn per chunk of the randomisation test: bounds its memory to about
-# _FLIP_CHUNK_ELEMENTS bools (16 MiB), whatever the number of resamples.
-_FLIP_CHUNK_ELEMENTS = 1 << 24
+# Sign flips drawn per chunk of the randomisation test: bounds its memory to that many bools
+# and one float64 temporary of the same shape (about 36 MiB), whatever the number of resamples.
+_FLIP_CHUNK_ELEMENTS = 1 << 22
 
 
 def normal_interval(
@@ -73,6 +73,8 @@ def _paired_differences(a: Tensor, b: Tensor) -> Tensor:
     """``a - b`` over the pairs where neither is NaN (queries skipped by ``"skip"``)."""
     _validation.check_paired_values(a, b)
     kept = ~(a.isnan() | b.isnan())
+    if not bool((a[kept].isfinite() & b[kept].isfinite()).all()):
+        raise ValueError("Expected finite values in `a` and `b` (NaN marks a skipped query).")
     differences = (a.to(torch.float64) - b.to(torch.float64))[kept]
     if differences.numel() < 2:
         raise ValueError(
@@ -131,7 +133,8 @@ def paired_t_test(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
         ``(t, p)``: float64 scalar tensors.
 
     Raises:
-        ValueError: shapes that differ or are not 1-D, fewer than 2 usable pairs.
+        ValueError: shapes that differ or are not 1-D, fewer than 2 usable pairs, infinite
+            values.
         TypeError: non-tensor or non-floating values.
 
     Example:
@@ -190,8 +193,8 @@ def paired_randomization_test(
         ``(mean_difference, p)``: float64 scalar tensors.
 
     Raises:
-        ValueError: shapes that differ or are not 1-D, fewer than 2 usable pairs, a
-            non-positive ``n_resamples``.
+        ValueError: shapes that differ or are not 1-D, fewer than 2 usable pairs, infinite
+            values, a non-positive ``n_resamples``.
         TypeError: non-tensor or non-floating values, a non-int ``n_resamples`` or ``seed``.
 
     Example:
