@@ -4,7 +4,7 @@ One stable sort of small integer query codes puts each query's rows next to each
 their order of appearance. Queries are then laid out one per row of a padded matrix, in
 buckets of similar size (sizes in ``(2^(b-1), 2^b]`` share a bucket), so that padding never
 more than doubles the data however skewed the query sizes are. Each bucket goes through the
-dense kernel :func:`torch_ndcg._kernels.dcg_and_ideal`: the grouped metric has no math of its own.
+dense kernel `torch_ndcg._kernels.dcg_and_ideal`: the grouped metric has no math of its own.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def grouped_dcg_and_ideal(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
 
-    The numbers of :func:`torch_ndcg._kernels.dcg_and_ideal` on the queries laid out one per
+    The numbers of `torch_ndcg._kernels.dcg_and_ideal` on the queries laid out one per
     row (rows of a query in order of appearance, which is what ``ties="first"`` follows), with
     no loop over queries and nothing sized by the largest query id.
 

@@ -2,11 +2,11 @@
 
 On an accelerator every value read back to the host (``.item()``, ``bool(tensor)``,
 ``.tolist()``, a data-dependent shape) stalls the stream, and under ``torch.compile`` it breaks
-the graph. So the package reads values back only on the CPU in eager mode (:func:`may_read_back`),
+the graph. So the package reads values back only on the CPU in eager mode (`may_read_back`),
 and there at most once per call: the input checks hand their values over as a
-:class:`DeferredCheck`, which the kernel reads together with the values that pick its fast
-paths (:func:`read_together`). Elsewhere checks are device-side assertions
-(:func:`assert_on_device`) and the kernels take their branch-free paths.
+`DeferredCheck`, which the kernel reads together with the values that pick its fast
+paths (`read_together`). Elsewhere checks are device-side assertions
+(`assert_on_device`) and the kernels take their branch-free paths.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Gains, discounts and tie-aware DCG kernels: the only place the package computes them.
 
-Everything here assumes validated input (see :mod:`torch_ndcg._validation`). Lists live on the
+Everything here assumes validated input (see `torch_ndcg._validation`). Lists live on the
 last dimension of 2-D ``[N, L]`` tensors; ``mask`` is ``True`` for real items. Items are ranked
-by integer keys of their scores (:func:`ranking_keys`), in which padded items lie below every
+by integer keys of their scores (`ranking_keys`), in which padded items lie below every
 real item, a real ``-inf`` included; padded items have a gain of 0, so they never count.
 """
 
@@ -71,7 +71,7 @@ _AUTOCAST_DEVICES = frozenset(
 
 
 def gains(target: Tensor, gain: Gain) -> Tensor:
-    r"""Gain of each label: :math:`2^y - 1`, :math:`y` or ``gain(y)``.
+    r"""Gain of each label: $2^y - 1$, $y$ or ``gain(y)``.
 
     Args:
         target: relevance labels, floating.
@@ -91,7 +91,7 @@ def gains(target: Tensor, gain: Gain) -> Tensor:
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     r"""Discount at 1-based ``ranks``.
 
-    ``"log2"`` is :math:`1 / \log_2(1 + r)`; ``"jarvelin"`` is :math:`1 / \max(1, \log_2 r)`
+    ``"log2"`` is $1 / \log_2(1 + r)$; ``"jarvelin"`` is $1 / \max(1, \log_2 r)$
     (Järvelin & Kekäläinen 2002); a callable receives the ranks as a floating tensor.
     """
     if discount == "log2":
@@ -125,7 +125,7 @@ _MAX_TOPK_PADDING = 0.5
 
 
 def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
-    """:func:`_top` of integer sort keys that are all above their dtype's minimum.
+    """`_top` of integer sort keys that are all above their dtype's minimum.
 
     A small CPU batch, which ATen would select on one thread, is first padded with the dtype's
     minimum to just past the row length at which ATen uses two threads, when that costs less
@@ -154,7 +154,7 @@ def _ordered_int32(scores: Tensor) -> Tensor:
 
 
 def _ordered_int64_of_float64(scores: Tensor) -> Tensor:
-    """:func:`_ordered_int32` for float64 scores: int64 keys."""
+    """`_ordered_int32` for float64 scores: int64 keys."""
     bits = scores.add(0.0).view(torch.int64)
     return bits.bitwise_xor_(bits.bitwise_right_shift(63).bitwise_and_(_FLOAT64_MAGNITUDE_BITS))
 
@@ -168,7 +168,7 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     """Integer sort keys of the scores, with the order and equalities of the floats.
 
     float32 (and half-precision) scores map to int32 keys, float64 scores to int64 keys; ``-0.0``
-    equals ``0.0``. Padded items get :func:`padding_key`, below every real key (real ``-inf``
+    equals ``0.0``. Padded items get `padding_key`, below every real key (real ``-inf``
     included), so padding ranks last and never ties with a real item. Integer comparisons are
     cheaper than float ones (no NaN handling): ``topk`` on these keys is about a quarter faster.
 
@@ -193,7 +193,7 @@ def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
     key ``(key, -position)``, not a full sort.
 
     Args:
-        keys: ``[N, L]`` keys from :func:`ranking_keys`.
+        keys: ``[N, L]`` keys from `ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
     """
     length = keys.shape[-1]
@@ -214,7 +214,7 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
     padded gains are all 0.
 
     Args:
-        keys: ``[N, L]`` keys from :func:`ranking_keys`.
+        keys: ``[N, L]`` keys from `ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
         padded: whether some items may be padding.
 
@@ -243,11 +243,11 @@ def tie_averaged_gains(
     credited the mean gain of its group. The group at the ``kmax`` boundary is averaged over all
     its members in the whole list, including those below the cut-off, so that one group is the
     only thing looked at beyond the top ``kmax``. Without ties this is the gains of the top
-    items, which is what :func:`dcg_and_ideal` reads instead when :func:`top_items` finds none.
+    items, which is what `dcg_and_ideal` reads instead when `top_items` finds none.
 
     Args:
-        keys: ``[N, L]`` keys from :func:`ranking_keys`.
-        top_keys: ``[N, kmax]`` best keys, descending, from :func:`top_items`.
+        keys: ``[N, L]`` keys from `ranking_keys`.
+        top_keys: ``[N, kmax]`` best keys, descending, from `top_items`.
         top_index: ``[N, kmax]`` their indices.
         item_gains: ``[N, L]`` gains, 0 for padded items.
     """
@@ -313,7 +313,7 @@ _MAX_COUNTED_LEVELS = 64
 def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
     """``[2]`` on the device: whether a real label is no integer, and the largest real label.
 
-    What :func:`counted_levels` needs to choose the label-count ideal DCG, left on the device
+    What `counted_levels` needs to choose the label-count ideal DCG, left on the device
     so that the caller reads it together with its other values. ``None`` for bool labels
     (always two levels) and for an empty input.
     """
@@ -331,8 +331,8 @@ def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
 def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int | None:
     """The number of label values (max label + 1) if the labels may be counted, else ``None``.
 
-    Bool labels have 2 levels; other labels need the values of :func:`label_range_probe`
-    (``None``: not read, so not counted). At most 64 levels (:data:`_MAX_COUNTED_LEVELS`).
+    Bool labels have 2 levels; other labels need the values of `label_range_probe`
+    (``None``: not read, so not counted). At most 64 levels (`_MAX_COUNTED_LEVELS`).
     """
     if target.dtype == torch.bool:
         return 2
@@ -352,7 +352,7 @@ def _level_gain_steps(
     acc: torch.dtype,
     device: torch.device,
 ) -> Tensor:
-    """``[levels]``: :math:`g(v) - g(v - 1)` for ``v = levels - 1`` down to 0; :math:`g(-1) = 0`.
+    """``[levels]``: $g(v) - g(v - 1)$ for ``v = levels - 1`` down to 0; $g(-1) = 0$.
 
     The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
     steps then add up to the very gains the DCG credits.
@@ -375,22 +375,23 @@ def ideal_dcg_from_label_counts(
 ) -> Tensor:
     r"""Ideal DCG at every cut-off from the count of each integer label, with no sort.
 
-    In the ideal order the items with label :math:`\ge v` take ranks :math:`1..n_{\ge v}`, so
-    with :math:`D_k(m) = \sum_{r \le \min(m, k)} d(r)`:
+    In the ideal order the items with label $\ge v$ take ranks $1..n_{\ge v}$, so
+    with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
 
-    .. math::
-        \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
-        \qquad g(-1) = 0.
+    $$
+    \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
+    \qquad g(-1) = 0.
+    $$
 
     Args:
         labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        levels: number of label values (max label + 1), from :func:`counted_levels`.
+        levels: number of label values (max label + 1), from `counted_levels`.
         ks: cut-offs.
         kmax: number of ranks the cut-offs need.
         gain: a named gain (non-decreasing, so the ideal order is the label order).
         discount: discount name or callable.
-        dtype: the dtype gains are computed in (:func:`compute_dtype` of the scores).
+        dtype: the dtype gains are computed in (`compute_dtype` of the scores).
 
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
@@ -420,7 +421,7 @@ def _cutoff_weights(
     device: torch.device,
     cumulative: bool,
 ) -> Tensor:
-    """See :func:`cutoff_matrix`.
+    """See `cutoff_matrix`.
 
     Cached for named discounts (read-only, never modified in place): a metric calls this with
     the same arguments at every update. Built outside inference mode so that it can serve
@@ -439,7 +440,7 @@ def _cutoff_weights(
 
 
 def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount) -> Tensor:
-    r"""DCG at each cut-off from per-position gains: :math:`\sum_{r \le k} g_r \, d(r)`.
+    r"""DCG at each cut-off from per-position gains: $\sum_{r \le k} g_r \, d(r)$.
 
     One matrix product with the cached ``[kmax, len(ks)]`` cut-off discount matrix.
 
@@ -470,7 +471,7 @@ def cutoff_matrix(
     r"""``[kmax, len(ks)]``: discount of rank ``r + 1`` in column ``j`` if ``r < ks[j]``, else 0.
 
     With ``cumulative``, ``[kmax + 1, len(ks)]`` whose row ``m`` is the sum of the first ``m``
-    rows: :math:`D_k(m) = \sum_{r \le \min(m, k)} d(r)` in column ``k``.
+    rows: $D_k(m) = \sum_{r \le \min(m, k)} d(r)$ in column ``k``.
     """
     # Only named discounts are cached: a callable may be unhashable or change between calls.
     build = _cutoff_weights.__wrapped__ if callable(discount) else _cutoff_weights
@@ -582,7 +583,7 @@ def ranked_dcg(
         gain: gain name or callable.
         discount: discount name or callable.
         ties: ``"average"`` or ``"first"``.
-        check: input checks to read back with the kernel's own values (see :mod:`._host`).
+        check: input checks to read back with the kernel's own values (see `._host`).
 
     Returns:
         ``[N, len(k)]`` (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
@@ -606,14 +607,14 @@ def dcg_and_ideal(
     ties: Ties,
     check: DeferredCheck | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """DCG (:func:`ranked_dcg`) and ideal DCG (:func:`ideal_dcg`) of every list at every cut-off.
+    """DCG (`ranked_dcg`) and ideal DCG (`ideal_dcg`) of every list at every cut-off.
 
-    At most one host read-back, and only on the CPU (see :mod:`torch_ndcg._host`): the input
+    At most one host read-back, and only on the CPU (see `torch_ndcg._host`): the input
     ``check``, whether a tie touches the top k, and the labels' range (for the label-count
     ideal DCG of integer labels) are read together.
 
     Args:
-        preds: as :func:`ranked_dcg`; so are ``target``, ``mask``, ``k``, ``gain``,
+        preds: as `ranked_dcg`; so are ``target``, ``mask``, ``k``, ``gain``,
             ``discount``, ``ties`` and ``check``.
         target: ``[N, L]`` labels.
         mask: ``[N, L]`` real items, or ``None``.
@@ -654,9 +655,9 @@ def ideal_dcg(
 ) -> Tensor:
     """Ideal DCG of every list at every cut-off: from label counts where ``levels`` is known.
 
-    With ``levels`` (the number of integer label values, from :func:`counted_levels`) and a
-    named gain, :func:`ideal_dcg_from_label_counts` (no sort); otherwise the top ``kmax``
-    labels (or gains, for a callable gain) of :func:`ideal_ranked_gains`. Neither reads
+    With ``levels`` (the number of integer label values, from `counted_levels`) and a
+    named gain, `ideal_dcg_from_label_counts` (no sort); otherwise the top ``kmax``
+    labels (or gains, for a callable gain) of `ideal_ranked_gains`. Neither reads
     anything back.
 
     Args:

@@ -3,7 +3,7 @@
 Both losses need a sum over all pairs of items of a list. Materialising the ``[N, L, L]`` pair
 tensors (and keeping them for backward, as autograd would) costs ``O(N L^2)`` memory. Here the
 pairs are visited in blocks of rows, ``[N, rows, cols]`` with ``N * rows * cols`` about
-:data:`BLOCK_ELEMENTS`, and each Function computes its own gradient blockwise, so the extra memory
+`BLOCK_ELEMENTS`, and each Function computes its own gradient blockwise, so the extra memory
 is a few blocks plus ``O(N L)`` tensors whatever the list length.
 
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
@@ -35,7 +35,7 @@ def _row_blocks(
 ) -> Iterator[tuple[int, int]]:
     """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
 
-    A block is :data:`BLOCK_ELEMENTS` on the CPU, :data:`ACCELERATOR_BLOCK_ELEMENTS` elsewhere.
+    A block is `BLOCK_ELEMENTS` on the CPU, `ACCELERATOR_BLOCK_ELEMENTS` elsewhere.
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
     strict upper triangle), so later blocks take more rows.
     """
@@ -54,9 +54,9 @@ def pair_position_weights(
 ) -> Tensor:
     r"""The part of the LambdaLoss pair weights that depends on rank positions only.
 
-    For rank positions :math:`i \in [i_0, i_1)` and :math:`j \in (i_0, L)`:
-    :math:`W_{ij} = [j > i] \, (|D_i - D_j| + \delta_{j - i})` where ``position_discounts`` holds
-    :math:`D` (already cut at k) and ``delta`` the NDCG-Loss2 table :math:`\delta_m` (already
+    For rank positions $i \in [i_0, i_1)$ and $j \in (i_0, L)$:
+    $W_{ij} = [j > i] \, (|D_i - D_j| + \delta_{j - i})$ where ``position_discounts`` holds
+    $D$ (already cut at k) and ``delta`` the NDCG-Loss2 table $\delta_m$ (already
     scaled by mu). Either may be ``None`` (left out). Shape ``[i1 - i0, L - i0 - 1]``.
     """
     ref = position_discounts if position_discounts is not None else delta
@@ -73,14 +73,14 @@ def pair_position_weights(
 
 
 class PairwiseLogistic(torch.autograd.Function):
-    r"""Per-list :math:`\sum_{i<j} |g_i - g_j| \, W_{ij} \, \log(1 + e^{-(u_w - u_l)})`, blockwise.
+    r"""Per-list $\sum_{i<j} |g_i - g_j| \, W_{ij} \, \log(1 + e^{-(u_w - u_l)})$, blockwise.
 
-    Inputs are in the current rank order (position = rank, so :math:`u_i \ge u_j` for
-    :math:`i < j`): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
+    Inputs are in the current rank order (position = rank, so $u_i \ge u_j$ for
+    $i < j$): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
     is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
     ``valid`` the real items (or ``None``), ``position_discounts`` / ``delta`` for
-    :func:`pair_position_weights`, ``rows`` the positions that can be the upper item of a pair
-    (k, or L). :math:`u_w` is the score of the item with the larger gain. The gradient is
+    `pair_position_weights`, ``rows`` the positions that can be the upper item of a pair
+    (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
     """
 
@@ -134,21 +134,21 @@ class PairwiseLogistic(torch.autograd.Function):
 class SmoothRanks(torch.autograd.Function):
     r"""Sigmoid-smoothed ranks, blockwise.
 
-    :math:`\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)`.
-    With ``v`` the real items (1, or ``None`` for all real) the self term :math:`\sigma(0) = 1/2`
-    turns this into :math:`1 + \sum_{j \ne i} v_j \sigma((s_j - s_i)/T)` for every real item.
+    $\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)$.
+    With ``v`` the real items (1, or ``None`` for all real) the self term $\sigma(0) = 1/2$
+    turns this into $1 + \sum_{j \ne i} v_j \sigma((s_j - s_i)/T)$ for every real item.
     Score differences are taken before dividing by the temperature ``T``: ``s / T`` may
     overflow (then ``inf - inf`` is NaN), and rounding ``s / T`` before subtracting would make
     the result depend on the scores' offset, where ``(s_j - s_i) / T`` does neither.
     Backward recomputes the sigmoids blockwise:
-    :math:`\partial L / \partial s_m = (v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T` with
-    :math:`Q_{ij} = \sigma'((s_j - s_i)/T)` (symmetric) and
-    :math:`\bar g = \partial L / \partial \hat r`.
+    $\partial L / \partial s_m = (v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T$ with
+    $Q_{ij} = \sigma'((s_j - s_i)/T)$ (symmetric) and
+    $\bar g = \partial L / \partial \hat r$.
     """
 
     @staticmethod
     def _above(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
-        r"""``[N, i1 - i0, L]``: :math:`\sigma((s_j - s_i) / T)` for rows ``i`` in ``[i0, i1)``."""
+        r"""``[N, i1 - i0, L]``: $\sigma((s_j - s_i) / T)$ for rows ``i`` in ``[i0, i1)``."""
         gaps = s[:, None, :] - s[:, i0:i1, None]
         return torch.sigmoid(gaps if temperature == 1 else gaps.div_(temperature))
 

@@ -1,25 +1,26 @@
 r"""NeuralSort relaxed permutations made doubly stochastic by Sinkhorn scaling, for NeuralNDCG.
 
-For a list of ``n`` real items with scores :math:`s`, deterministic NeuralSort (Grover et al.
+For a list of ``n`` real items with scores $s$, deterministic NeuralSort (Grover et al.
 2019) relaxes the sorting permutation to the row-stochastic matrix
 
-.. math::
-    \hat P_{ij} = \operatorname{softmax}_j\bigl(a_{ij}\bigr), \qquad
-    a_{ij} = \bigl((n + 1 - 2i) \, s_j - \textstyle\sum_k |s_j - s_k|\bigr) / T,
+$$
+\hat P_{ij} = \operatorname{softmax}_j\bigl(a_{ij}\bigr), \qquad
+a_{ij} = \bigl((n + 1 - 2i) \, s_j - \textstyle\sum_k |s_j - s_k|\bigr) / T,
+$$
 
-rows :math:`i = 1..n` being rank positions and columns the items. Sinkhorn scaling then
+rows $i = 1..n$ being rank positions and columns the items. Sinkhorn scaling then
 alternates column and row normalisation. Every matrix met on the way is
-:math:`\operatorname{diag}(r) \, K \operatorname{diag}(c)` with the fixed kernel
-:math:`K_{ij} = e^{a_{ij} - \max_j a_{ij}}`, so only the scaling vectors :math:`r, c` change:
-a column step is :math:`c = 1 / (K^\top r)`, a row step :math:`r = 1 / (K c)`, both matrix-vector
+$\operatorname{diag}(r) \, K \operatorname{diag}(c)$ with the fixed kernel
+$K_{ij} = e^{a_{ij} - \max_j a_{ij}}$, so only the scaling vectors $r, c$ change:
+a column step is $c = 1 / (K^\top r)$, a row step $r = 1 / (K c)$, both matrix-vector
 products. NeuralNDCG needs the matrix only through
-:math:`\sum_{ij} d_i \hat P_{ij} g_j = (d \odot r)^\top K (c \odot g)`.
+$\sum_{ij} d_i \hat P_{ij} g_j = (d \odot r)^\top K (c \odot g)$.
 
-:class:`NeuralSortSinkhorn` keeps ``K`` whole while it takes at most :data:`CACHE_BYTES`
+`NeuralSortSinkhorn` keeps ``K`` whole while it takes at most `CACHE_BYTES`
 (1 GiB), and otherwise recomputes it in blocks of rows for every product (memory ``O(B L)``
 plus a block, whatever the list length). Its backward runs the iterations in
 reverse from the stored scaling vectors (``O(max_iter B L)``): the gradient with respect to
-:math:`K` is a sum of ``2 max_iter + 2`` outer products, contracted with ``K`` in one pass.
+$K$ is a sum of ``2 max_iter + 2`` outer products, contracted with ``K`` in one pass.
 
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
@@ -45,12 +46,12 @@ CACHE_BYTES = 1 << 30
 
 
 def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -> Tensor:
-    r""":math:`A_j = \sum_{k \text{ real}} |s_j - s_k|` for every item, in ``O(L \log L)``.
+    r"""$A_j = \sum_{k \text{ real}} |s_j - s_k|$ for every item, in ``O(L \log L)``.
 
-    From the real scores sorted ascending: with :math:`n^<_j` (:math:`n^>_j`) the real scores
-    strictly below (above) :math:`s_j` and :math:`S^<_j`, :math:`S^>_j` their sums,
-    :math:`A_j = s_j (n^<_j - n^>_j) - S^<_j + S^>_j`. Differentiable, with the gradient of
-    :math:`|\cdot|` (0 at a tie). Sums are taken in ``dtype``; padded items get garbage.
+    From the real scores sorted ascending: with $n^<_j$ ($n^>_j$) the real scores
+    strictly below (above) $s_j$ and $S^<_j$, $S^>_j$ their sums,
+    $A_j = s_j (n^<_j - n^>_j) - S^<_j + S^>_j$. Differentiable, with the gradient of
+    $|\cdot|$ (0 at a tie). Sums are taken in ``dtype``; padded items get garbage.
     """
     values = scores.to(dtype)
     keys = values.detach() if real is None else torch.where(real, values.detach(), torch.inf)
@@ -78,17 +79,17 @@ def _reciprocal(values: Tensor) -> Tensor:
 
 
 def _reciprocal_backward(out: Tensor, grad: Tensor) -> Tensor:
-    """Gradient through :func:`_reciprocal` given its output: ``-grad out^2`` (0 where clamped)."""
+    """Gradient through `_reciprocal` given its output: ``-grad out^2`` (0 where clamped)."""
     clamped = out >= 1 / torch.finfo(out.dtype).tiny
     return torch.where(clamped, 0, -grad * out * out)
 
 
 class _Kernel:
-    r"""The kernel :math:`K_{ij} = e^{a_{ij} - m_i}` of a batch, whole or by blocks of rows.
+    r"""The kernel $K_{ij} = e^{a_{ij} - m_i}$ of a batch, whole or by blocks of rows.
 
     ``x`` = s / T, ``y`` = A / T, ``coef`` = n + 1 - 2i (positions), ``rows`` / ``cols`` the
     valid positions / real items (bool, or ``None`` for all). ``m`` is each row's largest
-    logit, found by :meth:`start`.
+    logit, found by `start`.
     """
 
     def __init__(
@@ -147,7 +148,7 @@ class _Kernel:
             yield i0, i1, self._block(i0, i1)
 
     def times(self, vectors: Tensor) -> Tensor:
-        """:math:`K v` for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
+        """$K v$ for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
         if self.whole is not None:
             with full_precision(vectors.device):
                 return torch.bmm(self.whole, vectors)
@@ -158,7 +159,7 @@ class _Kernel:
         return out
 
     def transposed_times(self, vectors: Tensor) -> Tensor:
-        r""":math:`K^\top v` for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
+        r"""$K^\top v$ for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
         # (v^T K)^T: the kernel read row by row, as it is stored.
         if self.whole is not None:
             with full_precision(vectors.device):
@@ -171,10 +172,10 @@ class _Kernel:
 
 
 class NeuralSortSinkhorn(torch.autograd.Function):
-    r"""Per list :math:`\sum_{ij} d_i P_{ij} g_j`, ``P`` the Sinkhorn-scaled NeuralSort matrix.
+    r"""Per list $\sum_{ij} d_i P_{ij} g_j$, ``P`` the Sinkhorn-scaled NeuralSort matrix.
 
-    Inputs: ``x`` = scores / T and ``y`` = :math:`A` / T (differentiable), ``coef`` the
-    position coefficients :math:`n + 1 - 2i` (0 on rows past the list's real items), ``rows`` /
+    Inputs: ``x`` = scores / T and ``y`` = $A$ / T (differentiable), ``coef`` the
+    position coefficients $n + 1 - 2i$ (0 on rows past the list's real items), ``rows`` /
     ``cols`` the valid positions / real items (``None``: all), ``g`` the gains (divided by the
     ideal DCG), ``d`` the ``[L]`` discounts of positions (0 past the cut-off), ``max_iter``,
     ``tol``. Sinkhorn scaling follows allRank: a column then a row normalisation per iteration,

@@ -176,7 +176,7 @@ def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) ->
 
 
 class CheckedValues(NamedTuple):
-    """What :func:`check_values` read off the real items.
+    """What `check_values` read off the real items.
 
     Attributes:
         max_label: the largest real label (0 where every item is padding).
@@ -192,7 +192,7 @@ def largest_gain_label(
 ) -> float | None:
     """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
 
-    Gains are computed in ``dtype`` (:func:`~torch_ndcg._kernels.compute_dtype` of the scores)
+    Gains are computed in ``dtype`` (`torch_ndcg._kernels.compute_dtype` of the scores)
     and a list's ``length`` gains are summed in the accumulation dtype (float64 wherever
     ``device`` has it), so a label is
     allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable
@@ -225,12 +225,12 @@ def check_values(
 
     The input is reduced to four values on its device (smallest and largest real score and
     label; min/max propagate NaN). Where a read-back is allowed (the CPU, eager) they are
-    returned as a :class:`~torch_ndcg._host.DeferredCheck` for the caller to read together
+    returned as a `torch_ndcg._host.DeferredCheck` for the caller to read together
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
 
     Returns:
-        A check whose ``resolve()`` gives the :class:`CheckedValues`, or ``None``.
+        A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
     """
     if preds.numel() == 0:
         return None
@@ -303,7 +303,7 @@ def check_values(
 
 
 class _ValueMessages:
-    """The messages of :func:`check_values`, with ``{found}`` for the value found."""
+    """The messages of `check_values`, with ``{found}`` for the value found."""
 
     nan_preds = "Expected `preds` to contain no NaN, but found NaN scores."
     infinite_preds = "Expected `preds` to be finite, but found {found}."
@@ -378,7 +378,7 @@ def check_loss_k(k: Any) -> int | None:
 def check_lambdarank_options(
     *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
 ) -> int | None:
-    """The hyper-parameters of :func:`lambdarank_loss` (function and module); returns ``k``."""
+    """The hyper-parameters of `lambdarank_loss` (function and module); returns ``k``."""
     check_positive("sigma", sigma)
     check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
     check_positive("mu", mu, allow_zero=True)
@@ -387,7 +387,7 @@ def check_lambdarank_options(
 
 
 def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
-    """The hyper-parameters of :func:`approx_ndcg_loss` (function and module); returns ``k``."""
+    """The hyper-parameters of `approx_ndcg_loss` (function and module); returns ``k``."""
     check_positive("temperature", temperature)
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     return check_loss_k(k)
@@ -396,7 +396,7 @@ def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | N
 def check_neural_options(
     *, k: Any, temperature: Any, max_iter: Any, tol: Any, reduction: Any
 ) -> int | None:
-    """The hyper-parameters of :func:`neural_ndcg_loss` (function and module); returns ``k``."""
+    """The hyper-parameters of `neural_ndcg_loss` (function and module); returns ``k``."""
     check_positive("temperature", temperature)
     if not (isinstance(max_iter, numbers.Integral) and not isinstance(max_iter, bool)) or (
         max_iter < 0
@@ -484,8 +484,8 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
     """Raise ``TypeError`` for keyword ``arguments`` that ``owner`` does not take.
 
     Names of other libraries that ``owner`` has an equivalent for (``ported``: one of
-    :data:`METRIC_PORTED_NAMES`, :data:`LAMBDARANK_PORTED_NAMES`,
-    :data:`APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take
+    `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`,
+    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take
     ``**ported_names: NoReturn``: a type checker flags any extra keyword, and this turns it
     into an error that says what to write instead.
     """
@@ -546,7 +546,7 @@ def check_resampling(n_resamples: Any, seed: Any) -> None:
 
 
 def check_aggregation(aggregation: Any) -> None:
-    """``aggregation`` is one of :data:`AGGREGATIONS` or a callable (as torchmetrics')."""
+    """``aggregation`` is one of `AGGREGATIONS` or a callable (as torchmetrics')."""
     check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=True)
 
 
@@ -609,11 +609,11 @@ def check_rows(
 
 
 class CheckedLists(NamedTuple):
-    """What :func:`check_lists` made of its input.
+    """What `check_lists` made of its input.
 
     Attributes:
         real: the mask of real items (``None``: all real).
-        check: the value checks still to be read back (see :func:`check_values`), or ``None``
+        check: the value checks still to be read back (see `check_values`), or ``None``
             (not validated, an empty input, or checked on the device).
     """
 
@@ -637,7 +637,7 @@ def check_lists(
     """Every check of a ``[..., L]`` entry point, in order.
 
     With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
-    as in :func:`check_values`.
+    as in `check_values`.
     """
     check_bool("validate_args", validate_args)
     if validate_args:

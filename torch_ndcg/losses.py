@@ -48,11 +48,12 @@ class _RankingLoss(nn.Module):
 
 
 class LambdaRankLoss(_RankingLoss):
-    r"""LambdaLoss with LambdaRank, NDCG-Loss2 or NDCG-Loss2++ weights; see :func:`lambdarank_loss`.
+    r"""LambdaLoss with LambdaRank, NDCG-Loss2 or NDCG-Loss2++ weights; see `lambdarank_loss`.
 
-    .. math::
-        \ell = \sum_{G_w > G_l} \omega_{wl} \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
-        \qquad \omega^{\mathrm{lambdarank}}_{wl} = |\Delta \mathrm{nDCG@}k_{wl}|
+    $$
+    \ell = \sum_{G_w > G_l} \omega_{wl} \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+    \qquad \omega^{\mathrm{lambdarank}}_{wl} = |\Delta \mathrm{nDCG@}k_{wl}|
+    $$
 
     Hyper-parameters are checked here, once; ``forward`` checks the tensors.
 
@@ -73,9 +74,9 @@ class LambdaRankLoss(_RankingLoss):
         >>> import torch
         >>> from torch_ndcg import LambdaRankLoss
 
-        One pair (the last two items are padding), weight :math:`1 - 1/\log_2 3`, loss
-        :math:`(1 - 1/\log_2 3) \log(1 + e) = 0.4847`; the gradient is
-        :math:`\mp (1 - 1/\log_2 3) \operatorname{sigmoid}(1) = \mp 0.2698`.
+        One pair (the last two items are padding), weight $1 - 1/\log_2 3$, loss
+        $(1 - 1/\log_2 3) \log(1 + e) = 0.4847$; the gradient is
+        $\mp (1 - 1/\log_2 3) \operatorname{sigmoid}(1) = \mp 0.2698$.
 
         >>> loss_fn = LambdaRankLoss(ignore_index=-1)
         >>> preds = torch.tensor([[1.0, 2.0, 0.0, -1.0]], requires_grad=True)
@@ -139,14 +140,15 @@ class LambdaRankLoss(_RankingLoss):
 
 
 class ApproxNDCGLoss(_RankingLoss):
-    r"""One minus the sigmoid-smoothed nDCG@k of Qin, Liu & Li (2010); see :func:`approx_ndcg_loss`.
+    r"""One minus the sigmoid-smoothed nDCG@k of Qin, Liu & Li (2010); see `approx_ndcg_loss`.
 
-    .. math::
-        \hat r_i = 1 + \sum_{j \ne i} \operatorname{sigmoid}\Bigl(\frac{s_j - s_i}{T}\Bigr),
-        \qquad \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i)
+    $$
+    \hat r_i = 1 + \sum_{j \ne i} \operatorname{sigmoid}\Bigl(\frac{s_j - s_i}{T}\Bigr),
+    \qquad \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i)
+    $$
 
     Args:
-        temperature: positive temperature :math:`T` (default 1).
+        temperature: positive temperature $T$ (default 1).
         k: smooth cut-off, or ``None`` for the whole list.
         gain: ``"exponential"``, ``"linear"`` or a callable.
         discount: ``"log2"``, ``"jarvelin"`` or a callable.
@@ -211,16 +213,17 @@ class ApproxNDCGLoss(_RankingLoss):
 
 
 class NeuralNDCGLoss(_RankingLoss):
-    r"""One minus nDCG@k of a NeuralSort + Sinkhorn relaxed sort; see :func:`neural_ndcg_loss`.
+    r"""One minus nDCG@k of a NeuralSort + Sinkhorn relaxed sort; see `neural_ndcg_loss`.
 
-    .. math::
-        \hat P_{ij} = \operatorname{softmax}_j\Bigl(
-            \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
-        \qquad \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j
-            \operatorname{Sinkhorn}(\hat P)_{ij} \, G_j
+    $$
+    \hat P_{ij} = \operatorname{softmax}_j\Bigl(
+        \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
+    \qquad \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j
+        \operatorname{Sinkhorn}(\hat P)_{ij} \, G_j
+    $$
 
     Args:
-        temperature: positive NeuralSort temperature :math:`T` (default 1).
+        temperature: positive NeuralSort temperature $T$ (default 1).
         k: cut-off, or ``None`` for the whole list.
         max_iter: most Sinkhorn iterations (default 50, as allRank).
         tol: Sinkhorn tolerance on the column sums (default 1e-6, as allRank).

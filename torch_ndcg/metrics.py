@@ -1,7 +1,7 @@
 """torchmetrics metrics over the functional core: ``NDCG`` and ``RetrievalNDCG``.
 
-Both classes only store options and state; the numbers come from :func:`torch_ndcg.ndcg` and
-:mod:`torch_ndcg._kernels`.
+Both classes only store options and state; the numbers come from `torch_ndcg.ndcg` and
+`torch_ndcg._kernels`.
 """
 
 import numbers
@@ -81,7 +81,7 @@ class _Options:
 
     @property
     def result_names(self) -> list[str]:
-        """The keys of a result: :attr:`names`, each followed by its interval's bounds."""
+        """The keys of a result: `names`, each followed by its interval's bounds."""
         if self.confidence is None:
             return self.names
         return [name + end for name in self.names for end in ("", "_low", "_high")]
@@ -92,7 +92,7 @@ class _Options:
         """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
 
         With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict of
-        :attr:`result_names`. A member of ``per_cutoff()`` gets its reported value alone.
+        `result_names`. A member of ``per_cutoff()`` gets its reported value alone.
         """
         values = values.to(dtype)
         result: MetricValue
@@ -150,8 +150,8 @@ class _NDCGMetric(Metric):
     **Dtypes.** torchmetrics casts every floating state to the dtype a module is converted to
     (``module.to(torch.bfloat16)``, which Lightning's ``"bf16-true"`` and ``"16-true"``
     precisions call) and only ``set_dtype`` otherwise. Here each state has a dtype of its own
-    (:meth:`_state_dtype`), which a cast never lowers: states follow the metric's device, and
-    its dtype only as far as :meth:`_state_dtype` says. Results are float32, or float64 when the
+    (`_state_dtype`), which a cast never lowers: states follow the metric's device, and
+    its dtype only as far as `_state_dtype` says. Results are float32, or float64 when the
     metric's dtype is float64.
 
     **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
@@ -172,7 +172,7 @@ class _NDCGMetric(Metric):
         raise NotImplementedError
 
     def _options_key(self) -> Tensor:
-        """``[8]`` uint8 bytes: a digest of :meth:`_state_options`, then of its callables."""
+        """``[8]`` uint8 bytes: a digest of `_state_options`, then of its callables."""
         options = self._state_options()
         named = tuple("<callable>" if callable(option) else option for option in options)
         functions = tuple(option for option in options if callable(option))
@@ -194,7 +194,7 @@ class _NDCGMetric(Metric):
     def _apply_to_state(self, fn: Callable[..., Any], name: str, value: Any) -> Any:
         """``fn`` of a state (a tensor or a list of them), in the state's own dtype.
 
-        Where ``fn`` changes the dtype to another than :meth:`_state_dtype`, the state is taken
+        Where ``fn`` changes the dtype to another than `_state_dtype`, the state is taken
         from its original values to the device ``fn`` chose, never through the lower dtype.
         """
         if not isinstance(value, Tensor):
@@ -265,7 +265,7 @@ class _NDCGMetric(Metric):
         r"""One metric per cut-off, each reporting a scalar tensor: for Lightning's ``log_dict``.
 
         A metric with a sequence ``k`` returns a dict, which Lightning's ``self.log`` does not
-        take. This returns a :class:`~torchmetrics.MetricCollection` keyed ``"ndcg@1"``,
+        take. This returns a `torchmetrics.MetricCollection` keyed ``"ndcg@1"``,
         ``"ndcg@5"``, ... (with ``prefix`` / ``postfix``, as torchmetrics names them) whose
         members are copies of this metric (options and states), each reporting one cut-off.
         They form one compute group: the collection's ``update`` scores each batch once, for
@@ -289,7 +289,7 @@ class _NDCGMetric(Metric):
 
         Example:
             The lists of the class example: nDCG@1 is the mean of 1 and 0, nDCG@3 of 1 and
-            :math:`1/\log_2 3`.
+            $1/\log_2 3$.
 
             >>> import torch
             >>> from torch_ndcg import NDCG
@@ -325,13 +325,14 @@ class _NDCGMetric(Metric):
 class NDCG(_NDCGMetric, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
-    .. math::
-        \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
-            \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)},
-        \qquad
-        \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+    $$
+    \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
+        \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)},
+    \qquad
+    \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+    $$
 
-    Each ``update`` scores its lists with :func:`torch_ndcg.ndcg` and adds them to a float64
+    Each ``update`` scores its lists with `torch_ndcg.ndcg` and adds them to a float64
     running sum per cut-off and a list count: the state has a constant size, and under DDP it is
     synchronised by one sum all-reduce, exact whatever the split of batches across ranks (also
     for ranks with fewer updates or none). Lists with no relevant item count as 0 (``"neg"``),
@@ -339,33 +340,33 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
     only of padding (``mask`` / ``ignore_index``) are not counted at all.
 
     Note:
-        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        The default gain is exponential, $2^y - 1$ (LightGBM, TF-Ranking, Rax). torchmetrics'
         ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
         ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
         the same).
 
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
-        gain: ``"exponential"`` (:math:`2^y - 1`), ``"linear"`` or an element-wise callable.
+        gain: ``"exponential"`` ($2^y - 1$), ``"linear"`` or an element-wise callable.
         discount: ``"log2"``, ``"jarvelin"`` or a callable of the 1-based ranks.
         ties: ``"average"`` (McSherry–Najork) or ``"first"`` (order of appearance in the row).
         empty_target_action: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
         ignore_index: label value that marks padded items.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
-        metric_kwargs: passed to :class:`torchmetrics.Metric` (``sync_on_compute``, ...).
+        metric_kwargs: passed to `torchmetrics.Metric` (``sync_on_compute``, ...).
 
     Result:
         From ``compute()`` and ``forward``: a scalar tensor for an int ``k`` or ``None``; for a
         sequence ``k`` a dict ``{"ndcg@1": ..., "ndcg@5": ...}``. float32. 0 before any update.
 
     Raises:
-        ValueError: bad ``k`` or option; in ``update`` as :func:`torch_ndcg.ndcg`.
+        ValueError: bad ``k`` or option; in ``update`` as `torch_ndcg.ndcg`.
         TypeError: non-int ``ignore_index``, non-bool ``validate_args``.
 
     Example:
         Two lists; the first is ranked ideally (nDCG 1), the second puts its only relevant item
-        second: :math:`1/\log_2 3 = 0.6309`. The mean is 0.8155.
+        second: $1/\log_2 3 = 0.6309$. The mean is 0.8155.
 
         >>> import torch
         >>> from torch_ndcg import NDCG
@@ -528,7 +529,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         """Mean nDCG of the lists seen so far (0 if none was counted), with its interval.
 
         With ``confidence``, also the bounds of the normal-approximation interval of the mean
-        (:func:`torch_ndcg.functional._significance.normal_interval`; NaN with fewer than two
+        (`torch_ndcg.functional._significance.normal_interval`; NaN with fewer than two
         lists).
         """
         if self.options.confidence is None:
@@ -555,15 +556,16 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
 class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
-    .. math::
-        \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
-            \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+    $$
+    \mathrm{nDCG@}k = \frac{1}{|Q|} \sum_{q \in Q}
+        \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+    $$
 
-    where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`. Query ids may be
+    where query $q$ is the set of rows whose ``indexes`` equal $q$. Query ids may be
     any int64 values (sparse, huge, negative), in any order, and a query may span batches and
-    DDP ranks. ``compute`` is :func:`torch_ndcg.functional.retrieval_ndcg` on the stored rows:
+    DDP ranks. ``compute`` is `torch_ndcg.functional.retrieval_ndcg` on the stored rows:
     one stable sort of the query ids, the queries laid out as padded lists in buckets of
-    similar size, each bucket scored by the kernel of :func:`torch_ndcg.ndcg`; no loop over
+    similar size, each bucket scored by the kernel of `torch_ndcg.ndcg`; no loop over
     queries. Rows whose label equals ``ignore_index`` are dropped.
 
     Under DDP, ``compute`` does not gather every row to every rank: the rows are exchanged so
@@ -582,7 +584,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
     ``ties="average"`` does not depend on any order.
 
     Note:
-        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        The default gain is exponential, $2^y - 1$ (LightGBM, TF-Ranking, Rax). torchmetrics'
         ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
         ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
         the same).
@@ -601,7 +603,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             per-query values.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
-        metric_kwargs: passed to :class:`torchmetrics.Metric`.
+        metric_kwargs: passed to `torchmetrics.Metric`.
 
     Result:
         Aggregated: a scalar tensor (int ``k`` or ``None``) or a dict ``{"ndcg@k": ...}``
@@ -817,7 +819,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        :meth:`_sync_dist`): it scores them, and one all-reduce (``"mean"``) or a gather of
+        `_sync_dist`): it scores them, and one all-reduce (``"mean"``) or a gather of
         the per-query values (the other aggregations, ``"none"``) gives every rank the value
         of all the queries.
         """
@@ -888,7 +890,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
 
         The one place where torchmetrics' sync (a gather of every row to every rank) is
         replaced: with the default ``dist_sync_fn``, rows go to the rank that owns their
-        query (:func:`torch_ndcg._distributed.exchange_by_query`) and :meth:`compute` finishes
+        query (`torch_ndcg._distributed.exchange_by_query`) and `compute` finishes
         with one reduction. A custom ``dist_sync_fn`` gets torchmetrics' gather.
         """
         group = process_group if process_group is not None else self.process_group

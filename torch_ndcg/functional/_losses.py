@@ -1,8 +1,8 @@
 """Functional ranking losses on the shared kernels: LambdaLoss, ApproxNDCG and NeuralNDCG.
 
-Gains, discounts, current ranks and the ideal DCG@k all come from :mod:`torch_ndcg._kernels`, so a
-loss optimises the same nDCG that :func:`torch_ndcg.ndcg` reports. The pairwise work runs blockwise
-in :mod:`torch_ndcg._pairwise` and the NeuralSort/Sinkhorn work in :mod:`torch_ndcg._sinkhorn`,
+Gains, discounts, current ranks and the ideal DCG@k all come from `torch_ndcg._kernels`, so a
+loss optimises the same nDCG that `torch_ndcg.ndcg` reports. The pairwise work runs blockwise
+in `torch_ndcg._pairwise` and the NeuralSort/Sinkhorn work in `torch_ndcg._sinkhorn`,
 with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed size).
 """
 
@@ -145,20 +145,21 @@ def lambdarank_loss(
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
     For each list, over the pairs of real items whose gains differ (for the built-in gains: whose
-    labels differ), with :math:`w` the item of larger gain and :math:`l` the other:
+    labels differ), with $w$ the item of larger gain and $l$ the other:
 
-    .. math::
-        \ell = \sum_{G_w > G_l} \omega_{wl} \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr)
+    $$
+    \ell = \sum_{G_w > G_l} \omega_{wl} \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr)
+    $$
 
     computed stably as a softplus. The weights carry no gradient and use the current ranks
-    :math:`r` (scores descending, ties in order of appearance), the gains :math:`G` and discounts
-    :math:`D(r)` of the metric, and the ideal DCG@k :math:`Z`:
+    $r$ (scores descending, ties in order of appearance), the gains $G$ and discounts
+    $D(r)$ of the metric, and the ideal DCG@k $Z$:
 
-    - ``"lambdarank"``: :math:`|G_w - G_l| \, |D_k(r_w) - D_k(r_l)| / Z`, the
-      :math:`|\Delta \mathrm{nDCG@}k|` of swapping the two items (Burges 2010), with
-      :math:`D_k(r) = D(r)` for :math:`r \le k` and 0 below;
-    - ``"ndcg2"``: NDCG-Loss2, :math:`\delta_{|r_w - r_l|} \, |G_w - G_l| / Z` with
-      :math:`\delta_m = |D(m) - D(m + 1)|`;
+    - ``"lambdarank"``: $|G_w - G_l| \, |D_k(r_w) - D_k(r_l)| / Z$, the
+      $|\Delta \mathrm{nDCG@}k|$ of swapping the two items (Burges 2010), with
+      $D_k(r) = D(r)$ for $r \le k$ and 0 below;
+    - ``"ndcg2"``: NDCG-Loss2, $\delta_{|r_w - r_l|} \, |G_w - G_l| / Z$ with
+      $\delta_m = |D(m) - D(m + 1)|$;
     - ``"ndcg2pp"``: NDCG-Loss2++, the ``"lambdarank"`` weight plus ``mu`` times the ``"ndcg2"``
       weight.
 
@@ -173,7 +174,7 @@ def lambdarank_loss(
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
         k: truncation level, a positive int, or ``None`` for the whole list.
-        sigma: positive slope :math:`\sigma` of the logistic loss.
+        sigma: positive slope $\sigma$ of the logistic loss.
         weighting: ``"lambdarank"``, ``"ndcg2"`` or ``"ndcg2pp"``.
         mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``.
         gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
@@ -198,8 +199,8 @@ def lambdarank_loss(
 
     Example:
         Two items, the relevant one (label 1) scored below the other: one pair, weight
-        :math:`|1 - 0| \cdot |1 - 1/\log_2 3| / 1 = 0.36907`, loss
-        :math:`0.36907 \cdot \log(1 + e^{1}) = 0.48469`.
+        $|1 - 0| \cdot |1 - 1/\log_2 3| / 1 = 0.36907$, loss
+        $0.36907 \cdot \log(1 + e^{1}) = 0.48469$.
 
         >>> import torch
         >>> from torch_ndcg import lambdarank_loss
@@ -288,20 +289,21 @@ def approx_ndcg_loss(
 
     Ranks are replaced by a sigmoid-smoothed count over the real items of the list,
 
-    .. math::
-        \hat r_i = 1 + \sum_{j \ne i} \operatorname{sigmoid}\Bigl(\frac{s_j - s_i}{T}\Bigr),
-        \qquad
-        \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i) \, c_i,
+    $$
+    \hat r_i = 1 + \sum_{j \ne i} \operatorname{sigmoid}\Bigl(\frac{s_j - s_i}{T}\Bigr),
+    \qquad
+    \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i) \, c_i,
+    $$
 
-    with the gains :math:`G`, discount :math:`D` and ideal DCG@k :math:`Z` of the metric. Without
-    ``k``, or in a list with at most ``k`` real items, :math:`c_i = 1`; otherwise the cut-off is
-    smooth in rank space, :math:`c_i = \operatorname{sigmoid}((k + \tfrac12 - \hat r_i) / T)`, so
-    :math:`1 - \ell` tends to the exact nDCG@k as :math:`T \to 0` on tie-free scores.
+    with the gains $G$, discount $D$ and ideal DCG@k $Z$ of the metric. Without
+    ``k``, or in a list with at most ``k`` real items, $c_i = 1$; otherwise the cut-off is
+    smooth in rank space, $c_i = \operatorname{sigmoid}((k + \tfrac12 - \hat r_i) / T)$, so
+    $1 - \ell$ tends to the exact nDCG@k as $T \to 0$ on tie-free scores.
 
-    The default temperature :math:`T = 1` (allRank's :math:`\alpha = 1`) is the one that reached
+    The default temperature $T = 1$ (allRank's $\alpha = 1$) is the one that reached
     nDCG@10 0.77 on the real data of ``examples/train_ranker.py``; smaller temperatures (TF-Ranking
     uses 0.1) approximate the ranks more closely but give flatter gradients away from ties. As
-    the scorer can scale its outputs, :math:`T` mostly sets how smooth training starts.
+    the scorer can scale its outputs, $T$ mostly sets how smooth training starts.
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
     averages over the other lists. The pairwise sums and their gradient are computed in blocks of
     rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor.
@@ -309,7 +311,7 @@ def approx_ndcg_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive :math:`T` of the sigmoid.
+        temperature: positive $T$ of the sigmoid.
         k: cut-off, a positive int, or ``None`` for the whole list.
         gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
         discount: ``"log2"``, ``"jarvelin"`` or a differentiable callable of float ranks.
@@ -333,7 +335,7 @@ def approx_ndcg_loss(
 
     Example:
         Far-apart scores make the smooth ranks exact: the relevant item is at rank 2, so the loss
-        is :math:`1 - (1/\log_2 3) / 1 = 0.36907`.
+        is $1 - (1/\log_2 3) / 1 = 0.36907$.
 
         >>> import torch
         >>> from torch_ndcg import approx_ndcg_loss
@@ -401,21 +403,22 @@ def neural_ndcg_loss(
 ) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
 
-    The sorting permutation of the :math:`n` real items of a list is relaxed by deterministic
+    The sorting permutation of the $n$ real items of a list is relaxed by deterministic
     NeuralSort (Grover et al. 2019) and made doubly stochastic by Sinkhorn scaling:
 
-    .. math::
-        \hat P_{ij} = \operatorname{softmax}_j\Bigl(
-            \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
-        \qquad
-        P = \operatorname{Sinkhorn}(\hat P),
-        \qquad
-        \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j P_{ij} \, G_j,
+    $$
+    \hat P_{ij} = \operatorname{softmax}_j\Bigl(
+        \frac{(n + 1 - 2i) \, s_j - \sum_k |s_j - s_k|}{T}\Bigr),
+    \qquad
+    P = \operatorname{Sinkhorn}(\hat P),
+    \qquad
+    \ell = 1 - \frac{1}{Z} \sum_{i \le k} D(i) \sum_j P_{ij} \, G_j,
+    $$
 
-    rows :math:`i = 1..n` being rank positions, columns the items, with the gains :math:`G`,
-    discount :math:`D` and ideal DCG@k :math:`Z` of the metric: :math:`\sum_j P_{ij} G_j` is the
-    approximate gain at rank :math:`i`. As :math:`T \to 0`, :math:`P` tends to the sorting
-    permutation and :math:`1 - \ell` to the exact nDCG@k (on tie-free scores).
+    rows $i = 1..n$ being rank positions, columns the items, with the gains $G$,
+    discount $D$ and ideal DCG@k $Z$ of the metric: $\sum_j P_{ij} G_j$ is the
+    approximate gain at rank $i$. As $T \to 0$, $P$ tends to the sorting
+    permutation and $1 - \ell$ to the exact nDCG@k (on tie-free scores).
 
     Sinkhorn scaling follows allRank: each iteration normalises the columns, then the rows, and
     it stops once every column of the batch sums to 1 within ``tol``, or after ``max_iter``
@@ -427,7 +430,7 @@ def neural_ndcg_loss(
 
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
     averages over the other lists. The matrices are held only as their kernel
-    :math:`e^{a_{ij} - \max_j a_{ij}}` and two scaling vectors: the kernel is kept while it takes
+    $e^{a_{ij} - \max_j a_{ij}}$ and two scaling vectors: the kernel is kept while it takes
     at most 1 GiB (B x L = 4 x 8,192 in float32) and recomputed in blocks of rows for every
     product above that (memory ``O(B L)`` plus a block, but slower); backward runs the iterations
     in reverse from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
@@ -435,7 +438,7 @@ def neural_ndcg_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive NeuralSort temperature :math:`T`.
+        temperature: positive NeuralSort temperature $T$.
         k: cut-off, a positive int, or ``None`` for the whole list.
         max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone).
         tol: Sinkhorn tolerance on the column sums, non-negative.
@@ -461,7 +464,7 @@ def neural_ndcg_loss(
 
     Example:
         Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
-        loss is :math:`1 - (1/\log_2 3) / 1 = 0.36907`.
+        loss is $1 - (1/\log_2 3) / 1 = 0.36907$.
 
         >>> import torch
         >>> from torch_ndcg import neural_ndcg_loss

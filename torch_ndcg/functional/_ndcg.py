@@ -51,7 +51,7 @@ def _prepare_lists(
     empty_target_action: EmptyTargetAction,
     validate_args: bool,
 ) -> _Lists:
-    """Check the input of :func:`dcg` / :func:`ndcg` (see there) and flatten it to ``[N, L]``."""
+    """Check the input of `dcg` / `ndcg` (see there) and flatten it to ``[N, L]``."""
     ks = _validation.check_k(k)
     real, check = _validation.check_lists(
         preds,
@@ -91,10 +91,11 @@ def dcg(
 ) -> Tensor:
     r"""Discounted cumulative gain of every list at one or many cut-offs.
 
-    .. math::
-        \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+    $$
+    \mathrm{DCG@}k = \sum_{r=1}^{\min(k, L)} \mathrm{gain}(y_{\pi(r)}) \, \mathrm{discount}(r)
+    $$
 
-    where :math:`\pi` orders the items by ``preds``, descending. With ``ties="average"`` every
+    where $\pi$ orders the items by ``preds``, descending. With ``ties="average"`` every
     item of a group of equal scores is credited the mean gain of its group (McSherry & Najork
     2008), also when the group straddles the cut-off; ``ties="first"`` keeps the order of
     appearance.
@@ -105,10 +106,10 @@ def dcg(
         target: ``[..., L]`` non-negative relevance labels (bool, int or float).
         k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` for the
             whole list. A ``k`` larger than the list means the whole list.
-        gain: ``"exponential"`` (:math:`2^y - 1`), ``"linear"`` (:math:`y`) or an element-wise
+        gain: ``"exponential"`` ($2^y - 1$), ``"linear"`` ($y$) or an element-wise
             callable of the float labels.
-        discount: ``"log2"`` (:math:`1/\log_2(1 + r)`), ``"jarvelin"``
-            (:math:`1/\max(1, \log_2 r)`) or a callable of the 1-based float ranks.
+        discount: ``"log2"`` ($1/\log_2(1 + r)$), ``"jarvelin"``
+            ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
         ties: ``"average"`` or ``"first"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
         ignore_index: label value that marks padded items (for example ``-1``).
@@ -131,7 +132,7 @@ def dcg(
 
     Example:
         Relevances 3, 2, 3, 0, 1 in ranked order, linear gain:
-        :math:`3 + 2/\log_2 3 + 3/2 + 0 + 1/\log_2 6 = 6.1487`.
+        $3 + 2/\log_2 3 + 3/2 + 0 + 1/\log_2 6 = 6.1487$.
 
         >>> import torch
         >>> from torch_ndcg import dcg
@@ -184,15 +185,16 @@ def ndcg(
 ) -> Tensor:
     r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
 
-    .. math::
-        \mathrm{nDCG@}k = \frac{\mathrm{DCG@}k}{\mathrm{IDCG@}k}
+    $$
+    \mathrm{nDCG@}k = \frac{\mathrm{DCG@}k}{\mathrm{IDCG@}k}
+    $$
 
-    where the ideal DCG ranks the real items of the list by their labels. See :func:`dcg` for
+    where the ideal DCG ranks the real items of the list by their labels. See `dcg` for
     the arguments shared with it. No reduction is applied: take ``.mean()`` (or
     ``.nanmean()`` with ``empty_target_action="skip"``) yourself.
 
     Note:
-        The default gain is exponential, :math:`2^y - 1` (LightGBM, TF-Ranking, Rax). torchmetrics'
+        The default gain is exponential, $2^y - 1$ (LightGBM, TF-Ranking, Rax). torchmetrics'
         ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
         ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
         the same).
@@ -208,7 +210,7 @@ def ndcg(
         ignore_index: label value that marks padded items.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
-        validate_args: check the values (see :func:`dcg`).
+        validate_args: check the values (see `dcg`).
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
@@ -216,9 +218,9 @@ def ndcg(
         One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.
 
     Raises:
-        ValueError: as :func:`dcg`, and for a list with no relevant item under
+        ValueError: as `dcg`, and for a list with no relevant item under
             ``empty_target_action="error"``.
-        TypeError: as :func:`dcg`.
+        TypeError: as `dcg`.
 
     Example:
         True relevance ``[3, 2, 1, 0, 0]``, scores ``[3, 2, 0, 0, 1]``, linear gain, ties
@@ -260,7 +262,7 @@ def _ndcg_of_lists(
     ties: Ties,
     empty_target_action: EmptyTargetAction,
 ) -> Tensor:
-    """:func:`ndcg` of lists from :func:`_prepare_lists`, before shaping: ``[N, len(k)]``.
+    """`ndcg` of lists from `_prepare_lists`, before shaping: ``[N, len(k)]``.
 
     The values stay in the accumulation dtype (float64 where the device has it); the metric
     classes add them up as they are.
@@ -303,15 +305,16 @@ def retrieval_ndcg(
 ) -> tuple[Tensor, Tensor]:
     r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
-    .. math::
-        \mathrm{nDCG@}k(q) = \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+    $$
+    \mathrm{nDCG@}k(q) = \frac{\mathrm{DCG@}k(q)}{\mathrm{IDCG@}k(q)}
+    $$
 
-    where query :math:`q` is the set of rows whose ``indexes`` equal :math:`q`: the function
-    :class:`~torch_ndcg.RetrievalNDCG` computes with, as :func:`ndcg` is for
-    :class:`~torch_ndcg.NDCG`. Query ids may be any int64 values, in any order. The rows are
+    where query $q$ is the set of rows whose ``indexes`` equal $q$: the function
+    `torch_ndcg.RetrievalNDCG` computes with, as `ndcg` is for
+    `torch_ndcg.NDCG`. Query ids may be any int64 values, in any order. The rows are
     grouped by one stable sort of the ids, laid out as padded lists in buckets of similar size
-    and scored by the kernel of :func:`ndcg`: no loop over queries. With ``ties="first"`` the
-    rows of a query keep their order of appearance. Options as :func:`ndcg`; rows whose label
+    and scored by the kernel of `ndcg`: no loop over queries. With ``ties="first"`` the
+    rows of a query keep their order of appearance. Options as `ndcg`; rows whose label
     equals ``ignore_index`` are dropped.
 
     Args:
@@ -325,7 +328,7 @@ def retrieval_ndcg(
         empty_target_action: value of queries with no relevant row: ``"neg"`` 0, ``"pos"``
             1, ``"skip"`` NaN, ``"error"`` raises.
         ignore_index: label value of rows to drop.
-        validate_args: check the input (as :func:`ndcg`; also that no query's gains overflow).
+        validate_args: check the input (as `ndcg`; also that no query's gains overflow).
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
@@ -334,8 +337,8 @@ def retrieval_ndcg(
         ``[Q]`` or ``[Q, len(k)]`` for a sequence ``k`` (float32, float64 for float64 scores).
 
     Raises:
-        ValueError: as :func:`ndcg`; ``indexes`` of another shape; a query whose gains overflow.
-        TypeError: as :func:`ndcg`; non-integer ``indexes``.
+        ValueError: as `ndcg`; ``indexes`` of another shape; a query whose gains overflow.
+        TypeError: as `ndcg`; non-integer ``indexes``.
 
     Example:
         Query 7 is ranked ideally; query -2 puts its only relevant row second (1/log2(3)).
@@ -390,7 +393,7 @@ def _retrieval_values(
     empty_target_action: EmptyTargetAction,
     validate_args: bool,
 ) -> tuple[Tensor, Tensor]:
-    """:func:`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
+    """`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
 
     ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back.
     """

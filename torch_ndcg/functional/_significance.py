@@ -1,6 +1,6 @@
 """How sure a mean nDCG is, and whether two models differ: intervals and paired tests.
 
-The metrics' confidence interval needs only constant-size sums (:func:`normal_interval`); the
+The metrics' confidence interval needs only constant-size sums (`normal_interval`); the
 paired tests take per-query values, such as ``RetrievalNDCG(aggregation="none")`` gives for two
 models on the same queries.
 """
@@ -31,20 +31,21 @@ def normal_interval(
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""Mean and two-sided normal-approximation interval from running sums.
 
-    .. math::
-        \bar x = \frac{\sum x}{n}, \qquad
-        s^2 = \frac{\sum x^2 - n \bar x^2}{n - 1}, \qquad
-        \bar x \pm z_{(1 + c)/2} \, \frac{s}{\sqrt n}
+    $$
+    \bar x = \frac{\sum x}{n}, \qquad
+    s^2 = \frac{\sum x^2 - n \bar x^2}{n - 1}, \qquad
+    \bar x \pm z_{(1 + c)/2} \, \frac{s}{\sqrt n}
+    $$
 
-    with :math:`z_q` the standard normal quantile. Elementwise over any shape; float64 sums.
+    with $z_q$ the standard normal quantile. Elementwise over any shape; float64 sums.
     The mean is 0 where ``count`` is 0 (as the metrics' mean); the bounds are NaN where
     ``count`` < 2, as the sample standard deviation is then undefined.
 
     Args:
-        total: :math:`\sum x`.
-        total_of_squares: :math:`\sum x^2`.
-        count: :math:`n`, integer.
-        confidence: the interval's coverage :math:`c`, in (0, 1).
+        total: $\sum x$.
+        total_of_squares: $\sum x^2$.
+        count: $n$, integer.
+        confidence: the interval's coverage $c$, in (0, 1).
 
     Returns:
         ``(mean, low, high)``, float64.
@@ -84,7 +85,7 @@ def _paired_differences(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _regularized_incomplete_beta(x: float, a: float, b: float) -> float:
-    """:math:`I_x(a, b)` by Lentz's continued fraction (the standard expansion of the function)."""
+    """$I_x(a, b)$ by Lentz's continued fraction (the standard expansion of the function)."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
@@ -115,11 +116,12 @@ def _regularized_incomplete_beta(x: float, a: float, b: float) -> float:
 def paired_t_test(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     r"""Paired t-test of two models' per-query values: whether their mean difference is 0.
 
-    .. math::
-        d_q = a_q - b_q, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad
-        p = P(|T_{n-1}| \ge |t|) = I_{(n-1)/(n-1+t^2)}\Bigl(\frac{n-1}{2}, \frac12\Bigr)
+    $$
+    d_q = a_q - b_q, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad
+    p = P(|T_{n-1}| \ge |t|) = I_{(n-1)/(n-1+t^2)}\Bigl(\frac{n-1}{2}, \frac12\Bigr)
+    $$
 
-    with :math:`T_{n-1}` Student's t with :math:`n - 1` degrees of freedom and :math:`I` the
+    with $T_{n-1}$ Student's t with $n - 1$ degrees of freedom and $I$ the
     regularised incomplete beta function (two-sided, as ``scipy.stats.ttest_rel``). Pairs
     where either value is NaN (queries left out by ``empty_target_action="skip"``) are dropped.
     Equal values everywhere give ``t`` NaN and ``p`` 1.
@@ -171,13 +173,14 @@ def paired_randomization_test(
     r"""Sign-flip randomisation test of two models' per-query values, seeded and vectorised.
 
     Under the null hypothesis that the two models are exchangeable on every query, each
-    difference :math:`d_q = a_q - b_q` is as likely to have either sign. The p-value is the
+    difference $d_q = a_q - b_q$ is as likely to have either sign. The p-value is the
     share of random sign flips whose mean difference is at least as far from 0 as the
     observed one, counting the observed one (so it is never 0):
 
-    .. math::
-        p = \frac{1 + \#\{r : |\tfrac1n \sum_q \epsilon_{rq} d_q| \ge |\bar d|\}}{1 + R},
-        \qquad \epsilon_{rq} \in \{-1, 1\} \text{ uniform}
+    $$
+    p = \frac{1 + \#\{r : |\tfrac1n \sum_q \epsilon_{rq} d_q| \ge |\bar d|\}}{1 + R},
+    \qquad \epsilon_{rq} \in \{-1, 1\} \text{ uniform}
+    $$
 
     The flips are drawn in chunks on the values' device, with a generator seeded by ``seed``:
     the same inputs and seed give the same p-value. Pairs where either value is NaN are
@@ -186,7 +189,7 @@ def paired_randomization_test(
     Args:
         a: ``[Q]`` per-query values of the first model.
         b: ``[Q]`` values of the second, for the same queries in the same order.
-        n_resamples: number of random sign flips :math:`R`.
+        n_resamples: number of random sign flips $R$.
         seed: seed of the flips.
 
     Returns:
@@ -199,7 +202,7 @@ def paired_randomization_test(
 
     Example:
         Every one of 12 queries is better by 0.1 under ``a``: only the flips that keep all
-        signs or flip them all are as extreme, :math:`2 / 2^{12}`, so p is about 0.0005.
+        signs or flip them all are as extreme, $2 / 2^{12}$, so p is about 0.0005.
 
         >>> import torch
         >>> from torch_ndcg import paired_randomization_test
