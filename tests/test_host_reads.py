@@ -220,13 +220,14 @@ def test_compiled_checks_raise_without_breaking_the_graph() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("confidence", [None, 0.9])
 @pytest.mark.parametrize("cls", [NDCG, RetrievalNDCG])
-def test_metric_update_compiles_without_graph_breaks(cls: type) -> None:
+def test_metric_update_compiles_without_graph_breaks(cls: type, confidence: float | None) -> None:
     torch._dynamo.reset()
     preds, target = inputs()
     ids = torch.arange(N_LISTS).repeat_interleave(LENGTH)
     args = (preds, target) if cls is NDCG else (preds.reshape(-1), target.reshape(-1), ids)
-    eager, compiled = cls(k=10), cls(k=10)
+    eager, compiled = cls(k=10, confidence=confidence), cls(k=10, confidence=confidence)
     explanation = torch._dynamo.explain(compiled.update)(*args)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     eager.update(*args)
@@ -236,14 +237,18 @@ def test_metric_update_compiles_without_graph_breaks(cls: type) -> None:
 @needs_torch_2_13_to_compile_losses
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("loss_name", ["lambdarank", "approx"])
+@pytest.mark.parametrize("loss_name", ["lambdarank", "approx", "neural"])
 def test_training_step_under_cuda_graphs(loss_name: str) -> None:
     torch._dynamo.reset()
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(2)
     features = torch.randn(16, 30, 8, generator=gen).to(device)
     target = torch.randint(0, 4, (16, 30), generator=gen).to(device)
-    loss_fn = LambdaRankLoss(k=10) if loss_name == "lambdarank" else ApproxNDCGLoss(k=10)
+    loss_fn = {
+        "lambdarank": LambdaRankLoss(k=10),
+        "approx": ApproxNDCGLoss(k=10),
+        "neural": NeuralNDCGLoss(k=10),
+    }[loss_name]
 
     def make() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
         torch.manual_seed(0)

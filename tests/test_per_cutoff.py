@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,7 @@ class CutoffScorer(lightning.LightningModule):  # type: ignore[misc]
         self.linear = torch.nn.Linear(FEATURES, 1)
         self.val_ndcg = NDCG(k=KS).per_cutoff(prefix="val_")
         self.val_retrieval = RetrievalNDCG(k=KS, gain="linear").per_cutoff(prefix="val_linear_")
+        self.val_interval = NDCG(k=10, confidence=0.9).per_cutoff(prefix="val_ci_")
         self.dump_dir = Path(dump_dir)
         self.seen: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
 
@@ -195,6 +197,8 @@ class CutoffScorer(lightning.LightningModule):  # type: ignore[misc]
         ids = list_ids[:, None].expand_as(target)
         self.val_retrieval.update(scores[mask], target[mask], ids[mask])
         self.log_dict(self.val_retrieval)
+        self.val_interval.update(scores, target, mask)
+        self.log_dict(self.val_interval)  # the mean and its interval's bounds
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
@@ -251,5 +255,11 @@ def test_trainer_logs_three_cut_offs_exactly_every_epoch(devices: int, tmp_path:
         for column, k in enumerate(KS):
             assert logged[f"val_ndcg@{k}"] == pytest.approx(exponential[column].item(), abs=1e-6)
             assert logged[f"val_linear_ndcg@{k}"] == pytest.approx(linear[column].item(), abs=1e-6)
+        per_list = ndcg(scores, target, k=10, mask=mask).double().tolist()
+        z = statistics.NormalDist().inv_cdf(0.95)
+        mean, half = statistics.fmean(per_list), z * statistics.stdev(per_list) / N_LISTS**0.5
+        assert logged["val_ci_ndcg@10"] == pytest.approx(mean, abs=1e-6)
+        assert logged["val_ci_ndcg@10_low"] == pytest.approx(mean - half, abs=1e-6)
+        assert logged["val_ci_ndcg@10_high"] == pytest.approx(mean + half, abs=1e-6)
         assert previous is None or logged["val_ndcg@10"] != previous  # the model moved
         previous = logged["val_ndcg@10"]
