@@ -21,6 +21,7 @@ for a quick check.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,33 @@ LOSSES: dict[str, LossFn] = {
     "NeuralNDCGLoss": NeuralNDCGLoss(validate_args=False),
     "MSE (pointwise)": mse_loss,
 }
+
+
+def allrank_models(path: str) -> dict[str, LossFn]:
+    """The losses of ``--allrank``: allRank 1.4.3's ``approxNDCGLoss``, ours with its reduction.
+
+    allRank averages over all lists of a batch, ours (``reduction="mean"``) over the lists with
+    a relevant item: the sum over lists divided by their number is allRank's reduction.
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_losses import import_allrank
+
+    losses = import_allrank(path)
+    if losses is None:
+        raise SystemExit(f"allRank is not importable from {path!r}")
+    summed = ApproxNDCGLoss(reduction="sum", validate_args=False)
+
+    def allrank_approx(preds: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        padded = torch.where(mask, target, torch.full_like(target, -1.0))  # allRank's padding
+        return losses.approxNDCGLoss(preds, padded)  # type: ignore[no-any-return]
+
+    def approx_mean_over_all_lists(preds: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+        return summed(preds, target, mask) / preds.shape[0]
+
+    return {
+        "allRank approxNDCGLoss (alpha 1)": allrank_approx,
+        "ApproxNDCGLoss, allRank's reduction": approx_mean_over_all_lists,
+    }
 
 
 def test_ndcg(scores: Tensor, test: PaddedLists) -> list[float]:
@@ -212,7 +240,14 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         help="learning curves PNG (default: train_ranker.png in the current directory)",
     )
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--allrank",
+        metavar="PATH",
+        help="also train with allRank's approxNDCGLoss, and ours with its reduction "
+        "(allRank installed there: pip install --no-deps --target PATH allrank==1.4.3)",
+    )
     args = parser.parse_args(argv)
+    losses = dict(LOSSES) | (allrank_models(args.allrank) if args.allrank else {})
     started = time.perf_counter()
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     train, test = load_lists("train"), load_lists("test")
@@ -224,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     rows: list[str] = []
     means: dict[str, list[float]] = {}
     curves: dict[str, list[list[float]]] = {}
-    for name, loss_fn in LOSSES.items():
+    for name, loss_fn in losses.items():
         runs = []
         curves[name] = []
         for seed in args.seeds:

@@ -63,3 +63,25 @@ def test_bench_losses_plot(tmp_path: Path) -> None:
     plot = tmp_path / "bench.png"
     bench["plot_scaling"](plot, results, 16, "test")
     assert plot.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_approx_with_allrank_reduction_has_allranks_gradient() -> None:
+    """``--allrank``: ours summed over lists / their number trains as allRank's approxNDCGLoss."""
+    import torch
+    import train_ranker
+
+    from benchmarks.bench_losses import import_allrank
+
+    if import_allrank("/tmp/allrank_site") is None:
+        pytest.skip("allRank is not installed (pip install --no-deps --target /tmp/allrank_site)")
+    models = train_ranker.allrank_models("/tmp/allrank_site")
+    lists = train_ranker.load_lists("train")
+    labels, mask = lists.labels[:16], lists.mask[:16]
+    labels[3] = 0  # a list with no relevant item: where the two reductions differ
+    scores = torch.randn(labels.shape, generator=torch.Generator().manual_seed(0))
+    grads = []
+    for name in ("allRank approxNDCGLoss (alpha 1)", "ApproxNDCGLoss, allRank's reduction"):
+        leaf = scores.clone().requires_grad_()
+        models[name](leaf, labels, mask).backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-7)
