@@ -16,7 +16,6 @@ one GPU per rank).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
@@ -28,25 +27,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _memory import peak_rss_kib, reset_peak_rss
 
 from torch_ndcg import RetrievalNDCG
 
 ITEMS = 100
 K = 10
 BATCH_ROWS = 256 * ITEMS
-
-
-def _peak_rss_kib() -> int:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1])
-
-
-def _reset_peak() -> int:
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")  # resets VmHWM to the current RSS
-    return _peak_rss_kib()
 
 
 def _rows(queries: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,7 +62,7 @@ def measure(rank: int, world: int, queries: int, device: str) -> dict[str, float
         before = torch.cuda.memory_allocated(on)
         torch.cuda.reset_peak_memory_stats(on)
     else:
-        before = _reset_peak()
+        before = reset_peak_rss()
     if world > 1:
         dist.barrier()
     start_time = time.perf_counter()
@@ -86,7 +73,7 @@ def measure(rank: int, world: int, queries: int, device: str) -> dict[str, float
     if on.type == "cuda":
         extra = torch.cuda.max_memory_allocated(on) - before
     else:
-        extra = (_peak_rss_kib() - before) * 1024
+        extra = (peak_rss_kib() - before) * 1024
     return {"ms": seconds * 1e3, "bytes": float(extra), "value": float(value)}
 
 

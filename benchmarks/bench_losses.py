@@ -35,7 +35,6 @@ on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import subprocess
 import sys
@@ -74,27 +73,10 @@ def import_allrank(path: str, device: str = "cpu") -> Any:
     return losses
 
 
-def peak_mib() -> float:
-    """Peak resident set size of this process since the last reset (Linux ``VmHWM``), in MiB.
-
-    Not ``ru_maxrss``: after ``exec`` Linux starts a child's ``ru_maxrss`` at the parent's peak,
-    which would hide any growth below it.
-    """
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
-
-
-def reset_peak() -> None:
-    """Hand freed memory back to the OS and reset the peak to the current RSS (Linux)."""
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-
-
 def worker(name: str, batch: int, length: int, allrank_path: str, device_name: str) -> None:
     """Measure one loss on one case; print a JSON line."""
     import torch
+    from _memory import peak_rss_kib, reset_peak_rss
     from _timing import best_ms, synchronize
 
     import torch_ndcg
@@ -138,10 +120,9 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         synchronize(device)
         extra = (torch.cuda.max_memory_allocated(device) - allocated) / 2**20
     else:
-        reset_peak()
-        baseline = peak_mib()
+        baseline = reset_peak_rss()
         step()
-        extra = peak_mib() - baseline
+        extra = (peak_rss_kib() - baseline) / 1024
     repeats = 5 if batch * length * length <= 2**24 else 2
     print(json.dumps({"ms": best_ms(step, repeats=repeats, device=device), "mib": extra}))
 

@@ -23,7 +23,6 @@ Run: ``python benchmarks/bench_metrics.py`` (``--queries`` to change the size, `
 from __future__ import annotations
 
 import argparse
-import ctypes
 import platform
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ from torchmetrics import Metric
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _memory import peak_rss_kib, reset_peak_rss
 from _timing import best_ms, describe
 
 from torch_ndcg import NDCG, RetrievalNDCG
@@ -125,13 +125,6 @@ def cuda_peak_bytes(name: str, data: Any, device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) - before
 
 
-def _peak_rss_kib() -> int:
-    """Peak resident set size of this process since the last reset (``VmHWM``), in KiB."""
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1])
-
-
 def peak_worker(name: str, n: int) -> None:
     """Run one metric once on fresh data; print the growth of the peak RSS in bytes.
 
@@ -139,12 +132,9 @@ def peak_worker(name: str, n: int) -> None:
     peak is reset (``/proc/self/clear_refs``), so the peak measures the metric alone (Linux).
     """
     data = make_data(n)
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")  # resets VmHWM to the current RSS
-    before = _peak_rss_kib()
+    before = reset_peak_rss()
     run_once(name, data, CPU)
-    print((_peak_rss_kib() - before) * 1024)
+    print((peak_rss_kib() - before) * 1024)
 
 
 def peak_bytes(name: str, n: int) -> int:

@@ -858,9 +858,11 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
                 )
         bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
         if self.aggregation == "mean":
-            # [sum, count, sum of squares] per cut-off: one all-reduce gives all three.
-            squares = _kernels.counted_sum(values * values)[0]
-            totals = torch.stack([*_kernels.counted_sum(values), squares]).to(torch.float64)
+            # [sum, count] per cut-off, and the sum of squares for an interval: one all-reduce.
+            terms = list(_kernels.counted_sum(values))
+            if opt.confidence is not None:
+                terms.append(_kernels.counted_sum(values * values)[0])
+            totals = torch.stack(terms).to(torch.float64)
             if partitioned:
                 totals = _distributed.all_reduce_sum(totals, group)
             mean = totals[0] / totals[1].clamp(min=1)

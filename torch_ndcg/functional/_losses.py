@@ -109,8 +109,11 @@ def _prepare(
     )
 
 
-def _score_range(scores: Tensor, real: Tensor | None) -> Tensor:
-    """Largest minus smallest real score, on the device (0 without a real item)."""
+def _score_range(lists: _LossInput) -> float | Tensor:
+    """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
+    if lists.score_range is not None:  # read back with the checks on the CPU
+        return lists.score_range
+    scores, real = lists.scores, lists.mask
     high = scores if real is None else torch.where(real, scores, -torch.inf)
     low = scores if real is None else torch.where(real, scores, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
@@ -229,9 +232,7 @@ def lambdarank_loss(
     if validate_args and scores.numel() > 0:
         # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), its loss at most the weight
         # times sigma * range + log 2, its slope the weight times sigma; at most L^2 pairs.
-        score_range: float | Tensor | None = lists.score_range
-        if score_range is None:  # checked on the device
-            score_range = _score_range(scores, real)
+        score_range = _score_range(lists)
         weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
         _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
@@ -492,9 +493,7 @@ def neural_ndcg_loss(
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
-        score_range: float | Tensor | None = lists.score_range
-        if score_range is None:  # checked on the device
-            score_range = _score_range(scores, real)
+        score_range = _score_range(lists)
         bound = 2 * length * length * length * (score_range + 1) / temperature
         _validation.check_finite_scale("temperature", temperature, bound, scores.dtype)
     # The relaxed sort depends on score differences only: centring on the top real score
