@@ -206,7 +206,9 @@ def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
     return order.narrow(-1, 0, kmax)
 
 
-def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, Tensor]:
+def top_items(
+    keys: Tensor, kmax: int, *, padded: bool, detect_ties: bool = True
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """The best ``kmax`` items of each row, and whether a tie touches them.
 
     One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
@@ -217,12 +219,17 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
         keys: ``[N, L]`` keys from `ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
         padded: whether some items may be padding.
+        detect_ties: whether to look for ties at all (``False``: the flag is ``None``, and only
+            the top ``kmax`` are selected).
 
     Returns:
         ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
         indices, and a bool scalar tensor: whether any row has a tie that touches its top
         ``kmax`` (left on the device: reading it is the caller's choice).
     """
+    if not detect_ties:
+        top_keys, top_index = _top_keys(keys, kmax)
+        return top_keys, top_index, None
     top_keys, top_index = _top_keys(keys, min(kmax + 1, keys.shape[-1]))
     # Tensor methods throughout: Python slicing costs several microseconds a call.
     lower = top_keys.narrow(-1, 1, top_keys.shape[-1] - 1)
@@ -230,6 +237,11 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
     if padded:
         equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
     return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
+
+
+# Top positions times items up to which `tie_averaged_gains` compares every top position with
+# every item (a few kernels); larger batches group the runs of equal keys of the top instead.
+DENSE_TIE_ELEMENTS = 1 << 22
 
 
 def tie_averaged_gains(
@@ -244,6 +256,10 @@ def tie_averaged_gains(
     its members in the whole list, including those below the cut-off, so that one group is the
     only thing looked at beyond the top ``kmax``. Without ties this is the gains of the top
     items, which is what `dcg_and_ideal` reads instead when `top_items` finds none.
+    Up to `DENSE_TIE_ELEMENTS` top positions times items, each position is compared with
+    every item of its list (a few kernels, the fewest launches on an accelerator); above, the
+    runs of equal keys in the top are grouped and only the boundary group is looked up in the
+    whole list.
 
     Args:
         keys: ``[N, L]`` keys from `ranking_keys`.
@@ -253,6 +269,13 @@ def tie_averaged_gains(
     """
     # Sums of up to L exponential gains (2^127 each in float32) are taken in float64.
     acc = accumulate_dtype(item_gains.device)
+    n_lists, kmax = top_keys.shape
+    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
+        # Each top position against every item of its list: its group is the items with its
+        # key, wherever they rank (the position's own item is one of them).
+        same_key = keys[:, None, :] == top_keys[:, :, None]
+        group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
+        return group_gain / same_key.sum(-1)
     top_gains = item_gains.gather(-1, top_index).to(acc)
     starts_group = torch.ones_like(top_keys, dtype=torch.bool)
     starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
@@ -288,9 +311,10 @@ def ideal_ranked_gains(
 
     The built-in gains never decrease with the label, so the ideal order is the label order and
     the top ``kmax`` labels are selected in the labels' own dtype (cheaper for integer labels);
-    a callable gain is ranked by the gains themselves (``item_gains``, required then).
+    a callable gain is ranked by the gains themselves (``item_gains``, required then), and so
+    are labels whose gains are at hand (the same order; no gain is taken twice).
     """
-    by_gain = callable(gain)
+    by_gain = callable(gain) or item_gains is not None
     if by_gain:
         assert item_gains is not None
         values = item_gains
@@ -541,12 +565,15 @@ def _ranked(
     kmax = resolve_cutoffs(k, preds.shape[-1])[1]
     top: tuple[Tensor, Tensor] | None = None
     tie_flag: Tensor | None = None
+    read_back = may_read_back(preds.device)
     if ties == "first":
         order = stable_descending_order(keys, kmax)
     else:
-        top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
+        top_keys, order, tie_flag = top_items(
+            keys, kmax, padded=mask is not None, detect_ties=read_back
+        )
         top = (top_keys, order)
-    if not may_read_back(preds.device):
+    if not read_back:  # ties are averaged whether there are any or not
         return keys, top, order, True, None
     # The checks' largest label serves integer labels; float labels need their own probe.
     label_max_checked = check is not None and not target.is_floating_point()

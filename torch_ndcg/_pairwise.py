@@ -25,9 +25,10 @@ from torch_ndcg._kernels import full_precision
 # temporaries stays within a core's 2 MiB L2 cache on the machine the benchmarks ran on. Tests
 # lower it to force many blocks.
 BLOCK_ELEMENTS = 1 << 18
-# On an accelerator each block costs a few kernel launches whatever its size: 2^21 float32
-# (8 MiB a temporary) keeps the launches few and the memory a few tens of MiB.
-ACCELERATOR_BLOCK_ELEMENTS = 1 << 21
+# On an accelerator a step is bound by its kernel launches, a few per block whatever the block's
+# size: 2^23 float32 (32 MiB a temporary, one or two alive) makes a list of 1,024 items two blocks
+# for a batch of 16 and keeps the memory of the pairs near 64 MiB.
+ACCELERATOR_BLOCK_ELEMENTS = 1 << 23
 
 
 def _row_blocks(
@@ -64,11 +65,13 @@ def pair_position_weights(
     i = torch.arange(i0, i1, device=ref.device)
     j = torch.arange(i0 + 1, length, device=ref.device)
     gap = j[None, :] - i[:, None]
-    weights = torch.zeros(gap.shape, dtype=ref.dtype, device=ref.device)
+    weights: Tensor | None = None
     if position_discounts is not None:
         weights = (position_discounts[i0:i1, None] - position_discounts[None, i0 + 1 :]).abs()
     if delta is not None:
-        weights = weights + delta[gap.clamp(min=0)]
+        gap_weights = delta[gap.clamp(min=0)]
+        weights = gap_weights if weights is None else weights + gap_weights
+    assert weights is not None
     return torch.where(gap > 0, weights, 0)
 
 
@@ -108,7 +111,7 @@ class PairwiseLogistic(torch.autograd.Function):
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
             # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
             # The difference is taken before scaling: sigma * u may overflow where it does not.
-            z = torch.copysign((u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma), gain_gap)
+            z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
             weight = gain_gap.abs_().mul_(position_weights)
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
@@ -117,7 +120,7 @@ class PairwiseLogistic(torch.autograd.Function):
                 loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
             if grad is not None:
                 # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
-                slope = torch.copysign(torch.sigmoid(z).mul_(weight), z)
+                slope = torch.sigmoid(z).mul_(weight).copysign_(z)
                 grad[:, i0:i1] += slope.sum(dim=-1)
                 grad[:, c0:] -= slope.sum(dim=1)
         if grad is not None:
@@ -148,38 +151,58 @@ class SmoothRanks(torch.autograd.Function):
 
     @staticmethod
     def _above(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
-        r"""``[N, i1 - i0, L]``: $\sigma((s_j - s_i) / T)$ for rows ``i`` in ``[i0, i1)``."""
+        r"""``[N, i1 - i0, L]``: $\sigma((s_j - s_i) / T)$ for rows ``i`` in ``[i0, i1)``.
+
+        One new block, transformed in place.
+        """
         gaps = s[:, None, :] - s[:, i0:i1, None]
-        return torch.sigmoid(gaps if temperature == 1 else gaps.div_(temperature))
+        if temperature != 1:
+            gaps.div_(temperature)
+        return gaps.sigmoid_()
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
         n_lists, length = s.shape
-        ranks = torch.empty_like(s)
-        for i0, i1 in _row_blocks(n_lists, length, length, upper=False, device=s.device):
+        blocks = list(_row_blocks(n_lists, length, length, upper=False, device=s.device))
+        ranks = s.new_empty(s.shape) if len(blocks) > 1 else None
+        for i0, i1 in blocks:
             above = SmoothRanks._above(s, i0, i1, temperature)
             if valid is None:
-                ranks[:, i0:i1] = above.sum(dim=-1)
+                block_ranks = above.sum(dim=-1)
             else:
                 with full_precision(s.device):
-                    ranks[:, i0:i1] = torch.bmm(above, valid[:, :, None]).squeeze(-1)
+                    block_ranks = torch.bmm(above, valid[:, :, None]).squeeze(-1)
+            if ranks is None:  # one block: no copy
+                ranks = block_ranks
+            else:
+                ranks[:, i0:i1] = block_ranks
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
-        return ranks.add_(0.5)
+        return s.new_full(s.shape, 0.5) if ranks is None else ranks.add_(0.5)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None, None]:
         u, valid = ctx.saved_tensors
         n_lists, length = u.shape
-        weights = valid if valid is not None else torch.ones_like(u)
-        both = torch.stack([grad_ranks, weights], dim=-1)
-        grad = torch.empty_like(u)
-        for i0, i1 in _row_blocks(n_lists, length, length, upper=False, device=u.device):
-            above = SmoothRanks._above(u, i0, i1, ctx.temperature)
-            slope = torch.addcmul(above, above, above, value=-1.0)
+        # Q v and Q g-bar, from one product with both as columns, or with v = 1 from row sums.
+        columns = grad_ranks[:, :, None] if valid is None else torch.stack([grad_ranks, valid], -1)
+        blocks = list(_row_blocks(n_lists, length, length, upper=False, device=u.device))
+        grad = u.new_empty(u.shape) if len(blocks) > 1 else None
+        for i0, i1 in blocks:
+            slope = SmoothRanks._above(u, i0, i1, ctx.temperature)
+            slope.addcmul_(slope, slope, value=-1.0)  # sigma' = sigma (1 - sigma)
             with full_precision(u.device):
-                sums = torch.bmm(slope, both)
-            own_weight, own_grad = weights[:, i0:i1], grad_ranks[:, i0:i1]
-            grad[:, i0:i1] = own_weight * sums[..., 0] - own_grad * sums[..., 1]
-        return grad.div_(ctx.temperature), None, None
+                sums = torch.bmm(slope, columns)
+            own_grad = grad_ranks[:, i0:i1]
+            if valid is None:
+                block_grad = sums[..., 0] - own_grad * slope.sum(dim=-1)
+            else:
+                block_grad = valid[:, i0:i1] * sums[..., 0] - own_grad * sums[..., 1]
+            if grad is None:  # one block: no copy
+                grad = block_grad
+            else:
+                grad[:, i0:i1] = block_grad
+        if grad is None:  # no rows
+            return torch.zeros_like(u), None, None
+        return (grad if ctx.temperature == 1 else grad.div_(ctx.temperature)), None, None

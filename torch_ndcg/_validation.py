@@ -235,22 +235,17 @@ def check_values(
     if preds.numel() == 0:
         return None
     if mask is None:
-        score_extremes = torch.stack(torch.aminmax(preds))
+        low_pred, high_pred = torch.aminmax(preds)
         real_target = target
     else:
         # Padded scores are left out (not replaced by 0, which would widen the range); with
         # no real item the smallest real score comes out above the largest.
-        score_extremes = torch.stack(
-            [
-                torch.where(mask, preds, torch.inf).amin(),
-                torch.where(mask, preds, -torch.inf).amax(),
-            ]
-        )
+        low_pred = torch.where(mask, preds, torch.inf).amin()
+        high_pred = torch.where(mask, preds, -torch.inf).amax()
         real_target = torch.where(mask, target, 0)
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
-    label_extremes = torch.stack(torch.aminmax(real_target))
-    extremes = torch.cat([score_extremes.to(torch.float64), label_extremes.to(torch.float64)])
+    low, high = torch.aminmax(real_target)
     dtype = compute_dtype(preds.dtype)
     n_items = max(preds.shape[-1] if length is None else length, 1)
     limit = largest_gain_label(gain, dtype, n_items, preds.device)
@@ -259,23 +254,28 @@ def check_values(
         return _ValueMessages(gain, dtype, n_items, limit, ignore_index)
 
     if not may_read_back(preds.device):
-        low_pred, high_pred, low, high = extremes.unbind()
         text = messages()
-        no_real_score = low_pred > high_pred
-        checks = [
-            (~(low_pred.isnan() | high_pred.isnan()), text.nan_preds),
-            (~(low.isnan() | high.isnan()), text.nan_target),
-            (high.isfinite() | high.isnan(), text.infinite_target),
-            (low >= 0, text.negative_target),
-        ]
+        # One comparison a check where the dtype allows it (integer labels are never NaN or
+        # infinite); each check is one device-side assertion, in the order of the CPU's.
+        checks = [((low_pred == low_pred) & (high_pred == high_pred), text.nan_preds)]
         if finite_preds:
-            finite = low_pred.isfinite() & high_pred.isfinite()
-            checks.append((finite | no_real_score, text.infinite_preds))
+            finite = (low_pred > -torch.inf) & (high_pred < torch.inf)
+            checks.append((finite | (low_pred > high_pred), text.infinite_preds))
+        if real_target.is_floating_point():
+            checks.append(((low == low) & (high == high), text.nan_target))
+            checks.append((high != torch.inf, text.infinite_target))
+        checks.append((low >= 0, text.negative_target))
         if limit is not None:
             checks.append((high <= limit, text.gain_overflow))
         for ok, message in checks:
             assert_on_device(ok, message.format(found="a value"))
         return None
+    extremes = torch.cat(
+        [
+            torch.stack([low_pred, high_pred]).to(torch.float64),
+            torch.stack([low, high]).to(torch.float64),
+        ]
+    )
     integer_labels = not real_target.is_floating_point()
 
     def judge(values: list[float]) -> CheckedValues:

@@ -97,7 +97,10 @@ def _prepare(
         item_gains=item_gains,
     )[:, :1]
     has_relevant = ideal > 0
-    scaled_gains = torch.where(has_relevant, item_gains / torch.where(has_relevant, ideal, 1), 0)
+    if callable(gain):  # a gain may be negative where the ideal DCG is 0
+        scaled_gains = torch.where(has_relevant, item_gains / torch.where(has_relevant, ideal, 1), 0)
+    else:  # an ideal DCG of 0 means every gain of the list is 0
+        scaled_gains = item_gains / ideal.clamp(min=torch.finfo(ideal.dtype).tiny)
     return _LossInput(
         scores=scores,
         mask=flat_mask,
@@ -120,13 +123,16 @@ def _score_range(lists: _LossInput) -> float | Tensor:
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
-    """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none)."""
+    """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none).
+
+    ``per_list`` must be 0 on the lists not counted.
+    """
     if reduction == "none":
         return per_list.reshape(leading_shape)
-    total, count = _kernels.counted_sum(per_list, counted)
+    total = per_list.sum()  # lists not counted are 0
     if reduction == "sum":
         return total
-    return total / count.clamp(min=1).to(total.dtype)
+    return total / counted.sum().clamp(min=1)
 
 
 def lambdarank_loss(
