@@ -98,7 +98,8 @@ def _prepare(
     )[:, :1]
     has_relevant = ideal > 0
     if callable(gain):  # a gain may be negative where the ideal DCG is 0
-        scaled_gains = torch.where(has_relevant, item_gains / torch.where(has_relevant, ideal, 1), 0)
+        safe_ideal = torch.where(has_relevant, ideal, 1)
+        scaled_gains = torch.where(has_relevant, item_gains / safe_ideal, 0)
     else:  # an ideal DCG of 0 means every gain of the list is 0
         scaled_gains = item_gains / ideal.clamp(min=torch.finfo(ideal.dtype).tiny)
     return _LossInput(
