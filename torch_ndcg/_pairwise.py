@@ -11,6 +11,7 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg._kernels import full_precision
+from torch_ndcg._kernels import full_precision, position_discounts
+from torch_ndcg._options import Discount
 
 # Elements of one block temporary on the CPU: 2^18 float32 = 1 MiB, so the handful of live
 # temporaries stays within a core's 2 MiB L2 cache on the machine the benchmarks ran on. Tests
@@ -48,6 +50,53 @@ def _row_blocks(
         i1 = min(rows, i0 + step)
         yield i0, i1
         i0 = i1
+
+
+@functools.lru_cache(maxsize=64)
+def _position_tables(
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    discount: Discount,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[Tensor | None, Tensor | None]:
+    """See `lambda_position_tables`."""
+    with torch.inference_mode(False), torch.no_grad():
+        cut_discounts = delta = None
+        # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
+        discounts = position_discounts(length + 1, discount, dtype=dtype, device=device)
+        if weighting in ("lambdarank", "ndcg2pp"):
+            cut_discounts = discounts[:length].clone()
+            cut_discounts[kmax:] = 0
+        if weighting in ("ndcg2", "ndcg2pp"):
+            # delta[m] = |D(m) - D(m + 1)| for a rank gap m >= 1; delta[0] is never used.
+            delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
+            if weighting == "ndcg2pp":
+                delta = delta * mu
+        return cut_discounts, delta
+
+
+def lambda_position_tables(
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    discount: Discount,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[Tensor | None, Tensor | None]:
+    r"""The position tables of `pair_position_weights` for a LambdaLoss ``weighting``.
+
+    ``(position_discounts, delta)``: the discounts $D_1..D_L$ cut at ``kmax`` (0 below),
+    for ``"lambdarank"`` and ``"ndcg2pp"``; and $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
+    for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the weighting has no
+    such term. Cached for named discounts (read-only, built outside inference mode, as
+    `torch_ndcg._kernels.cutoff_matrix`): a training loop asks for the same tables every step.
+    """
+    build = _position_tables.__wrapped__ if callable(discount) else _position_tables
+    return build(length, kmax, weighting, mu, discount, dtype, device)
 
 
 def pair_position_weights(
@@ -121,8 +170,8 @@ class PairwiseLogistic(torch.autograd.Function):
             if grad is not None:
                 # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
                 slope = torch.sigmoid(z).mul_(weight).copysign_(z)
-                grad[:, i0:i1] += slope.sum(dim=-1)
-                grad[:, c0:] -= slope.sum(dim=1)
+                grad[:, i0:i1].add_(slope.sum(dim=-1))
+                grad[:, c0:].sub_(slope.sum(dim=1))
         if grad is not None:
             ctx.save_for_backward(grad.mul_(sigma))
         return loss

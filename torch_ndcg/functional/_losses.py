@@ -250,21 +250,9 @@ def lambdarank_loss(
     ranked_scores = scores.gather(-1, order)
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
 
-    position_discounts: Tensor | None = None
-    delta: Tensor | None = None
-    if weighting in ("lambdarank", "ndcg2pp"):
-        position_discounts = _kernels.position_discounts(
-            length, discount, dtype=scores.dtype, device=scores.device
-        )
-        position_discounts[kmax:] = 0
-    if weighting in ("ndcg2", "ndcg2pp"):
-        gaps = _kernels.position_discounts(
-            length + 1, discount, dtype=scores.dtype, device=scores.device
-        )
-        # delta[m] = |D(m) - D(m + 1)| for a rank gap m >= 1; delta[0] is never used.
-        delta = torch.cat([gaps.new_zeros(1), (gaps[:-2] - gaps[1:-1]).abs()])
-        if weighting == "ndcg2pp":
-            delta = delta * mu
+    position_discounts, delta = _pairwise.lambda_position_tables(
+        length, kmax, weighting, mu, discount, scores.dtype, scores.device
+    )
     need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
     per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
         ranked_scores,

@@ -1,0 +1,67 @@
+"""Kernel launches of the hot paths on an accelerator's paths, and the largest tensor they make.
+
+On a GPU these calls are bound by their launches (see ``benchmarks/bench_launches.py``, whose
+counter this uses): the budgets are today's counts, so that a change that adds launches to a hot
+path shows here and is made on purpose. For comparison, allRank 1.4.3 launches 105
+(``lambdaLoss``, NDCG-Loss2++) and 70 (``approxNDCGLoss``) per step at both sizes below.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from bench_launches import LaunchCounter, accelerator_paths
+
+from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, _pairwise, ndcg
+
+
+def launches(fn: object) -> LaunchCounter:
+    assert callable(fn)
+    with accelerator_paths():
+        fn()  # caches filled
+        with LaunchCounter() as counter:
+            fn()
+    return counter
+
+
+def lists(n: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    preds = torch.randn(n, length, generator=generator)
+    return preds, torch.randint(0, 5, (n, length), generator=generator)
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_metric_update_and_functional_launch_budget(validate: bool) -> None:
+    preds, target = lists(256, 100)
+    metric = NDCG(k=10, validate_args=validate)
+    update = launches(lambda: metric.update(preds, target)).launches
+    functional = launches(lambda: ndcg(preds, target, k=10, validate_args=validate)).launches
+    budget = 36 if validate else 26
+    assert update <= budget
+    assert functional <= budget
+
+
+@pytest.mark.parametrize(
+    ("loss", "shape", "budget"),
+    [
+        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (64, 128), 57),
+        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (16, 1024), 84),
+        (ApproxNDCGLoss(validate_args=False), (64, 128), 45),
+        (ApproxNDCGLoss(validate_args=False), (16, 1024), 61),
+    ],
+    ids=["lambdarank-64x128", "lambdarank-16x1024", "approx-64x128", "approx-16x1024"],
+)
+def test_loss_step_launch_budget_and_block_bound(
+    loss: torch.nn.Module, shape: tuple[int, int], budget: int
+) -> None:
+    preds, target = lists(*shape)
+    leaf = preds.requires_grad_()
+    counter = launches(lambda: loss(leaf, target.float()).backward())
+    assert counter.launches <= budget
+    # No [B, L, L] tensor: the pairs are visited in blocks (16 x 1,024 has 2^24 pairs).
+    assert counter.largest_output <= _pairwise.ACCELERATOR_BLOCK_ELEMENTS
