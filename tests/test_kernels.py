@@ -83,7 +83,15 @@ def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dty
     assert bool((padded[0, 3] < padded[0, [0, 1, 2, 4, 5, 6, 7, 8, 9]]).all())
 
 
-def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> None:
+@pytest.fixture(params=["dense", "grouped"])
+def tie_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of averaging ties: every top position against every item, or grouped runs."""
+    if request.param == "grouped":
+        monkeypatch.setattr(kernels, "DENSE_TIE_ELEMENTS", 0)
+    return str(request.param)
+
+
+def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list(tie_path: str) -> None:
     scores = torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.0]])
     item_gains = torch.tensor([[1.0, 6.0, 2.0, 0.0, 3.0]])
     # Ranked: 3.0 (gain 1), 2.0 (gain 2), then three tied at 1.0 with mean gain 3.
@@ -99,6 +107,34 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list() -> N
         kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
+
+
+@settings(max_examples=60)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 12),
+    st.integers(1, 13),
+    st.integers(0, 2**16),
+    st.booleans(),
+)
+def test_tie_averaging_dense_equals_grouped(
+    n: int, length: int, k: int, seed: int, padded: bool
+) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 4, (n, length), generator=generator).float()  # many ties
+    item_gains = torch.randint(0, 8, (n, length), generator=generator).float()
+    mask = torch.rand(n, length, generator=generator) < 0.7 if padded else None
+    if mask is not None:
+        item_gains = torch.where(mask, item_gains, 0)
+    keys = kernels.ranking_keys(scores, mask)
+    top_keys, top_index, _ = kernels.top_items(keys, min(k, length), padded=padded)
+    dense = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    try:
+        kernels.DENSE_TIE_ELEMENTS, saved = 0, kernels.DENSE_TIE_ELEMENTS
+        grouped = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    finally:
+        kernels.DENSE_TIE_ELEMENTS = saved
+    torch.testing.assert_close(dense, grouped, rtol=1e-12, atol=1e-12)
 
 
 def test_top_items_reports_only_ties_that_touch_the_top() -> None:
