@@ -1,4 +1,4 @@
-"""Kernel launches per call: ours on an accelerator's paths against torchmetrics and allRank.
+"""Kernel launches (and memory) per call: ours on an accelerator's paths against the peers.
 
 At the sizes users validate and train with, a GPU step is bound by its kernel launches (each
 costs the host several microseconds, while a [256, 100] batch is microseconds of GPU work), so
@@ -18,7 +18,11 @@ Rows, on the data of ``bench_metrics.py`` and ``bench_losses.py``:
   operations per query in ``compute``: its count, and the ratio, grow with the queries);
   ours' launches per ``NDCG.update`` of [256, 100] are printed below the table;
 - a training step (forward + backward, ``validate_args=False`` as in ``bench_losses.py``) of
-  each loss against allRank at 64 x 128 and 16 x 1,024 (skipped without allRank).
+  each loss against allRank at 64 x 128 and 16 x 1,024 (allRank's columns n/a without it), with
+  the peak memory of the tensors it holds at once (see `LaunchCounter`): what
+  ``torch.cuda.max_memory_allocated`` reports for the same step on a GPU, so ours is measured on
+  the accelerator's block size (allRank's ``approxNDCGLoss`` at 16 x 1,024 comes to 416.7 MiB
+  here; 417 MiB was measured on an H100).
 
 Run: ``python benchmarks/bench_launches.py`` (``--allrank-path`` as in ``bench_losses.py``).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,38 +68,70 @@ def launches_kernel(func: Any) -> bool:
 
 
 class LaunchCounter(TorchDispatchMode):
-    """Counts the computing operations dispatched inside it, and the largest tensor they made."""
+    """Counts the computing operations dispatched inside it, and the memory their outputs hold.
+
+    ``peak_bytes`` is the largest total size of the storages made inside it and alive at once
+    (each storage counted once, views included, freed when its last tensor goes): what
+    ``torch.cuda.max_memory_allocated`` reports for the same work, less the allocator's rounding
+    to 512 bytes and one-off workspaces. ``largest_output`` is the most elements of one output.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.launches = 0
         self.largest_output = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._live: set[int] = set()
+
+    def _freed(self, key: int, size: int) -> None:
+        self.live_bytes -= size
+        self._live.discard(key)
+
+    def _track(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self._live:
+            return
+        size = storage.nbytes()
+        self._live.add(key)
+        self.live_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        # The storage's Python object lives as long as the storage itself (torch keeps it).
+        weakref.finalize(storage, self._freed, key, size)
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         out = func(*args, **(kwargs or {}))
-        if launches_kernel(func):
-            self.launches += 1
-            for tensor in out if isinstance(out, (tuple, list)) else [out]:
-                if isinstance(tensor, torch.Tensor):
+        computes = launches_kernel(func)
+        self.launches += computes
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
+                self._track(tensor)
+                if computes:
                     self.largest_output = max(self.largest_output, tensor.numel())
         return out
 
 
-def step_launches(
-    loss: Callable[..., torch.Tensor], preds: torch.Tensor, target: torch.Tensor
-) -> int:
-    """Launches of one forward + backward of ``loss``."""
-    return count(lambda: loss(preds, target).backward())
-
-
-def count(fn: Callable[[], Any]) -> int:
-    """Launches of one call of ``fn``, after one uncounted call (caches filled)."""
+def counted(fn: Callable[[], Any]) -> LaunchCounter:
+    """The counter of one call of ``fn``, after one uncounted call (caches filled)."""
     fn()
     with LaunchCounter() as counter:
         fn()
-    return counter.launches
+    return counter
+
+
+def count(fn: Callable[[], Any]) -> int:
+    """Launches of one call of ``fn``, after one uncounted call."""
+    return counted(fn).launches
+
+
+def step_counts(
+    loss: Callable[..., torch.Tensor], preds: torch.Tensor, target: torch.Tensor
+) -> LaunchCounter:
+    """The counter of one forward + backward of ``loss``."""
+    return counted(lambda: loss(preds, target).backward())
 
 
 @contextmanager
@@ -120,6 +157,20 @@ def row(what: str, ours: int, peer: int | None, peer_name: str) -> None:
     peer_cell = "n/a" if peer is None else f"{peer:,}"
     ratio = "n/a" if peer is None else f"**{peer / ours:.1f}x** fewer"
     print(f"| {what} | {ours:,} | {peer_name} {peer_cell} | {ratio} |")
+
+
+def loss_row(what: str, ours: LaunchCounter, peer: LaunchCounter | None) -> None:
+    mib = 2**20
+    if peer is None:
+        peer_cells = "n/a | n/a"
+    else:
+        fewer = peer.launches / ours.launches
+        memory = ours.peak_bytes / peer.peak_bytes
+        peer_cells = (
+            f"{peer.launches:,}, {peer.peak_bytes / mib:.1f} MiB | "
+            f"**{fewer:.1f}x** fewer launches, **{memory:.2f}x** memory"
+        )
+    print(f"| {what} | {ours.launches:,}, {ours.peak_bytes / mib:.1f} MiB | {peer_cells} |")
 
 
 def metric_rows(queries: int) -> int:
@@ -158,16 +209,20 @@ def loss_rows(allrank_path: str) -> None:
             "ApproxNDCG": allrank.approxNDCGLoss,
             "NeuralNDCG": allrank.neuralNDCG,
         }
+    print(
+        "| loss step (forward + backward) | ours: launches, peak memory | allRank 1.4.3 | ratio |"
+    )
+    print("|---|---:|---:|---:|")
     for batch, length in LOSS_CASES:
         generator = torch.Generator().manual_seed(0)
         preds = torch.randn(batch, length, generator=generator).requires_grad_()
         target = torch.randint(0, 5, (batch, length), generator=generator).float()
         for name, loss in ours.items():
             with accelerator_paths():
-                ours_count = step_launches(loss, preds, target)
+                ours_counts = step_counts(loss, preds, target)
             peer = theirs[name]
-            peer_count = None if peer is None else step_launches(peer, preds, target)
-            row(f"{name} step, {batch} x {length:,}", ours_count, peer_count, "allRank")
+            peer_counts = None if peer is None else step_counts(peer, preds, target)
+            loss_row(f"{name}, {batch} x {length:,}", ours_counts, peer_counts)
 
 
 def main() -> None:
@@ -180,9 +235,10 @@ def main() -> None:
     print("| call | ours (accelerator paths) | peer | ratio |")
     print("|---|---:|---:|---:|")
     per_update = metric_rows(args.queries)
-    loss_rows(args.allrank_path)
     print()
     print(f"ours per `NDCG.update` of [256, 100] (k=10, default checks): {per_update} launches")
+    print()
+    loss_rows(args.allrank_path)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,9 @@ class PairwiseLogistic(torch.autograd.Function):
                 slope = torch.sigmoid(z).mul_(weight).copysign_(z)
                 grad[:, i0:i1].add_(slope.sum(dim=-1))
                 grad[:, c0:].sub_(slope.sum(dim=1))
+                del slope
+            # Freed before the next block is made: one block's temporaries alive at a time.
+            del gain_gap, z, weight, flat
         if grad is not None:
             ctx.save_for_backward(grad.mul_(sigma))
         return loss
@@ -221,6 +224,7 @@ class SmoothRanks(torch.autograd.Function):
             else:
                 with full_precision(s.device):
                     block_ranks = torch.bmm(above, valid[:, :, None]).squeeze(-1)
+            del above  # freed before the next block is made
             if ranks is None:  # one block: no copy
                 ranks = block_ranks
             else:
@@ -248,6 +252,7 @@ class SmoothRanks(torch.autograd.Function):
                 block_grad = sums[..., 0] - own_grad * slope.sum(dim=-1)
             else:
                 block_grad = valid[:, i0:i1] * sums[..., 0] - own_grad * sums[..., 1]
+            del slope  # freed before the next block is made
             if grad is None:  # one block: no copy
                 grad = block_grad
             else:
