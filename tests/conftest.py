@@ -37,6 +37,17 @@ def take_accelerator_paths(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, "may_read_back", lambda device: False)
 
 
+@pytest.fixture(autouse=True)
+def fresh_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No rendezvous variables from an earlier test: each ``ddp_spawn`` run picks a free port.
+
+    Lightning's ``ddp_spawn`` leaves ``MASTER_PORT`` in this process's environment, and a later
+    ``Trainer`` would reuse it while the earlier run's sockets may still hold it.
+    """
+    for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> torch.device:
     """A device for a parity test; skips ``"cuda"`` where CUDA is not available."""
