@@ -7,7 +7,7 @@ script counts them on the CPU, at the dispatcher (a ``TorchDispatchMode``): ever
 that does not merely return a view or alias of its input (``Tensor(a)`` without ``!`` in its
 schema) counts as one launch. Ours runs on the CPU made to take the accelerator's paths (no value
 read back: device-side checks, branch-free ties; pairwise blocks of
-``ACCELERATOR_BLOCK_ELEMENTS``), so the count is what a GPU would launch; the peers run as they
+the accelerator's sizes), so the count is what a GPU would launch; the peers run as they
 run anywhere (their operations do not depend on the device).
 
 Rows, on the data of ``bench_metrics.py`` and ``bench_losses.py``:
@@ -141,9 +141,7 @@ def accelerator_paths() -> Iterator[None]:
         mock.patch.object(module, "may_read_back", return_value=False)
         for module in (_kernels, _validation, _ndcg)
     ]
-    patches.append(
-        mock.patch.object(_pairwise, "BLOCK_ELEMENTS", _pairwise.ACCELERATOR_BLOCK_ELEMENTS)
-    )
+    patches.append(mock.patch.object(_pairwise, "accelerator_blocks", return_value=True))
     for patch in patches:
         patch.start()
     try:

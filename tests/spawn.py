@@ -6,13 +6,32 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import torch
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessExitedException
 
 SPAWN_TIMEOUT_S = 120
+T = TypeVar("T")
+
+
+def retry_exit_abort(run: Callable[[], T]) -> T:
+    """``run()`` (a whole ``ddp_spawn`` Trainer run), once more if a worker aborted at exit.
+
+    A worker of Lightning's ``ddp_spawn`` on gloo occasionally dies of SIGABRT after its work is
+    done (seen about once in ten runs of the suite on a 2-core machine: the validation table
+    printed, then "process 1 terminated with signal SIGABRT"), in torch's teardown, not in the
+    code under test. Such a run is repeated once from the start; any other failure, or a second
+    abort, fails the test.
+    """
+    try:
+        return run()
+    except ProcessExitedException as error:
+        if error.signal_name != "SIGABRT":
+            raise
+    return run()
 
 
 def free_port() -> int:

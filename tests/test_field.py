@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.wrappers import BootStrapper, MetricTracker, MultitaskWrapper, Running
 
+from tests.spawn import retry_exit_abort
 from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss, RetrievalNDCG, ndcg
 
 try:
@@ -556,6 +557,12 @@ def reference_from_seen(
 
 
 def run_validate(precision: str, devices: int, dump_dir: str | None) -> tuple[Any, Any]:
+    if devices > 1:
+        return retry_exit_abort(lambda: validate_once(precision, devices, dump_dir))
+    return validate_once(precision, devices, dump_dir)
+
+
+def validate_once(precision: str, devices: int, dump_dir: str | None) -> tuple[Any, Any]:
     pytest.importorskip("lightning")
     model = FieldScorer(dump_dir)
     trainer = lightning.Trainer(

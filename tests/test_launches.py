@@ -55,10 +55,10 @@ MIB = 2**20
 @pytest.mark.parametrize(
     ("loss", "shape", "budget", "allrank_mib"),
     [
-        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (64, 128), 57, 45.1),
-        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (16, 1024), 84, 720.1),
+        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (64, 128), 46, 45.1),
+        (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (16, 1024), 62, 720.1),
         (ApproxNDCGLoss(validate_args=False), (64, 128), 45, 26.3),
-        (ApproxNDCGLoss(validate_args=False), (16, 1024), 61, 416.7),
+        (ApproxNDCGLoss(validate_args=False), (16, 1024), 45, 416.7),
     ],
     ids=["lambdarank-64x128", "lambdarank-16x1024", "approx-64x128", "approx-16x1024"],
 )
@@ -69,7 +69,12 @@ def test_loss_step_launch_budget_and_memory(
     leaf = preds.requires_grad_()
     counter = launches(lambda: loss(leaf, target.float()).backward())
     assert counter.launches <= budget
-    # No [B, L, L] tensor: the pairs are visited in blocks (16 x 1,024 has 2^24 pairs), one
-    # block's temporaries alive at a time.
-    assert counter.largest_output <= _pairwise.ACCELERATOR_BLOCK_ELEMENTS
+    # No [B, L, L] tensor beyond one block (16 x 1,024 has 2^24 pairs: one block of the smooth
+    # ranks, two of the pair loss), one block's temporaries alive at a time.
+    block = (
+        _pairwise.ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
+        if isinstance(loss, ApproxNDCGLoss)
+        else _pairwise.ACCELERATOR_BLOCK_ELEMENTS
+    )
+    assert counter.largest_output <= block
     assert counter.peak_bytes < allrank_mib * MIB / (5 if shape[1] == 1024 else 2)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.spawn import retry_exit_abort
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 lightning = pytest.importorskip("lightning")
@@ -65,19 +66,24 @@ class Scorer(lightning.LightningModule):  # type: ignore[misc]
 def test_trainer_logs_functional_ndcg_of_whole_validation_set(devices: int) -> None:
     """``devices=2``: Lightning's ddp_spawn on 2 CPU processes (gloo), lists split across them."""
     data = validation_data()
-    model = Scorer()
-    trainer = lightning.Trainer(
-        accelerator="cpu",
-        devices=devices,
-        strategy="ddp_spawn" if devices > 1 else "auto",
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model, DataLoader(data, batch_size=16), DataLoader(data, batch_size=VAL_BATCH))
-    logged = trainer.callback_metrics
+
+    def fit() -> tuple[Scorer, Any]:
+        model = Scorer()
+        trainer = lightning.Trainer(
+            accelerator="cpu",
+            devices=devices,
+            strategy="ddp_spawn" if devices > 1 else "auto",
+            max_epochs=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        train, val = DataLoader(data, batch_size=16), DataLoader(data, batch_size=VAL_BATCH)
+        trainer.fit(model, train, val)
+        return model, trainer.callback_metrics
+
+    model, logged = retry_exit_abort(fit)
     features, target, mask, _ = data.tensors
     with torch.no_grad():
         scores = model(features)

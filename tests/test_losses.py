@@ -73,9 +73,14 @@ def test_lambdarank_gradient_equals_burges_lambdas(
 
 
 @pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize("pair_table", ["one table", "per block"])
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 @pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (2, "sum"), (4, "none")])
-def test_lambdarank_blockwise_equals_dense(weighting: str, k: int | None, reduction: str) -> None:
+def test_lambdarank_blockwise_equals_dense(
+    weighting: str, k: int | None, reduction: str, pair_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if pair_table == "per block":  # the position weights built block by block, as for long lists
+        monkeypatch.setattr(_pairwise, "PAIR_TABLE_ELEMENTS", 0)
     preds, target, mask = batch(3, 11, seed=2)
     ours = preds.clone().requires_grad_()
     dense = preds.clone().requires_grad_()

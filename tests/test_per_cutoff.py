@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.spawn import retry_exit_abort
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 KS = [1, 5, 10]
@@ -223,23 +224,27 @@ class RecordLogged(lightning.Callback):  # type: ignore[misc]
 @pytest.mark.parametrize("devices", [1, 2])
 def test_trainer_logs_three_cut_offs_exactly_every_epoch(devices: int, tmp_path: Path) -> None:
     """``devices=2``: ddp_spawn on 2 CPU processes (gloo); lists split across them."""
-    trainer = lightning.Trainer(
-        accelerator="cpu",
-        devices=devices,
-        strategy="ddp_spawn" if devices > 1 else "auto",
-        max_epochs=3,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[RecordLogged(str(tmp_path))],
-    )
     data = validation_data()
-    trainer.fit(
-        CutoffScorer(str(tmp_path)),
-        DataLoader(data, batch_size=11),
-        DataLoader(data, batch_size=VAL_BATCH),
-    )
+
+    def fit() -> None:
+        trainer = lightning.Trainer(
+            accelerator="cpu",
+            devices=devices,
+            strategy="ddp_spawn" if devices > 1 else "auto",
+            max_epochs=3,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[RecordLogged(str(tmp_path))],
+        )
+        trainer.fit(
+            CutoffScorer(str(tmp_path)),
+            DataLoader(data, batch_size=11),
+            DataLoader(data, batch_size=VAL_BATCH),
+        )
+
+    retry_exit_abort(fit)
     previous = None
     for epoch in range(3):
         seen = [

@@ -28,21 +28,42 @@ from torch_ndcg._options import Discount
 # lower it to force many blocks.
 BLOCK_ELEMENTS = 1 << 18
 # On an accelerator a step is bound by its kernel launches, a few per block whatever the block's
-# size: 2^23 float32 (32 MiB a temporary, one or two alive) makes a list of 1,024 items two blocks
-# for a batch of 16 and keeps the memory of the pairs near 64 MiB.
+# size. A block of the pair loss keeps three temporaries: 2^23 float32 (32 MiB each) makes 16
+# lists of 1,024 two blocks. The smooth ranks keep one, so their blocks are twice as large: the
+# same 16 lists are one block of 64 MiB.
 ACCELERATOR_BLOCK_ELEMENTS = 1 << 23
+ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS = 1 << 24
+
+
+def accelerator_blocks(device: torch.device) -> bool:
+    """Whether ``device`` takes the accelerator's block sizes: every device but the CPU."""
+    return device.type != "cpu"
 
 
 def _row_blocks(
-    n_lists: int, rows: int, length: int, *, upper: bool, device: torch.device
+    n_lists: int,
+    rows: int,
+    length: int,
+    *,
+    upper: bool,
+    device: torch.device,
+    single_temporary: bool = False,
 ) -> Iterator[tuple[int, int]]:
     """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
 
-    A block is `BLOCK_ELEMENTS` on the CPU, `ACCELERATOR_BLOCK_ELEMENTS` elsewhere.
+    A block is `BLOCK_ELEMENTS` on the CPU; on an accelerator `ACCELERATOR_BLOCK_ELEMENTS`,
+    or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a computation that keeps one block
+    temporary at a time (``single_temporary``).
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
     strict upper triangle), so later blocks take more rows.
     """
-    block = BLOCK_ELEMENTS if device.type == "cpu" else ACCELERATOR_BLOCK_ELEMENTS
+    block = BLOCK_ELEMENTS
+    if accelerator_blocks(device):
+        block = (
+            ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
+            if single_temporary
+            else ACCELERATOR_BLOCK_ELEMENTS
+        )
     i0 = 0
     while i0 < rows:
         cols = length - (i0 + 1) if upper else length
@@ -99,6 +120,52 @@ def lambda_position_tables(
     return build(length, kmax, weighting, mu, discount, dtype, device)
 
 
+# Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
+# instead of once per block, and the last few are kept between calls.
+PAIR_TABLE_ELEMENTS = 1 << 20
+
+
+@functools.lru_cache(maxsize=8)
+def _pair_table(
+    rows: int,
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    discount: Discount,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """See `pair_weight_table`."""
+    position_discounts_, delta = lambda_position_tables(
+        length, kmax, weighting, mu, discount, dtype, device
+    )
+    with torch.inference_mode(False), torch.no_grad():
+        return pair_position_weights(0, rows, length, position_discounts_, delta)
+
+
+def pair_weight_table(
+    rows: int,
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    discount: Discount,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor | None:
+    """`pair_position_weights` of all ``rows`` at once, ``[rows, L - 1]``, where it is small.
+
+    Column ``c`` is position ``c + 1``, so the block of rows ``[i0, i1)`` is
+    ``table[i0:i1, i0:]``. ``None`` above `PAIR_TABLE_ELEMENTS` (then each block builds its
+    own). Kept for the last few shapes with a named discount: a training loop's steps share it.
+    """
+    if rows <= 0 or rows * (length - 1) > PAIR_TABLE_ELEMENTS:
+        return None
+    build = _pair_table.__wrapped__ if callable(discount) else _pair_table
+    return build(rows, length, kmax, weighting, mu, discount, dtype, device)
+
+
 def pair_position_weights(
     i0: int, i1: int, length: int, position_discounts: Tensor | None, delta: Tensor | None
 ) -> Tensor:
@@ -131,7 +198,8 @@ class PairwiseLogistic(torch.autograd.Function):
     $i < j$): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
     is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
     ``valid`` the real items (or ``None``), ``position_discounts`` / ``delta`` for
-    `pair_position_weights`, ``rows`` the positions that can be the upper item of a pair
+    `pair_position_weights` (or ``pair_table``, all of them at once, from `pair_weight_table`),
+    ``rows`` the positions that can be the upper item of a pair
     (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
     """
@@ -144,6 +212,7 @@ class PairwiseLogistic(torch.autograd.Function):
         valid: Tensor | None,
         position_discounts: Tensor | None,
         delta: Tensor | None,
+        pair_table: Tensor | None,
         rows: int,
         need_grad: bool,
         sigma: float,
@@ -155,7 +224,10 @@ class PairwiseLogistic(torch.autograd.Function):
             rows = 0  # an empty batch has no pair
         for i0, i1 in _row_blocks(n_lists, rows, length, upper=True, device=u.device):
             c0 = i0 + 1
-            position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
+            if pair_table is not None:
+                position_weights = pair_table[i0:i1, i0:]
+            else:
+                position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
             # Gain difference g_j - g_i; its sign says which item should rank higher.
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
             # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
@@ -183,7 +255,7 @@ class PairwiseLogistic(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
-        return grad_loss[:, None] * grad, None, None, None, None, None, None, None
+        return grad_loss[:, None] * grad, None, None, None, None, None, None, None, None
 
 
 class SmoothRanks(torch.autograd.Function):
@@ -215,7 +287,11 @@ class SmoothRanks(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
         n_lists, length = s.shape
-        blocks = list(_row_blocks(n_lists, length, length, upper=False, device=s.device))
+        blocks = list(
+            _row_blocks(
+                n_lists, length, length, upper=False, device=s.device, single_temporary=True
+            )
+        )
         ranks = s.new_empty(s.shape) if len(blocks) > 1 else None
         for i0, i1 in blocks:
             above = SmoothRanks._above(s, i0, i1, temperature)
@@ -240,7 +316,11 @@ class SmoothRanks(torch.autograd.Function):
         n_lists, length = u.shape
         # Q v and Q g-bar, from one product with both as columns, or with v = 1 from row sums.
         columns = grad_ranks[:, :, None] if valid is None else torch.stack([grad_ranks, valid], -1)
-        blocks = list(_row_blocks(n_lists, length, length, upper=False, device=u.device))
+        blocks = list(
+            _row_blocks(
+                n_lists, length, length, upper=False, device=u.device, single_temporary=True
+            )
+        )
         grad = u.new_empty(u.shape) if len(blocks) > 1 else None
         for i0, i1 in blocks:
             slope = SmoothRanks._above(u, i0, i1, ctx.temperature)

@@ -253,6 +253,10 @@ def lambdarank_loss(
     position_discounts, delta = _pairwise.lambda_position_tables(
         length, kmax, weighting, mu, discount, scores.dtype, scores.device
     )
+    rows = min(kmax, length - 1)
+    pair_table = _pairwise.pair_weight_table(
+        rows, length, kmax, weighting, mu, discount, scores.dtype, scores.device
+    )
     need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
     per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
         ranked_scores,
@@ -260,7 +264,8 @@ def lambdarank_loss(
         ranked_real,
         position_discounts,
         delta,
-        min(kmax, length - 1),
+        pair_table,
+        rows,
         need_grad,
         sigma,
     )
