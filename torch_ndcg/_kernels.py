@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import torch
 from torch import Tensor
@@ -443,31 +443,64 @@ def ideal_dcg_from_label_counts(
         return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
-@functools.lru_cache(maxsize=64)
+_Params = ParamSpec("_Params")
+_Table = TypeVar("_Table")
+
+
+def cached_for_named_discounts(
+    maxsize: int,
+) -> Callable[
+    [Callable[Concatenate[Discount, _Params], _Table]],
+    Callable[Concatenate[Discount, _Params], _Table],
+]:
+    """Decorate a builder of constant tables whose first argument is the discount.
+
+    The builder runs outside inference mode and without autograd, so that its tables can serve
+    autograd code later, and the last ``maxsize`` results are kept for named discounts: a metric
+    or a training loop asks for the same tables at every call. A callable discount (possibly
+    unhashable, or changing between calls) is built every time. Kept tables are read-only:
+    never modify one in place.
+    """
+
+    def decorate(
+        build: Callable[Concatenate[Discount, _Params], _Table],
+    ) -> Callable[Concatenate[Discount, _Params], _Table]:
+        def built(discount: Discount, /, *args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
+            with torch.inference_mode(False), torch.no_grad():
+                return build(discount, *args, **kwargs)
+
+        kept = functools.lru_cache(maxsize=maxsize)(built)
+
+        @functools.wraps(build)
+        def table(discount: Discount, /, *args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
+            if callable(discount):
+                return built(discount, *args, **kwargs)
+            return kept(discount, *args, **kwargs)  # type: ignore[arg-type]
+
+        return table
+
+    return decorate
+
+
+@cached_for_named_discounts(maxsize=64)
 def _cutoff_weights(
+    discount: Discount,
     kmax: int,
     ks: tuple[int, ...],
-    discount: Discount,
     dtype: torch.dtype,
     device: torch.device,
     cumulative: bool,
 ) -> Tensor:
-    """See `cutoff_matrix`.
-
-    Cached for named discounts (read-only, never modified in place): a metric calls this with
-    the same arguments at every update. Built outside inference mode so that it can serve
-    autograd code later.
-    """
-    with torch.inference_mode(False), torch.no_grad():
-        weights = position_discounts(kmax, discount, dtype=dtype, device=device)
-        # Compared with each cut-off as a Python int: no host-to-device copy (which would
-        # synchronise a CUDA stream at every call with a callable discount, never cached).
-        positions = torch.arange(kmax, device=device)
-        inside = torch.stack([positions < cutoff for cutoff in ks], dim=1)
-        matrix = torch.where(inside, weights[:, None], 0)
-        if cumulative:
-            matrix = torch.cat([matrix.new_zeros(1, len(ks)), matrix.cumsum(0)])
-        return matrix
+    """See `cutoff_matrix`."""
+    weights = position_discounts(kmax, discount, dtype=dtype, device=device)
+    # Compared with each cut-off as a Python int: no host-to-device copy (which would
+    # synchronise a CUDA stream at every call with a callable discount, never cached).
+    positions = torch.arange(kmax, device=device)
+    inside = torch.stack([positions < cutoff for cutoff in ks], dim=1)
+    matrix = torch.where(inside, weights[:, None], 0)
+    if cumulative:
+        matrix = torch.cat([matrix.new_zeros(1, len(ks)), matrix.cumsum(0)])
+    return matrix
 
 
 def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount) -> Tensor:
@@ -504,9 +537,7 @@ def cutoff_matrix(
     With ``cumulative``, ``[kmax + 1, len(ks)]`` whose row ``m`` is the sum of the first ``m``
     rows: $D_k(m) = \sum_{r \le \min(m, k)} d(r)$ in column ``k``.
     """
-    # Only named discounts are cached: a callable may be unhashable or change between calls.
-    build = _cutoff_weights.__wrapped__ if callable(discount) else _cutoff_weights
-    return build(kmax, tuple(ks), discount, dtype, device, cumulative)
+    return _cutoff_weights(discount, kmax, tuple(ks), dtype, device, cumulative)
 
 
 def resolve_cutoffs(k: Sequence[int] | None, length: int) -> tuple[list[int], int]:

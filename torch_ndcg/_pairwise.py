@@ -11,7 +11,6 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +19,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg._kernels import full_precision, position_discounts
+from torch_ndcg._kernels import cached_for_named_discounts, full_precision, position_discounts
 from torch_ndcg._options import Discount
 
 # Elements of one block temporary on the CPU: 2^18 float32 = 1 MiB, so the handful of live
@@ -73,38 +72,13 @@ def _row_blocks(
         i0 = i1
 
 
-@functools.lru_cache(maxsize=64)
-def _position_tables(
-    length: int,
-    kmax: int,
-    weighting: str,
-    mu: float,
-    discount: Discount,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> tuple[Tensor | None, Tensor | None]:
-    """See `lambda_position_tables`."""
-    with torch.inference_mode(False), torch.no_grad():
-        cut_discounts = delta = None
-        # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
-        discounts = position_discounts(length + 1, discount, dtype=dtype, device=device)
-        if weighting in ("lambdarank", "ndcg2pp"):
-            cut_discounts = discounts[:length].clone()
-            cut_discounts[kmax:] = 0
-        if weighting in ("ndcg2", "ndcg2pp"):
-            # delta[m] = |D(m) - D(m + 1)| for a rank gap m >= 1; delta[0] is never used.
-            delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
-            if weighting == "ndcg2pp":
-                delta = delta * mu
-        return cut_discounts, delta
-
-
+@cached_for_named_discounts(maxsize=64)
 def lambda_position_tables(
+    discount: Discount,
     length: int,
     kmax: int,
     weighting: str,
     mu: float,
-    discount: Discount,
     dtype: torch.dtype,
     device: torch.device,
 ) -> tuple[Tensor | None, Tensor | None]:
@@ -113,11 +87,22 @@ def lambda_position_tables(
     ``(position_discounts, delta)``: the discounts $D_1..D_L$ cut at ``kmax`` (0 below),
     for ``"lambdarank"`` and ``"ndcg2pp"``; and $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
     for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the weighting has no
-    such term. Cached for named discounts (read-only, built outside inference mode, as
-    `torch_ndcg._kernels.cutoff_matrix`): a training loop asks for the same tables every step.
+    such term. Kept for named discounts (see
+    `torch_ndcg._kernels.cached_for_named_discounts`): a training loop asks for the same
+    tables every step.
     """
-    build = _position_tables.__wrapped__ if callable(discount) else _position_tables
-    return build(length, kmax, weighting, mu, discount, dtype, device)
+    cut_discounts = delta = None
+    # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
+    discounts = position_discounts(length + 1, discount, dtype=dtype, device=device)
+    if weighting in ("lambdarank", "ndcg2pp"):
+        cut_discounts = discounts[:length].clone()
+        cut_discounts[kmax:] = 0
+    if weighting in ("ndcg2", "ndcg2pp"):
+        # delta[m] = |D(m) - D(m + 1)| for a rank gap m >= 1; delta[0] is never used.
+        delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
+        if weighting == "ndcg2pp":
+            delta = delta * mu
+    return cut_discounts, delta
 
 
 # Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
@@ -125,32 +110,29 @@ def lambda_position_tables(
 PAIR_TABLE_ELEMENTS = 1 << 20
 
 
-@functools.lru_cache(maxsize=8)
+@cached_for_named_discounts(maxsize=8)
 def _pair_table(
+    discount: Discount,
     rows: int,
     length: int,
     kmax: int,
     weighting: str,
     mu: float,
-    discount: Discount,
     dtype: torch.dtype,
     device: torch.device,
 ) -> Tensor:
     """See `pair_weight_table`."""
-    position_discounts_, delta = lambda_position_tables(
-        length, kmax, weighting, mu, discount, dtype, device
-    )
-    with torch.inference_mode(False), torch.no_grad():
-        return pair_position_weights(0, rows, length, position_discounts_, delta)
+    tables = lambda_position_tables(discount, length, kmax, weighting, mu, dtype, device)
+    return pair_position_weights(0, rows, length, *tables)
 
 
 def pair_weight_table(
+    discount: Discount,
     rows: int,
     length: int,
     kmax: int,
     weighting: str,
     mu: float,
-    discount: Discount,
     dtype: torch.dtype,
     device: torch.device,
 ) -> Tensor | None:
@@ -158,12 +140,11 @@ def pair_weight_table(
 
     Column ``c`` is position ``c + 1``, so the block of rows ``[i0, i1)`` is
     ``table[i0:i1, i0:]``. ``None`` above `PAIR_TABLE_ELEMENTS` (then each block builds its
-    own). Kept for the last few shapes with a named discount: a training loop's steps share it.
+    own). The last few are kept for named discounts: a training loop's steps share them.
     """
     if rows <= 0 or rows * (length - 1) > PAIR_TABLE_ELEMENTS:
         return None
-    build = _pair_table.__wrapped__ if callable(discount) else _pair_table
-    return build(rows, length, kmax, weighting, mu, discount, dtype, device)
+    return _pair_table(discount, rows, length, kmax, weighting, mu, dtype, device)
 
 
 def pair_position_weights(

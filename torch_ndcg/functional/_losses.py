@@ -251,11 +251,11 @@ def lambdarank_loss(
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
 
     position_discounts, delta = _pairwise.lambda_position_tables(
-        length, kmax, weighting, mu, discount, scores.dtype, scores.device
+        discount, length, kmax, weighting, mu, scores.dtype, scores.device
     )
     rows = min(kmax, length - 1)
     pair_table = _pairwise.pair_weight_table(
-        rows, length, kmax, weighting, mu, discount, scores.dtype, scores.device
+        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
     )
     need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
     per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
