@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -31,6 +32,9 @@ def retry_exit_abort(run: Callable[[], T]) -> T:
     except ProcessExitedException as error:
         if error.signal_name != "SIGABRT":
             raise
+    # Lightning left the aborted run's port in the environment: the retry picks a free one.
+    for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"):
+        os.environ.pop(name, None)
     return run()
 
 

@@ -7,6 +7,7 @@ compared with the CPU's own. Read-backs are counted by ``tests/host_reads.py``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -163,6 +164,7 @@ def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerat
         ([[0.1, float("nan")]], [[1, 0]], "Expected `preds` to contain no NaN"),
         ([[0.1, 0.2]], [[1, -2]], "Expected `target` to be non-negative"),
         ([[0.1, 0.2]], [[1, 200]], "Expected `target` values of at most 127.99"),
+        ([[0.1, 0.2]], [[-math.inf, -math.inf]], "Expected `target` to be finite"),
     ],
 )
 def test_device_side_checks_raise_with_the_cpu_message(
@@ -173,6 +175,26 @@ def test_device_side_checks_raise_with_the_cpu_message(
         # torch._assert_async raises RuntimeError (on CUDA: a device-side assertion).
         with pytest.raises(RuntimeError, match=re.escape(message)):
             call(torch.tensor(preds), torch.tensor(target))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float32, torch.bfloat16])
+def test_device_side_gain_limit_is_exact_in_the_labels_dtype(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exponential limit in float32 is 127.99999991: a label of 127 passes, 128 overflows
+    # (2^128 is inf in float32), as on the CPU. Compared in the labels' dtype, a limit rounded
+    # to 128.0 would have let 128 through.
+    preds = torch.tensor([[0.1, 0.2]])
+    within, beyond = torch.tensor([[127, 0]]).to(dtype), torch.tensor([[128, 0]]).to(dtype)
+    for call in (ndcg, lambdarank_loss, approx_ndcg_loss):
+        assert torch.isfinite(call(preds, within)).all()
+        with pytest.raises(ValueError, match=re.escape("at most 127.99")):
+            call(preds, beyond)
+    take_accelerator_paths(monkeypatch)
+    for call in (ndcg, lambdarank_loss, approx_ndcg_loss):
+        assert torch.isfinite(call(preds, within)).all()
+        with pytest.raises(RuntimeError, match=re.escape("at most 127.99")):
+            call(preds, beyond)
 
 
 # --- torch.compile(fullgraph=True) --------------------------------------------------------------

@@ -21,6 +21,7 @@ from torch_ndcg import (
     approx_ndcg_loss,
     lambdarank_loss,
     ndcg,
+    neural_ndcg_loss,
 )
 
 WEIGHTINGS = ["lambdarank", "ndcg2", "ndcg2pp"]
@@ -503,3 +504,27 @@ def test_infinite_scores_are_rejected(function: LossFn, bad: float) -> None:
     assert torch.isfinite(
         function(torch.tensor([bad, 1.0, 0.0]), torch.tensor([0, 1, 2]), mask=mask)
     )
+
+
+# --- Lists that count for nothing ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", [lambdarank_loss, approx_ndcg_loss, neural_ndcg_loss])
+def test_a_discount_that_zeroes_the_ideal_dcg_gives_zero_loss_and_gradient(loss: Any) -> None:
+    # D(1) = 0: the ideal DCG@1 of every list is 0, so no list counts (whatever its gains).
+    preds = torch.tensor([[1.0, 2.0, 0.5], [0.3, 0.1, 0.2]], requires_grad=True)
+    value = loss(preds, torch.tensor([[1, 0, 2], [0, 1, 0]]), k=1, discount=lambda r: 1 / r - 1)
+    value.backward()
+    assert value.item() == 0
+    assert preds.grad is not None
+    assert torch.equal(preds.grad, torch.zeros_like(preds))
+
+
+def test_an_uncounted_list_adds_nothing_even_where_its_terms_overflow() -> None:
+    # validate_args=False with score gaps that overflow: the list with no relevant item gives
+    # 0 * inf = NaN per list, but the mean is over the counted list alone.
+    preds = torch.tensor([[3e38, -3e38], [1.0, 2.0]])
+    target = torch.tensor([[0, 0], [1, 0]])
+    mean = lambdarank_loss(preds, target, validate_args=False)
+    only = lambdarank_loss(preds[1:], target[1:], validate_args=False)
+    assert mean.item() == pytest.approx(only.item())

@@ -473,7 +473,7 @@ def cached_for_named_discounts(
 
         @functools.wraps(build)
         def table(discount: Discount, /, *args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
-            if callable(discount):
+            if callable(discount) or torch.compiler.is_compiling():  # a graph keeps its own
                 return built(discount, *args, **kwargs)
             return kept(discount, *args, **kwargs)  # type: ignore[arg-type]
 

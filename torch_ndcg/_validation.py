@@ -206,6 +206,25 @@ def largest_gain_label(
     return math.log2(largest_gain + 1)  # 2^y - 1 <= largest_gain
 
 
+def largest_value_at_most(limit: float, dtype: torch.dtype) -> float | int:
+    """The largest value of ``dtype`` that is at most ``limit`` (> 0), computed on the host.
+
+    A tensor compared with a Python number is compared in its own dtype, where ``limit`` would
+    be rounded (127.99999991 to 128.0 in float32, letting a label of 128 through); this value
+    is exact in ``dtype``, so ``x <= largest_value_at_most(limit, x.dtype)`` is ``x <= limit``.
+    Plain Python arithmetic: no tensor, so nothing to read back or to break a compiled graph.
+    """
+    if not dtype.is_floating_point:
+        integers = torch.iinfo(dtype)
+        return int(min(max(math.floor(limit), integers.min), integers.max))
+    floats = torch.finfo(dtype)
+    if limit >= floats.max:
+        return float(floats.max)
+    digits = 1 - round(math.log2(floats.eps))  # significand bits, the leading one included
+    fraction, exponent = math.frexp(limit)  # limit = fraction * 2^exponent, 1/2 <= fraction < 1
+    return math.ldexp(math.floor(math.ldexp(fraction, digits)), exponent - digits)
+
+
 def check_values(
     preds: Tensor,
     target: Tensor,
@@ -263,10 +282,11 @@ def check_values(
             checks.append((finite | (low_pred > high_pred), text.infinite_preds))
         if real_target.is_floating_point():
             checks.append(((low == low) & (high == high), text.nan_target))
-            checks.append((high != torch.inf, text.infinite_target))
+            checks.append((~high.isinf(), text.infinite_target))
         checks.append((low >= 0, text.negative_target))
         if limit is not None:
-            checks.append((high <= limit, text.gain_overflow))
+            # Compared in the labels' dtype, against the largest value of it within the limit.
+            checks.append((high <= largest_value_at_most(limit, high.dtype), text.gain_overflow))
         for ok, message in checks:
             assert_on_device(ok, message.format(found="a value"))
         return None

@@ -97,11 +97,10 @@ def _prepare(
         item_gains=item_gains,
     )[:, :1]
     has_relevant = ideal > 0
-    if callable(gain):  # a gain may be negative where the ideal DCG is 0
-        safe_ideal = torch.where(has_relevant, ideal, 1)
-        scaled_gains = torch.where(has_relevant, item_gains / safe_ideal, 0)
-    else:  # an ideal DCG of 0 means every gain of the list is 0
-        scaled_gains = item_gains / ideal.clamp(min=torch.finfo(ideal.dtype).tiny)
+    # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
+    # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
+    # there (inf or NaN) is not taken, and no gradient flows through gains.
+    scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
     return _LossInput(
         scores=scores,
         mask=flat_mask,
@@ -126,11 +125,12 @@ def _score_range(lists: _LossInput) -> float | Tensor:
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
     """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none).
 
-    ``per_list`` must be 0 on the lists not counted.
+    ``per_list`` is 0 on the lists not counted (each loss sets it so with ``torch.where``, so
+    that a list whose terms overflowed on unchecked input adds nothing, not NaN).
     """
     if reduction == "none":
         return per_list.reshape(leading_shape)
-    total = per_list.sum()  # lists not counted are 0
+    total = per_list.sum()
     if reduction == "sum":
         return total
     return total / counted.sum().clamp(min=1)
@@ -269,6 +269,7 @@ def lambdarank_loss(
         need_grad,
         sigma,
     )
+    per_list = torch.where(lists.has_relevant, per_list, 0)
     return _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
 
 
