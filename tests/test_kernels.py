@@ -354,3 +354,30 @@ def test_perfect_float64_ranking_gives_one_and_never_more() -> None:
         perfect = values[target.amax(-1) > 0]
         assert bool((perfect <= 1.0).all())
         torch.testing.assert_close(perfect, torch.ones_like(perfect), rtol=0, atol=1e-15)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # CUDA autocast named on a CPU-only build
+def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
+    # The flags are process state, settable without a GPU. torch refuses to read the legacy
+    # precision once the newer per-backend API was set: each must be switched through its own.
+    matmul = torch.backends.cuda.matmul
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        assert not kernels._cuda_matmul_is_full_precision()
+        with kernels._cuda_full_precision():
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    try:
+        matmul.fp32_precision = "tf32"
+        with pytest.raises(RuntimeError):
+            torch.get_float32_matmul_precision()  # what full_precision must not call blindly
+        assert not kernels._cuda_matmul_is_full_precision()
+        with kernels._cuda_full_precision():
+            assert matmul.fp32_precision == "ieee"
+        assert matmul.fp32_precision == "tf32"
+    finally:
+        matmul.fp32_precision = "none"
+    assert torch.get_float32_matmul_precision() == before

@@ -49,23 +49,58 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
     # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
     # host time that a GPU step, bound by the host, would otherwise pay for every product.
     autocast = device.type in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device.type)
-    if device.type == "cuda" and (autocast or torch.get_float32_matmul_precision() != "highest"):
+    if device.type == "cuda" and (autocast or not _cuda_matmul_is_full_precision()):
         return _cuda_full_precision()
     if autocast:
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
 
 
+def _legacy_matmul_precision() -> str | None:
+    """``torch.get_float32_matmul_precision()``, or ``None`` under the newer API.
+
+    ``None`` where the caller set the precision through ``torch.backends[.cuda.matmul]
+    .fp32_precision``: the legacy getter then raises (torch refuses to read one API's state
+    after the other's was set).
+    """
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return None
+
+
+def _cuda_matmul_is_full_precision() -> bool:
+    """Whether CUDA float32 matrix products already run in full float32 (no TF32)."""
+    legacy = _legacy_matmul_precision()
+    if legacy is not None:
+        return legacy == "highest"
+    return bool(torch.backends.cuda.matmul.fp32_precision == "ieee")
+
+
 @contextlib.contextmanager
 def _cuda_full_precision() -> Iterator[None]:
-    """No CUDA autocast and float32 matmul precision "highest", then the caller's again."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+    """No CUDA autocast and full float32 matrix products, then the caller's settings again.
+
+    The precision is switched through the API the caller uses: the legacy
+    ``torch.set_float32_matmul_precision("highest")``, or, where the caller set
+    ``torch.backends[.cuda.matmul].fp32_precision``, ``torch.backends.cuda.matmul.fp32_precision
+    = "ieee"`` (torch refuses to mix the two).
+    """
+    legacy = _legacy_matmul_precision()
+    matmul = torch.backends.cuda.matmul
+    previous = matmul.fp32_precision if legacy is None else legacy
+    if legacy is None:
+        matmul.fp32_precision = "ieee"
+    else:
+        torch.set_float32_matmul_precision("highest")
     try:
         with torch.autocast("cuda", enabled=False):
             yield
     finally:
-        torch.set_float32_matmul_precision(previous)
+        if legacy is None:
+            matmul.fp32_precision = previous
+        else:
+            torch.set_float32_matmul_precision(previous)
 
 
 # Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced
