@@ -52,11 +52,9 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
-    _kernels,
+    _host,
     _pairwise,
-    _validation,
 )
-from torch_ndcg.functional import _ndcg
 
 LOSS_CASES = [(64, 128), (16, 1_024)]
 
@@ -137,18 +135,11 @@ def step_counts(
 @contextmanager
 def accelerator_paths() -> Iterator[None]:
     """The package on the CPU taking an accelerator's paths (as ``tests/conftest.py`` does)."""
-    patches = [
-        mock.patch.object(module, "may_read_back", return_value=False)
-        for module in (_kernels, _validation, _ndcg)
-    ]
-    patches.append(mock.patch.object(_pairwise, "accelerator_blocks", return_value=True))
-    for patch in patches:
-        patch.start()
-    try:
+    with (
+        mock.patch.object(_host, "may_read_back", return_value=False),
+        mock.patch.object(_pairwise, "accelerator_blocks", return_value=True),
+    ):
         yield
-    finally:
-        for patch in patches:
-            patch.stop()
 
 
 def row(what: str, ours: int, peer: int | None, peer_name: str) -> None:

@@ -9,8 +9,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from torch_ndcg import _kernels, _validation
-from torch_ndcg.functional import _ndcg
+from torch_ndcg import _host
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 if str(EXAMPLES) not in sys.path:
@@ -33,8 +32,7 @@ DEVICES = ["cpu", "cpu-without-read-back", "cuda"]
 
 def take_accelerator_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the package behave on the CPU as on an accelerator: it reads nothing back."""
-    for module in (_kernels, _validation, _ndcg):
-        monkeypatch.setattr(module, "may_read_back", lambda device: False)
+    monkeypatch.setattr(_host, "may_read_back", lambda device: False)
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,8 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
-from torch_ndcg._host import DeferredCheck, may_read_back, read_together
+from torch_ndcg import _host
+from torch_ndcg._host import DeferredCheck, read_together
 from torch_ndcg._options import (
     Discount,
     EmptyTargetAction,
@@ -638,7 +639,7 @@ def _ranked(
     kmax = resolve_cutoffs(k, preds.shape[-1])[1]
     top: tuple[Tensor, Tensor] | None = None
     tie_flag: Tensor | None = None
-    read_back = may_read_back(preds.device)
+    read_back = _host.may_read_back(preds.device)
     if ties == "first":
         order = stable_descending_order(keys, kmax)
     else:

@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
+from torch_ndcg import _host
+from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
     DISCOUNT_NAMES,
@@ -272,7 +273,7 @@ def check_values(
     def messages() -> _ValueMessages:
         return _ValueMessages(gain, dtype, n_items, limit, ignore_index)
 
-    if not may_read_back(preds.device):
+    if not _host.may_read_back(preds.device):
         text = messages()
         # One comparison a check where the dtype allows it (integer labels are never NaN or
         # infinite); each check is one device-side assertion, in the order of the CPU's.

@@ -10,8 +10,8 @@ from typing import NoReturn
 import torch
 from torch import Tensor
 
-from torch_ndcg import _grouping, _kernels, _options, _validation
-from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
+from torch_ndcg import _grouping, _host, _kernels, _options, _validation
+from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
@@ -282,7 +282,7 @@ def _ndcg_of_lists(
         message = (
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-        if not may_read_back(empty.device):
+        if not _host.may_read_back(empty.device):
             assert_on_device(~empty, message)
         elif bool(empty):
             raise ValueError(message)
