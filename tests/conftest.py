@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import settings
 
+from tests.spawn import RENDEZVOUS_VARIABLES
 from torch_ndcg import _host
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -42,7 +43,7 @@ def fresh_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
     Lightning's ``ddp_spawn`` leaves ``MASTER_PORT`` in this process's environment, and a later
     ``Trainer`` would reuse it while the earlier run's sockets may still hold it.
     """
-    for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"):
+    for name in RENDEZVOUS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 

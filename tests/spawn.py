@@ -15,6 +15,16 @@ import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessExitedException
 
 SPAWN_TIMEOUT_S = 120
+# What a rendezvous leaves in the environment of the process that launched it (Lightning's
+# ddp_spawn sets these in the test process itself).
+RENDEZVOUS_VARIABLES = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "NODE_RANK",
+)
 T = TypeVar("T")
 
 
@@ -33,7 +43,7 @@ def retry_exit_abort(run: Callable[[], T]) -> T:
         if error.signal_name != "SIGABRT":
             raise
     # Lightning left the aborted run's port in the environment: the retry picks a free one.
-    for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"):
+    for name in RENDEZVOUS_VARIABLES:
         os.environ.pop(name, None)
     return run()
 

@@ -364,8 +364,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("high")
-        assert not kernels._cuda_matmul_is_full_precision()
-        with kernels._cuda_full_precision():
+        precision, set_precision, full = kernels.cuda_matmul_precision()
+        assert (precision, full) == ("high", "highest")
+        with kernels._cuda_full_precision(precision, set_precision, full):
             assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == "high"
     finally:
@@ -374,8 +375,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
         matmul.fp32_precision = "tf32"
         with pytest.raises(RuntimeError):
             torch.get_float32_matmul_precision()  # what full_precision must not call blindly
-        assert not kernels._cuda_matmul_is_full_precision()
-        with kernels._cuda_full_precision():
+        precision, set_precision, full = kernels.cuda_matmul_precision()
+        assert (precision, full) == ("tf32", "ieee")
+        with kernels._cuda_full_precision(precision, set_precision, full):
             assert matmul.fp32_precision == "ieee"
         assert matmul.fp32_precision == "tf32"
     finally:

@@ -50,8 +50,10 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
     # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
     # host time that a GPU step, bound by the host, would otherwise pay for every product.
     autocast = device.type in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device.type)
-    if device.type == "cuda" and (autocast or not _cuda_matmul_is_full_precision()):
-        return _cuda_full_precision()
+    if device.type == "cuda":
+        precision, set_precision, full = cuda_matmul_precision()
+        if autocast or precision != full:
+            return _cuda_full_precision(precision, set_precision, full)
     if autocast:
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
@@ -70,38 +72,39 @@ def _legacy_matmul_precision() -> str | None:
         return None
 
 
-def _cuda_matmul_is_full_precision() -> bool:
-    """Whether CUDA float32 matrix products already run in full float32 (no TF32)."""
+def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
+    """The CUDA float32 matmul precision as the caller set it: ``(current, set, full)``.
+
+    Through the legacy ``torch.get/set_float32_matmul_precision`` (full: ``"highest"``), or,
+    where the caller used the newer ``torch.backends[.cuda.matmul].fp32_precision`` (torch
+    refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
+    ``"ieee"``).
+    """
     legacy = _legacy_matmul_precision()
     if legacy is not None:
-        return legacy == "highest"
-    return bool(torch.backends.cuda.matmul.fp32_precision == "ieee")
+        return legacy, torch.set_float32_matmul_precision, "highest"
+    matmul = torch.backends.cuda.matmul
+
+    def set_precision(value: str) -> None:
+        matmul.fp32_precision = value
+
+    return str(matmul.fp32_precision), set_precision, "ieee"
 
 
 @contextlib.contextmanager
-def _cuda_full_precision() -> Iterator[None]:
-    """No CUDA autocast and full float32 matrix products, then the caller's settings again.
+def _cuda_full_precision(
+    previous: str, set_precision: Callable[[str], None], full: str
+) -> Iterator[None]:
+    """No CUDA autocast and full float32 matrix products, then ``previous`` again.
 
-    The precision is switched through the API the caller uses: the legacy
-    ``torch.set_float32_matmul_precision("highest")``, or, where the caller set
-    ``torch.backends[.cuda.matmul].fp32_precision``, ``torch.backends.cuda.matmul.fp32_precision
-    = "ieee"`` (torch refuses to mix the two).
+    The arguments are those of `cuda_matmul_precision`, read once by the caller.
     """
-    legacy = _legacy_matmul_precision()
-    matmul = torch.backends.cuda.matmul
-    previous = matmul.fp32_precision if legacy is None else legacy
-    if legacy is None:
-        matmul.fp32_precision = "ieee"
-    else:
-        torch.set_float32_matmul_precision("highest")
+    set_precision(full)
     try:
         with torch.autocast("cuda", enabled=False):
             yield
     finally:
-        if legacy is None:
-            matmul.fp32_precision = previous
-        else:
-            torch.set_float32_matmul_precision(previous)
+        set_precision(previous)
 
 
 # Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced
