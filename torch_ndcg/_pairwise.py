@@ -110,22 +110,15 @@ def lambda_position_tables(
 PAIR_TABLE_ELEMENTS = 1 << 20
 
 
+def pair_table_fits(rows: int, length: int) -> bool:
+    """Whether `pair_weight_table` of ``rows`` positions in lists of ``length`` is small enough.
+
+    At most `PAIR_TABLE_ELEMENTS`; above, each block builds its own position weights.
+    """
+    return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
+
+
 @cached_for_named_discounts(maxsize=8)
-def _pair_table(
-    discount: Discount,
-    rows: int,
-    length: int,
-    kmax: int,
-    weighting: str,
-    mu: float,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """See `pair_weight_table`."""
-    tables = lambda_position_tables(discount, length, kmax, weighting, mu, dtype, device)
-    return pair_position_weights(0, rows, length, *tables)
-
-
 def pair_weight_table(
     discount: Discount,
     rows: int,
@@ -135,16 +128,15 @@ def pair_weight_table(
     mu: float,
     dtype: torch.dtype,
     device: torch.device,
-) -> Tensor | None:
-    """`pair_position_weights` of all ``rows`` at once, ``[rows, L - 1]``, where it is small.
+) -> Tensor:
+    """`pair_position_weights` of all ``rows`` at once, ``[rows, L - 1]``.
 
     Column ``c`` is position ``c + 1``, so the block of rows ``[i0, i1)`` is
-    ``table[i0:i1, i0:]``. ``None`` above `PAIR_TABLE_ELEMENTS` (then each block builds its
-    own). The last few are kept for named discounts: a training loop's steps share them.
+    ``table[i0:i1, i0:]``. Built only where `pair_table_fits`; the last few are kept for
+    named discounts: a training loop's steps share them.
     """
-    if rows <= 0 or rows * (length - 1) > PAIR_TABLE_ELEMENTS:
-        return None
-    return _pair_table(discount, rows, length, kmax, weighting, mu, dtype, device)
+    tables = lambda_position_tables(discount, length, kmax, weighting, mu, dtype, device)
+    return pair_position_weights(0, rows, length, *tables)
 
 
 def pair_position_weights(

@@ -254,9 +254,11 @@ def lambdarank_loss(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
     )
     rows = min(kmax, length - 1)
-    pair_table = _pairwise.pair_weight_table(
-        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
-    )
+    pair_table = None
+    if _pairwise.pair_table_fits(rows, length):
+        pair_table = _pairwise.pair_weight_table(
+            discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
+        )
     need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
     per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
         ranked_scores,
