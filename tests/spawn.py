@@ -28,6 +28,24 @@ RENDEZVOUS_VARIABLES = (
 T = TypeVar("T")
 
 
+def cpu_trainer(devices: int, **options: Any) -> Any:
+    """A quiet Lightning ``Trainer`` on the CPU: ``ddp_spawn`` over ``devices`` (gloo) above one.
+
+    No logger, checkpoints, progress bar or model summary; ``options`` go to the ``Trainer``.
+    """
+    lightning = pytest.importorskip("lightning")
+    return lightning.Trainer(
+        accelerator="cpu",
+        devices=devices,
+        strategy="ddp_spawn" if devices > 1 else "auto",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **options,
+    )
+
+
 def retry_exit_abort(run: Callable[[], T]) -> T:
     """``run()`` (a whole ``ddp_spawn`` Trainer run), once more if a worker aborted at exit.
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.wrappers import BootStrapper, MetricTracker, MultitaskWrapper, Running
 
-from tests.spawn import retry_exit_abort
+from tests.spawn import cpu_trainer, retry_exit_abort
 from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss, RetrievalNDCG, ndcg
 
 try:
@@ -565,18 +565,7 @@ def run_validate(precision: str, devices: int, dump_dir: str | None) -> tuple[An
 def validate_once(precision: str, devices: int, dump_dir: str | None) -> tuple[Any, Any]:
     pytest.importorskip("lightning")
     model = FieldScorer(dump_dir)
-    trainer = lightning.Trainer(
-        accelerator="cpu",
-        devices=devices,
-        strategy="ddp_spawn" if devices > 1 else "auto",
-        precision=precision,
-        max_epochs=1,
-        limit_train_batches=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = cpu_trainer(devices, precision=precision, max_epochs=1, limit_train_batches=2)
     trainer.validate(model, DataLoader(lightning_data(), batch_size=VAL_BATCH))
     return model, trainer.callback_metrics
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.spawn import retry_exit_abort
+from tests.spawn import cpu_trainer, retry_exit_abort
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 lightning = pytest.importorskip("lightning")
@@ -69,16 +69,7 @@ def test_trainer_logs_functional_ndcg_of_whole_validation_set(devices: int) -> N
 
     def fit() -> tuple[Scorer, Any]:
         model = Scorer()
-        trainer = lightning.Trainer(
-            accelerator="cpu",
-            devices=devices,
-            strategy="ddp_spawn" if devices > 1 else "auto",
-            max_epochs=2,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-        )
+        trainer = cpu_trainer(devices, max_epochs=2)
         train, val = DataLoader(data, batch_size=16), DataLoader(data, batch_size=VAL_BATCH)
         trainer.fit(model, train, val)
         return model, trainer.callback_metrics

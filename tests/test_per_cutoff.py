@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.spawn import retry_exit_abort
+from tests.spawn import cpu_trainer, retry_exit_abort
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 KS = [1, 5, 10]
@@ -227,17 +227,7 @@ def test_trainer_logs_three_cut_offs_exactly_every_epoch(devices: int, tmp_path:
     data = validation_data()
 
     def fit() -> None:
-        trainer = lightning.Trainer(
-            accelerator="cpu",
-            devices=devices,
-            strategy="ddp_spawn" if devices > 1 else "auto",
-            max_epochs=3,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[RecordLogged(str(tmp_path))],
-        )
+        trainer = cpu_trainer(devices, max_epochs=3, callbacks=[RecordLogged(str(tmp_path))])
         trainer.fit(
             CutoffScorer(str(tmp_path)),
             DataLoader(data, batch_size=11),
