@@ -117,8 +117,18 @@ class LambdaRankLoss(_RankingLoss):
         self.weighting: Weighting = weighting
         self.mu = mu
 
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
         return lambdarank_loss(
             preds,
             target,
@@ -132,6 +142,7 @@ class LambdaRankLoss(_RankingLoss):
             mask=mask,
             ignore_index=self.ignore_index,
             validate_args=self.validate_args,
+            weight=weight,
         )
 
     def extra_repr(self) -> str:
@@ -192,8 +203,18 @@ class ApproxNDCGLoss(_RankingLoss):
         self.temperature = temperature
         self.k = k
 
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
         return approx_ndcg_loss(
             preds,
             target,
@@ -205,6 +226,7 @@ class ApproxNDCGLoss(_RankingLoss):
             mask=mask,
             ignore_index=self.ignore_index,
             validate_args=self.validate_args,
+            weight=weight,
         )
 
     def extra_repr(self) -> str:
@@ -275,8 +297,18 @@ class NeuralNDCGLoss(_RankingLoss):
         self.max_iter = max_iter
         self.tol = tol
 
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
         return neural_ndcg_loss(
             preds,
             target,
@@ -290,6 +322,7 @@ class NeuralNDCGLoss(_RankingLoss):
             mask=mask,
             ignore_index=self.ignore_index,
             validate_args=self.validate_args,
+            weight=weight,
         )
 
     def extra_repr(self) -> str:

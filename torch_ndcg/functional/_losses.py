@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _options, _pairwise, _sinkhorn, _validation
+from torch_ndcg import _clicks, _kernels, _options, _pairwise, _sinkhorn, _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
@@ -54,13 +54,15 @@ def _prepare(
     mask: Tensor | None,
     ignore_index: int | None,
     validate_args: bool,
+    weight: Tensor | None = None,
 ) -> _LossInput:
     """Check the input of a loss, flatten it to ``[N, L]``, and take its gains over ideal DCG.
 
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
-    for tiny labels.
+    for tiny labels. A ``weight`` scales each item's gain before the ideal DCG is taken (see
+    `torch_ndcg._clicks.weighted_gains`).
     """
     real, check = _validation.check_lists(
         preds,
@@ -72,8 +74,10 @@ def _prepare(
         validate_args=validate_args,
         finite_preds=True,
     )
-    # A loss step reads back only the input checks, and only on the CPU (see _host).
-    score_range = None if check is None else check.resolve().score_range
+    weight_check = _clicks.check_weight(weight, preds.shape, real, validate_args=validate_args)
+    # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+    checked = _clicks.resolve_checks(check, weight_check)
+    score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
@@ -85,6 +89,8 @@ def _prepare(
         scores = torch.where(flat_mask, scores, 0)
     kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
+    if weight is not None:
+        item_gains = _clicks.weighted_gains(item_gains, weight.reshape(-1, length), flat_mask)
     # From the top labels (the label counts would need the labels' range): no read-back.
     ideal = _kernels.ideal_dcg(
         flat_target,
@@ -150,6 +156,7 @@ def lambdarank_loss(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    weight: Tensor | None = None,
     **ported_names: NoReturn,
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
@@ -195,6 +202,10 @@ def lambdarank_loss(
         ignore_index: label value that marks padded items (for example ``-1``).
         validate_args: check the values: one read-back on the CPU, device-side assertions
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
+            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
+            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
@@ -204,8 +215,10 @@ def lambdarank_loss(
 
     Raises:
         ValueError: bad ``k``, ``sigma``, ``mu``, ``weighting``, ``reduction``, ``gain``,
-            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain.
-        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
+            a ``weight`` of another shape or with a negative, NaN or infinite value.
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``.
 
     Example:
         Two items, the relevant one (label 1) scored below the other: one pair, weight
@@ -234,6 +247,7 @@ def lambdarank_loss(
         mask=mask,
         ignore_index=ignore_index,
         validate_args=validate_args,
+        weight=weight,
     )
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
@@ -287,6 +301,7 @@ def approx_ndcg_loss(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    weight: Tensor | None = None,
     **ported_names: NoReturn,
 ) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
@@ -325,6 +340,10 @@ def approx_ndcg_loss(
         ignore_index: label value that marks padded items.
         validate_args: check the values: one read-back on the CPU, device-side assertions
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
+            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
+            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
@@ -334,8 +353,10 @@ def approx_ndcg_loss(
 
     Raises:
         ValueError: bad ``k``, ``temperature``, ``reduction``, ``gain``, ``discount``, shape
-            mismatch, NaN, negative labels, overflowing exponential gain.
-        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+            mismatch, NaN, negative labels, overflowing exponential gain, a ``weight`` of
+            another shape or with a negative, NaN or infinite value.
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``.
 
     Example:
         Far-apart scores make the smooth ranks exact: the relevant item is at rank 2, so the loss
@@ -361,6 +382,7 @@ def approx_ndcg_loss(
         mask=mask,
         ignore_index=ignore_index,
         validate_args=validate_args,
+        weight=weight,
     )
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
@@ -403,6 +425,7 @@ def neural_ndcg_loss(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     validate_args: bool = True,
+    weight: Tensor | None = None,
     **ported_names: NoReturn,
 ) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
@@ -454,6 +477,10 @@ def neural_ndcg_loss(
         ignore_index: label value that marks padded items.
         validate_args: check the values: one read-back on the CPU, device-side assertions
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
+            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
+            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``padded_value_indicator``,
             ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
 
@@ -463,8 +490,10 @@ def neural_ndcg_loss(
 
     Raises:
         ValueError: bad ``k``, ``temperature``, ``max_iter``, ``tol``, ``reduction``, ``gain``,
-            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain.
-        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
+            a ``weight`` of another shape or with a negative, NaN or infinite value.
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``.
 
     Example:
         Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
@@ -492,6 +521,7 @@ def neural_ndcg_loss(
         mask=mask,
         ignore_index=ignore_index,
         validate_args=validate_args,
+        weight=weight,
     )
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:

@@ -1,0 +1,181 @@
+"""Learning from clicks: per-item weights, display positions and the position-bias updates.
+
+The checks here follow `torch_ndcg._validation`: metadata (types, dtypes, shapes) is always
+checked; values only with ``validate_args``, as one `torch_ndcg._host.DeferredCheck` read back
+together with the other checks of the call on the CPU (`resolve_checks`), or as device-side
+assertions elsewhere (no read-back).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _host
+from torch_ndcg._host import DeferredCheck, assert_on_device
+
+# The position of an item that was not shown: it takes no part in the clicked/unclicked pairs.
+NOT_SHOWN = -1
+
+
+def _shown(value: float) -> str:
+    """A value found, as the message names it: integers without a trailing ``.0``."""
+    if math.isfinite(value) and value.is_integer():
+        return repr(int(value))
+    return repr(value)
+
+
+def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck | None:
+    """Checks ``(ok, found, message)`` of bool scalars ``ok`` on the device.
+
+    Where a read-back is allowed, a `DeferredCheck` raising ``ValueError(message)`` for the
+    first ``ok`` that is False, with ``{found}`` replaced by the value of ``found``; elsewhere
+    one device-side assertion each (``{found}`` reads "a value") and ``None``.
+    """
+    if not checks:
+        return None
+    if not _host.may_read_back(checks[0][0].device):
+        for ok, _, message in checks:
+            assert_on_device(ok, message.format(found="a value"))
+        return None
+    values = torch.stack(
+        [v.to(torch.float64) for ok, found, _ in checks for v in (ok, found)]
+    ).reshape(-1)
+
+    def judge(read: list[float]) -> None:
+        for index, (_, _, message) in enumerate(checks):
+            if not read[2 * index]:
+                raise ValueError(message.format(found=_shown(read[2 * index + 1])))
+
+    return DeferredCheck(values, judge)
+
+
+def resolve_checks(first: DeferredCheck | None, *others: DeferredCheck | None) -> Any:
+    """Judge every check from one read-back of all their values; ``first``'s result.
+
+    ``first`` is judged first, so its errors win; ``None`` where ``first`` is ``None``.
+    """
+    present = [check for check in (first, *others) if check is not None]
+    if not present:
+        return None
+    read = _host.read_together([check.values for check in present])
+    results = [check.judge(values) for check, values in zip(present, read, strict=True)]
+    return results[0] if first is not None else None
+
+
+def _check_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Tensor:
+    """``value`` is a tensor of ``shape`` of a ``kind`` dtype (``"floating"``, ``"integer"``)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}.")
+    integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+    if (kind == "floating" and not value.is_floating_point()) or (
+        kind == "integer" and not integer
+    ):
+        raise TypeError(f"Expected `{name}` to be a {kind} tensor, but got dtype {value.dtype}.")
+    if value.shape != shape:
+        raise ValueError(
+            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
+            f"{tuple(value.shape)}."
+        )
+    return value
+
+
+def check_weight(
+    weight: Any, shape: torch.Size, real: Tensor | None, *, validate_args: bool
+) -> DeferredCheck | None:
+    """``weight`` is ``None`` or a floating tensor of ``shape``, finite and >= 0 on real items.
+
+    Padded items' weights are not checked: they never count.
+    """
+    if weight is None:
+        return None
+    _check_tensor("weight", weight, shape, kind="floating")
+    if not validate_args or weight.numel() == 0:
+        return None
+    real_weight = weight if real is None else torch.where(real, weight, 1)
+    low, high = torch.aminmax(real_weight.detach())  # both NaN where one is
+    return value_checks(
+        [
+            (low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
+            (high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
+            (low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
+        ]
+    )
+
+
+def weighted_gains(item_gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor:
+    r"""Gains times weights, $w_i G_i$, in the gains' dtype; 0 on padded items.
+
+    The ideal DCG is then taken of these gains (the best order of the weighted gains), so a
+    list's normalised value stays in $[0, 1]$ and a weight of 1 changes nothing.
+    """
+    scaled = item_gains * weight.to(item_gains.dtype)
+    return scaled if mask is None else torch.where(mask, scaled, 0)
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` is a positive int."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
+
+
+def check_positions(
+    positions: Any, shape: torch.Size, num_positions: int, real: Tensor | None
+) -> list[tuple[Tensor, Tensor, str]]:
+    """``positions`` is an integer tensor of ``shape``; its value checks on real items.
+
+    A real item's position is `NOT_SHOWN` or in ``[0, num_positions)``.
+    """
+    _check_tensor("positions", positions, shape, kind="integer")
+    if positions.numel() == 0:
+        return []
+    real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)
+    bad = (real_positions != NOT_SHOWN) & ((real_positions < 0) | (real_positions >= num_positions))
+    # The bad position of largest magnitude (0 where there is none).
+    found = torch.where(bad, real_positions, 0).flatten()
+    found = found[found.abs().argmax()]
+    message = (
+        f"Expected `positions` to be in [0, {num_positions}) (`num_positions`={num_positions}), "
+        f"or {NOT_SHOWN} for an item not shown, but found {{found}}."
+    )
+    return [(~bad.any(), found, message)]
+
+
+def check_binary(name: str, values: Tensor, real: Tensor | None) -> list[tuple[Tensor, Tensor, str]]:
+    """The value check that ``values`` are 0 or 1 on real items (none for bool tensors)."""
+    if values.dtype == torch.bool or values.numel() == 0:
+        return []
+    real_values = values if real is None else torch.where(real, values, 0)
+    bad = (real_values != 0) & (real_values != 1)
+    found = torch.where(bad, real_values, 0).flatten()
+    found = found[found.abs().argmax()]
+    message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
+    return [(~bad.any(), found, message)]
+
+
+def position_sums(values: Tensor, bins: Tensor, n_bins: int) -> Tensor:
+    """``[n_bins]``: the sum of ``values`` over the items of each bin (``bins`` in ``[0, n]``).
+
+    Bin ``n_bins`` collects what is left out (padding, items not shown) and is dropped.
+    """
+    sums = values.new_zeros(n_bins + 1)
+    sums.scatter_add_(0, bins.reshape(-1), values.reshape(-1))
+    return sums[:n_bins]
+
+
+def closed_form_biases(sums: Tensor, exponent: float, previous: Tensor) -> Tensor:
+    r"""Hu et al.'s closed-form bias update: $t_i = (S_i / S_0)^{1 / (p + 1)}$.
+
+    ``sums`` are the statistics $S_i$ per position and ``exponent`` is $1/(p + 1)$. A
+    position with no statistic (or all of them, when the top one has none) keeps its
+    ``previous`` bias: there is nothing to estimate it from.
+    """
+    known = (sums > 0) & (sums[:1] > 0)
+    ratio = torch.where(known, sums / torch.where(known, sums[:1], 1), 1)
+    return torch.where(known, ratio.pow(exponent), previous)
