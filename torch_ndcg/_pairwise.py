@@ -175,6 +175,11 @@ class PairwiseLogistic(torch.autograd.Function):
     ``rows`` the positions that can be the upper item of a pair
     (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
+
+    ``row_factor`` (``[N, L]`` or ``None``) multiplies each pair's weight by the factor of its
+    upper item (a factor of the lower item goes into ``valid``, which multiplies it already).
+    ``shares`` (``[N, L]`` zeros or ``None``) receives each item's sum of the losses of its
+    pairs (every pair counted at both of its items), for statistics such as position biases.
     """
 
     @staticmethod
@@ -189,6 +194,8 @@ class PairwiseLogistic(torch.autograd.Function):
         rows: int,
         need_grad: bool,
         sigma: float,
+        row_factor: Tensor | None = None,
+        shares: Tensor | None = None,
     ) -> Tensor:
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
@@ -209,9 +216,20 @@ class PairwiseLogistic(torch.autograd.Function):
             weight = gain_gap.abs_().mul_(position_weights)
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
-            flat = weight.view(n_lists, 1, -1)
-            with full_precision(u.device):
-                loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
+            if row_factor is not None:
+                weight.mul_(row_factor[:, i0:i1, None])
+            if shares is None:
+                flat = weight.view(n_lists, 1, -1)
+                with full_precision(u.device):
+                    loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
+                del flat
+            else:
+                pair_loss = F.softplus(z).mul_(weight)
+                row_loss = pair_loss.sum(dim=-1)
+                loss += row_loss.sum(dim=-1)
+                shares[:, i0:i1].add_(row_loss)
+                shares[:, c0:].add_(pair_loss.sum(dim=1))
+                del pair_loss
             if grad is not None:
                 # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
                 slope = torch.sigmoid(z).mul_(weight).copysign_(z)
@@ -219,7 +237,7 @@ class PairwiseLogistic(torch.autograd.Function):
                 grad[:, c0:].sub_(slope.sum(dim=1))
                 del slope
             # Freed before the next block is made: one block's temporaries alive at a time.
-            del gain_gap, z, weight, flat
+            del gain_gap, z, weight
         if grad is not None:
             ctx.save_for_backward(grad.mul_(sigma))
         return loss
@@ -228,7 +246,7 @@ class PairwiseLogistic(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
-        return grad_loss[:, None] * grad, None, None, None, None, None, None, None, None
+        return (grad_loss[:, None] * grad, *([None] * 10))
 
 
 class SmoothRanks(torch.autograd.Function):

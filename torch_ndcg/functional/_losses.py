@@ -249,12 +249,44 @@ def lambdarank_loss(
         validate_args=validate_args,
         weight=weight,
     )
+    per_list = lambda_pairs(
+        lists,
+        sigma=sigma,
+        weighting=weighting,
+        mu=mu,
+        discount=discount,
+        validate_args=validate_args,
+    )[0]
+    return _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
+
+
+def lambda_pairs(
+    lists: _LossInput,
+    *,
+    sigma: float,
+    weighting: Weighting,
+    mu: float,
+    discount: Discount,
+    validate_args: bool,
+    item_factor: Tensor | None = None,
+    item_losses: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    r"""The LambdaLoss of every list of checked input: ``([N]`` losses, item shares or ``None)``.
+
+    ``item_factor`` (``[N, L]``, positive) multiplies each pair's weight by the factors of
+    both its items, $\omega_{wl} f_w f_l$; with ``item_losses`` each item's sum of the losses
+    of its pairs is returned too (``[N, L]``, in the input's item order). Lists with no relevant
+    item have loss 0.
+    """
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
-        # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), its loss at most the weight
-        # times sigma * range + log 2, its slope the weight times sigma; at most L^2 pairs.
+        # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), times the factors of its
+        # items; its loss at most the weight times sigma * range + log 2, its slope the weight
+        # times sigma; at most L^2 pairs.
         score_range = _score_range(lists)
-        weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
+        weight_bound: float | Tensor = 1 + (mu if weighting != "lambdarank" else 0)
+        if item_factor is not None:
+            weight_bound = weight_bound * item_factor.detach().amax().double().square()
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
         _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
 
@@ -263,6 +295,10 @@ def lambdarank_loss(
     ranked_gains = lists.scaled_gains.gather(-1, order)
     ranked_scores = scores.gather(-1, order)
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
+    row_factor = None
+    if item_factor is not None:
+        row_factor = item_factor.detach().gather(-1, order).to(scores.dtype)
+        ranked_real = row_factor if ranked_real is None else ranked_real * row_factor
 
     position_discounts, delta = _pairwise.lambda_position_tables(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
@@ -274,6 +310,7 @@ def lambdarank_loss(
             discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
         )
     need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
+    shares = torch.zeros_like(scores.detach()) if item_losses else None
     per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
         ranked_scores,
         ranked_gains.detach(),
@@ -284,9 +321,13 @@ def lambdarank_loss(
         rows,
         need_grad,
         sigma,
+        row_factor,
+        shares,
     )
     per_list = torch.where(lists.has_relevant, per_list, 0)
-    return _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
+    if shares is not None:  # back to the input's item order
+        shares = torch.zeros_like(shares).scatter_(-1, order, shares)
+    return per_list, shares
 
 
 def approx_ndcg_loss(
