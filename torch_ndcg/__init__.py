@@ -1,14 +1,17 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
+from torch_ndcg._unbiased import UnbiasedLambdaRankLoss
 from torch_ndcg.functional import (
     approx_ndcg_loss,
     dcg,
+    examination_probability,
     lambdarank_loss,
     ndcg,
     neural_ndcg_loss,
     paired_randomization_test,
     paired_t_test,
     retrieval_ndcg,
+    simulate_clicks,
 )
 from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
@@ -21,13 +24,16 @@ __all__ = [
     "LambdaRankLoss",
     "NeuralNDCGLoss",
     "RetrievalNDCG",
+    "UnbiasedLambdaRankLoss",
     "__version__",
     "approx_ndcg_loss",
     "dcg",
+    "examination_probability",
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
     "paired_randomization_test",
     "paired_t_test",
     "retrieval_ndcg",
+    "simulate_clicks",
 ]

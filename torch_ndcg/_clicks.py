@@ -120,34 +120,40 @@ def weighted_gains(item_gains: Tensor, weight: Tensor, mask: Tensor | None) -> T
 
 def check_positive_int(name: str, value: Any) -> int:
     """``value`` is a positive int."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > 0:
         return int(value)
     raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
 
 
 def check_positions(
-    positions: Any, shape: torch.Size, num_positions: int, real: Tensor | None
+    positions: Any, shape: torch.Size, num_positions: int | None, real: Tensor | None
 ) -> list[tuple[Tensor, Tensor, str]]:
     """``positions`` is an integer tensor of ``shape``; its value checks on real items.
 
-    A real item's position is `NOT_SHOWN` or in ``[0, num_positions)``.
+    A real item's position is `NOT_SHOWN` or in ``[0, num_positions)`` (``None``: no bound).
     """
     _check_tensor("positions", positions, shape, kind="integer")
     if positions.numel() == 0:
         return []
     real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)
-    bad = (real_positions != NOT_SHOWN) & ((real_positions < 0) | (real_positions >= num_positions))
+    bad = (real_positions != NOT_SHOWN) & (real_positions < 0)
+    expected = "non-negative"
+    if num_positions is not None:
+        bad = bad | (real_positions >= num_positions)
+        expected = f"in [0, {num_positions}) (`num_positions`={num_positions})"
     # The bad position of largest magnitude (0 where there is none).
     found = torch.where(bad, real_positions, 0).flatten()
     found = found[found.abs().argmax()]
     message = (
-        f"Expected `positions` to be in [0, {num_positions}) (`num_positions`={num_positions}), "
-        f"or {NOT_SHOWN} for an item not shown, but found {{found}}."
+        f"Expected `positions` to be {expected}, or {NOT_SHOWN} for an item not shown, but "
+        "found {found}."
     )
     return [(~bad.any(), found, message)]
 
 
-def check_binary(name: str, values: Tensor, real: Tensor | None) -> list[tuple[Tensor, Tensor, str]]:
+def check_binary(
+    name: str, values: Tensor, real: Tensor | None
+) -> list[tuple[Tensor, Tensor, str]]:
     """The value check that ``values`` are 0 or 1 on real items (none for bool tensors)."""
     if values.dtype == torch.bool or values.numel() == 0:
         return []

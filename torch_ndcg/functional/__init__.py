@@ -4,6 +4,7 @@ Every public function of the package that takes tensors lives here; the metric c
 loss modules are thin layers over it.
 """
 
+from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
 from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._significance import paired_randomization_test, paired_t_test
@@ -11,10 +12,12 @@ from torch_ndcg.functional._significance import paired_randomization_test, paire
 __all__ = [
     "approx_ndcg_loss",
     "dcg",
+    "examination_probability",
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
     "paired_randomization_test",
     "paired_t_test",
     "retrieval_ndcg",
+    "simulate_clicks",
 ]

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _clicks, _kernels, _options, _pairwise, _sinkhorn, _validation
+from torch_ndcg._host import DeferredCheck
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
@@ -55,6 +56,7 @@ def _prepare(
     ignore_index: int | None,
     validate_args: bool,
     weight: Tensor | None = None,
+    extra_checks: DeferredCheck | None = None,
 ) -> _LossInput:
     """Check the input of a loss, flatten it to ``[N, L]``, and take its gains over ideal DCG.
 
@@ -62,7 +64,8 @@ def _prepare(
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels. A ``weight`` scales each item's gain before the ideal DCG is taken (see
-    `torch_ndcg._clicks.weighted_gains`).
+    `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are read back with
+    the input's.
     """
     real, check = _validation.check_lists(
         preds,
@@ -76,7 +79,7 @@ def _prepare(
     )
     weight_check = _clicks.check_weight(weight, preds.shape, real, validate_args=validate_args)
     # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-    checked = _clicks.resolve_checks(check, weight_check)
+    checked = _clicks.resolve_checks(check, weight_check, extra_checks)
     score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)

@@ -1,0 +1,225 @@
+"""Unbiased LambdaRank (Hu et al., WWW 2019): LambdaRank on clicks, debiased by position."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from torch_ndcg import _clicks, _validation
+from torch_ndcg._options import Discount, Gain, Reduction
+from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
+
+__all__ = ["UnbiasedLambdaRankLoss"]
+
+
+class UnbiasedLambdaRankLoss(nn.Module):
+    r"""LambdaRank on clicks with position biases learnt jointly (Unbiased LambdaMART).
+
+    Hu, Wang, Peng & Li, "Unbiased LambdaMART: An Unbiased Pairwise Learning-to-Rank
+    Algorithm" (WWW 2019). A click on an item shown at position $i$ is more likely the
+    higher $i$ is shown, so a pair (clicked $w$ at position $i$, unclicked $l$ at position
+    $j$) is weighted by the inverse of the position biases of clicks, $t^+_i$, and of
+    non-clicks, $t^-_j$:
+
+    $$
+    \ell = \sum_{c_w = 1, \, c_l = 0}
+        \frac{|\Delta \mathrm{nDCG@}k_{wl}|}{t^+_{i(w)} \, t^-_{j(l)}}
+        \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr)
+    $$
+
+    (`lambdarank_loss` on the clicks with ``weighting="lambdarank"``, each pair's weight
+    divided by the two biases). After each training step (``self.training``) the biases take
+    the paper's closed-form update, with $L_{wl}$ the pair's LambdaRank loss (without the
+    biases) and $p$ = ``bias_norm``:
+
+    $$
+    t^+_i = \left(\frac{S^+_i}{S^+_0}\right)^{\frac{1}{p + 1}}, \quad
+    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{L_{wl}}{t^-_{j(l)}}, \qquad
+    t^-_j = \left(\frac{S^-_j}{S^-_0}\right)^{\frac{1}{p + 1}}, \quad
+    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{L_{wl}}{t^+_{i(w)}}.
+    $$
+
+    A boosting iteration of LambdaMART sees the whole data; a gradient step sees a batch, so the
+    statistics $S^\pm$ are an exponential moving average over steps (``momentum`` is the
+    weight of the past; 0 is the paper's update from this batch alone). Under
+    ``torch.distributed`` the batch statistics are summed over the ranks before they are
+    averaged (one all-reduce of ``2 * num_positions`` values), so every rank holds the biases
+    one process would learn from the whole batch. The biases and statistics are buffers:
+    ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
+    $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
+
+    ``bias_norm`` is the $p$ of the paper's $L_p$ regulariser of the biases (XGBoost's
+    ``lambdarank_bias_norm``, whose default is 2): $p = 0$ estimates the ratio of the
+    statistics as it is; a larger $p$ shrinks the biases towards 1.
+
+    Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
+    without a click take no part. Nothing is read back to the host on an accelerator.
+
+    Args:
+        num_positions: number of display positions learnt, a positive int; ``positions``
+            must be below it.
+        k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None``.
+        sigma: positive slope of the logistic loss.
+        bias_norm: non-negative $p$ of the bias update (default 0).
+        momentum: weight in $[0, 1)$ of the past statistics in their moving average.
+        gain: ``"exponential"``, ``"linear"`` or a callable (both equal $c$ on clicks).
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        reduction: ``"mean"`` (over lists with a click), ``"sum"`` or ``"none"``.
+        ignore_index: click value that marks padded items (for example ``-1``).
+        validate_args: check the tensors' values at every call.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import UnbiasedLambdaRankLoss
+
+        Two sessions of two items, the first item clicked in both; it was shown on top in the
+        first session (tied scores: pair loss $L_A = (1 - 1/\log_2 3) \log 2$) and second in
+        the other, where it scored 1 below the unclicked item ($L_B = (1 - 1/\log_2 3)
+        \log(1 + e)$). At the start every bias is 1 and the loss is the mean of the two.
+
+        >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, momentum=0.0)
+        >>> preds = torch.tensor([[0.0, 0.0], [0.0, 1.0]])
+        >>> clicks = torch.tensor([[1, 0], [1, 0]])
+        >>> positions = torch.tensor([[0, 1], [1, 0]])
+        >>> loss_fn(preds, clicks, positions)  # (L_A + L_B) / 2
+        tensor(0.3703)
+
+        The update: $t^+_1 = S^+_1 / S^+_0 = L_B / L_A = \log(1 + e) / \log 2 = 1.8946$
+        (clicks at position 1 came with larger losses) and $t^-_1 = L_A / L_B = 0.5278$.
+
+        >>> loss_fn.t_plus, loss_fn.t_minus
+        (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
+    """
+
+    t_plus: Tensor
+    t_minus: Tensor
+    statistics: Tensor
+
+    def __init__(
+        self,
+        *,
+        num_positions: int,
+        k: int | None = None,
+        sigma: float = 1.0,
+        bias_norm: float = 0.0,
+        momentum: float = 0.9,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **ported_names: NoReturn,
+    ) -> None:
+        super().__init__()
+        _validation.reject_ported_names(
+            "UnbiasedLambdaRankLoss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
+        )
+        self.num_positions = _clicks.check_positive_int("num_positions", num_positions)
+        self.k = _validation.check_lambdarank_options(
+            k=k, sigma=sigma, weighting="lambdarank", mu=0.0, reduction=reduction
+        )
+        _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
+        _validation.check_positive("momentum", momentum, allow_zero=True)
+        if not momentum < 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
+        _validation.check_options(gain, discount)
+        _validation.check_ignore_index(ignore_index)
+        _validation.check_bool("validate_args", validate_args)
+        self.sigma = sigma
+        self.bias_norm = bias_norm
+        self.momentum = momentum
+        self.gain: Gain = gain
+        self.discount: Discount = discount
+        self.reduction: Reduction = reduction
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+        self.register_buffer("t_plus", torch.ones(num_positions))
+        self.register_buffer("t_minus", torch.ones(num_positions))
+        # Moving averages of S+ (row 0) and S- (row 1) per position.
+        self.statistics: Tensor
+        self.register_buffer("statistics", torch.zeros(2, num_positions))
+
+    def forward(
+        self,
+        preds: Tensor,
+        clicks: Tensor,
+        positions: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores on 0/1 ``clicks`` of items shown at ``positions``.
+
+        ``positions`` (integer, 0 = top, -1 = not shown) are where the logged ranking showed
+        each item; ``mask`` marks real items. In training mode the biases are updated after
+        the loss is computed (the loss uses the biases from before the step).
+        """
+        if self.validate_args:
+            _validation.check_preds_target(preds, clicks)
+            _validation.check_mask(mask, preds.shape)
+        real = _validation.real_items(clicks, mask, self.ignore_index)
+        extra = _clicks.check_positions(positions, preds.shape, self.num_positions, real)
+        if self.validate_args:
+            extra += _clicks.check_binary("clicks", clicks, real)
+        shown = positions != _clicks.NOT_SHOWN
+        taken = shown if real is None else real & shown
+        lists = _prepare(
+            preds,
+            clicks,
+            k=self.k,
+            gain=self.gain,
+            discount=self.discount,
+            mask=taken,
+            ignore_index=None,
+            validate_args=self.validate_args,
+            extra_checks=_clicks.value_checks(extra) if self.validate_args else None,
+        )
+        length = preds.shape[-1]
+        flat_positions = positions.reshape(-1, length).clamp(0, self.num_positions - 1)
+        clicked = (clicks.reshape(-1, length) > 0).to(lists.scores.dtype)
+        biases = torch.stack([self.t_plus, self.t_minus]).to(lists.scores.dtype)
+        # Each item's factor: 1 / t+ at its position if clicked, else 1 / t-.
+        item_bias = torch.where(clicked > 0, biases[0][flat_positions], biases[1][flat_positions])
+        per_list, shares = lambda_pairs(
+            lists,
+            sigma=self.sigma,
+            weighting="lambdarank",
+            mu=0.0,
+            discount=self.discount,
+            validate_args=self.validate_args,
+            item_factor=item_bias.reciprocal(),
+            item_losses=self.training,
+        )
+        if shares is not None:
+            self._update_biases(shares * item_bias, clicked, flat_positions, lists.mask)
+        return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
+
+    @torch.no_grad()
+    def _update_biases(
+        self, statistic: Tensor, clicked: Tensor, positions: Tensor, taken: Tensor | None
+    ) -> None:
+        """Add this batch's ``S+`` and ``S-`` to their moving averages; update the biases.
+
+        ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
+        (its share of the debiased losses times its own bias).
+        """
+        n = self.num_positions
+        # Bins 0..n-1: clicked items by position; n..2n-1: unclicked; 2n: left out.
+        bins = positions + n * (1 - clicked.long())
+        if taken is not None:
+            bins = torch.where(taken, bins, 2 * n)
+        batch = _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(batch)
+        self.statistics.mul_(self.momentum).add_(batch.view(2, n), alpha=1 - self.momentum)
+        exponent = 1 / (1 + self.bias_norm)
+        self.t_plus.copy_(_clicks.closed_form_biases(self.statistics[0], exponent, self.t_plus))
+        self.t_minus.copy_(_clicks.closed_form_biases(self.statistics[1], exponent, self.t_minus))
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return (
+            f"num_positions={self.num_positions}, k={self.k}, sigma={self.sigma}, "
+            f"bias_norm={self.bias_norm}, momentum={self.momentum}"
+        )

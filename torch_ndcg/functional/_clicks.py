@@ -1,0 +1,184 @@
+"""Click models: examination probabilities and simulated clicks on a logged ranking."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _clicks, _validation
+
+__all__ = ["examination_probability", "simulate_clicks"]
+
+ClickModel = Literal["position_based", "cascade"]
+CLICK_MODELS = ("position_based", "cascade")
+
+
+def _check_fraction(name: str, value: Any) -> float:
+    """``value`` is a real number in [0, 1]."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= float(value) <= 1:
+        return float(value)
+    raise ValueError(f"Expected `{name}` to be a float in [0, 1], but got {value!r}.")
+
+
+def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
+    r"""Probability that a user examines each position: $(1 / (i + 1))^\eta$, 0 if not shown.
+
+    The position-based model of Joachims, Swaminathan & Schnabel (WSDM 2017): the examination
+    probability falls as a power of the 1-based rank, $\eta$ setting how steeply ($\eta = 0$:
+    every position is examined). Its inverse is the inverse-propensity weight of a click,
+    ``weight = 1 / examination_probability(positions)`` on the shown items.
+
+    Args:
+        positions: integer tensor of 0-based display positions (0 = top); -1 marks an item
+            that was not shown.
+        eta: non-negative severity $\eta$ of the position bias.
+
+    Returns:
+        A float tensor of the shape of ``positions`` (the default dtype).
+
+    Raises:
+        TypeError: ``positions`` is not an integer tensor.
+        ValueError: negative or non-finite ``eta``, a position below -1.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import examination_probability
+        >>> examination_probability(torch.tensor([0, 1, 3, -1]))
+        tensor([1.0000, 0.5000, 0.2500, 0.0000])
+    """
+    _validation.check_positive("eta", eta, allow_zero=True)
+    _clicks._check_tensor("positions", positions, positions.shape, kind="integer")
+    check = _clicks.value_checks(_clicks.check_positions(positions, positions.shape, None, None))
+    _clicks.resolve_checks(check)
+    shown = positions != _clicks.NOT_SHOWN
+    ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
+    return torch.where(shown, ranks.pow(-eta), 0)
+
+
+def simulate_clicks(
+    target: Tensor,
+    positions: Tensor,
+    *,
+    model: ClickModel = "position_based",
+    eta: float = 1.0,
+    examination: Tensor | None = None,
+    noise: float = 0.1,
+    max_label: float = 4.0,
+    mask: Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    r"""Clicks of simulated users on items with relevance ``target`` shown at ``positions``.
+
+    An examined item is clicked with its attractiveness, the probability of Chapelle et al.
+    (CIKM 2009) used by the unbiased learning-to-rank literature (Ai et al. 2018, Hu et al.
+    2019):
+
+    $$
+    \gamma(y) = \epsilon + (1 - \epsilon) \, \frac{2^y - 1}{2^{y_\max} - 1},
+    $$
+
+    $\epsilon$ = ``noise`` being the click probability of an irrelevant examined item. Which
+    items are examined depends on ``model``:
+
+    - ``"position_based"``: each position $i$ (0-based) independently, with probability
+      $\theta_i$ = ``examination[i]``, or $(1 / (i + 1))^\eta$ without it
+      (`examination_probability`); $P(c = 1) = \theta_i \, \gamma(y)$.
+    - ``"cascade"`` (Craswell et al., WSDM 2008): the user reads from the top and stops at the
+      first click; an item is clicked if it is attractive and no item above it was.
+
+    Items not shown (position -1) and padded items (``mask`` False) are never clicked. Every
+    list is drawn at once on the device of ``target``, from ``generator`` if given.
+
+    Args:
+        target: ``[..., L]`` relevance labels in $[0, y_\max]$.
+        positions: ``[..., L]`` integer display positions (0 = top, -1 = not shown).
+        model: ``"position_based"`` or ``"cascade"``.
+        eta: non-negative severity of the default examination probabilities.
+        examination: 1-D probabilities of examining each position, or ``None``.
+        noise: click probability $\epsilon$ of an irrelevant examined item, in [0, 1].
+        max_label: the largest label $y_\max$, positive.
+        mask: ``[..., L]`` bool, ``True`` for real items.
+        generator: a `torch.Generator` on the device of ``target``, for reproducible clicks.
+
+    Returns:
+        ``[..., L]`` clicks, 0 or 1, in the default float dtype.
+
+    Raises:
+        TypeError: non-tensor input, ``positions`` not integer, ``mask`` not bool.
+        ValueError: bad ``model``, ``eta``, ``noise``, ``max_label``, ``examination``, shapes
+            that disagree, labels outside $[0, y_\max]$, positions below -1 or past
+            ``examination``.
+
+    Example:
+        With no noise an irrelevant item is never clicked and a perfect one always is when
+        examined; the top position is always examined:
+
+        >>> import torch
+        >>> from torch_ndcg import simulate_clicks
+        >>> target = torch.tensor([[4, 0, 4]])
+        >>> positions = torch.tensor([[0, 1, -1]])
+        >>> seeded = torch.Generator().manual_seed(0)
+        >>> simulate_clicks(target, positions, noise=0.0, generator=seeded)
+        tensor([[1., 0., 0.]])
+    """
+    _validation.check_option("model", model, CLICK_MODELS, callable_ok=False)
+    _validation.check_positive("eta", eta, allow_zero=True)
+    noise = _check_fraction("noise", noise)
+    _validation.check_positive("max_label", max_label)
+    if not isinstance(target, Tensor):
+        raise TypeError(f"Expected `target` to be a torch.Tensor, but got {type(target).__name__}.")
+    if target.ndim == 0:
+        raise ValueError("Expected `target` to have a list dimension, but got a 0-d tensor.")
+    _validation.check_mask(mask, target.shape)
+    n_positions = None
+    if examination is not None:
+        if not (isinstance(examination, Tensor) and examination.is_floating_point()):
+            raise TypeError(
+                "Expected `examination` to be a floating torch.Tensor of probabilities per "
+                f"position, or None, but got {examination!r}."
+            )
+        if examination.ndim != 1 or examination.numel() == 0:
+            raise ValueError(
+                "Expected `examination` to be 1-D and non-empty (one probability per position), "
+                f"but got shape {tuple(examination.shape)}."
+            )
+        n_positions = examination.numel()
+    checks = _clicks.check_positions(positions, target.shape, n_positions, mask)
+    labels = target.to(torch.get_default_dtype())
+    real_labels = labels if mask is None else torch.where(mask, labels, 0)
+    low, high = torch.aminmax(real_labels) if labels.numel() else (labels.sum(), labels.sum())
+    label_message = (
+        f"Expected `target` to be in [0, {max_label}] (`max_label`), but found {{found}}."
+    )
+    checks.append((low >= 0, low, label_message))
+    checks.append((high <= max_label, high, label_message))
+    if examination is not None:
+        low_p, high_p = torch.aminmax(examination)
+        message = "Expected `examination` to hold probabilities in [0, 1], but found {found}."
+        checks.append((low_p >= 0, low_p, message))
+        checks.append((high_p <= 1, high_p, message))
+    _clicks.resolve_checks(_clicks.value_checks(checks))
+
+    attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
+    shown = positions != _clicks.NOT_SHOWN
+    if mask is not None:
+        shown = shown & mask
+    draws = torch.rand(target.shape, generator=generator, device=target.device)
+    if model == "position_based":
+        if examination is None:
+            examined = examination_probability(positions, eta=eta)
+        else:
+            examined = examination.to(labels.dtype)[positions.long().clamp(min=0)]
+        clicked = draws < examined * attractiveness
+    else:
+        attractive = (draws < attractiveness) & shown
+        # In display order, an item is clicked if it is the first attractive one.
+        order = torch.where(shown, positions.long(), torch.iinfo(torch.int64).max).argsort(dim=-1)
+        in_order = attractive.gather(-1, order)
+        first = in_order & (in_order.cumsum(dim=-1) == 1)
+        clicked = torch.zeros_like(first).scatter_(-1, order, first)
+    clicked = clicked & shown
+    return clicked.to(labels.dtype)
