@@ -360,3 +360,61 @@ def neural_ndcg_dense(
                 dcg = dcg + (matrix[i] * gains).sum() / math.log2(i + 2)
         losses.append(1 - dcg / ideal[b] if ideal[b] > 0 else preds.new_zeros(()))
     return _reduce(torch.stack(losses), ideal > 0, reduction)
+
+
+def unbiased_lambdarank_step(
+    preds: list[list[float]],
+    clicks: list[list[int]],
+    positions: list[list[int]],
+    t_plus: list[float],
+    t_minus: list[float],
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    bias_norm: float = 0.0,
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """One step of Unbiased LambdaMART (Hu et al., WWW 2019, eqs. 12-13), loop by loop.
+
+    Per list: current ranks by score (ties in order of appearance, items at position -1 left
+    out), ``|delta nDCG@k|`` of swapping each clicked/unclicked pair (exponential gain = click,
+    log2 discount, ideal DCG@k of the clicks), pair loss
+    ``L = |delta nDCG| log(1 + exp(-sigma (s_w - s_l)))``. Returns the debiased loss of each
+    list (``L / (t+[i] t-[j])`` summed), the statistics ``S+[i] = sum L / t-[j]`` and
+    ``S-[j] = sum L / t+[i]``, and the updated biases ``(S[i] / S[0]) ** (1 / (p + 1))``
+    (unchanged where ``S[i]`` or ``S[0]`` is 0).
+    """
+    n_positions = len(t_plus)
+    s_plus = [0.0] * n_positions
+    s_minus = [0.0] * n_positions
+    losses = []
+    for scores, list_clicks, list_positions in zip(preds, clicks, positions, strict=True):
+        shown = [i for i, position in enumerate(list_positions) if position != -1]
+        order = sorted(shown, key=lambda i: (-scores[i], i))
+        rank = {item: r + 1 for r, item in enumerate(order)}
+        cut = len(shown) if k is None else k
+        ideal = sum(
+            log2_discount(r + 1) for r in range(min(cut, sum(list_clicks[i] for i in shown)))
+        )
+        total = 0.0
+        for w in shown:
+            for lo in shown:
+                if not (list_clicks[w] == 1 and list_clicks[lo] == 0) or ideal == 0:
+                    continue
+                d_w = log2_discount(rank[w]) if rank[w] <= cut else 0.0
+                d_l = log2_discount(rank[lo]) if rank[lo] <= cut else 0.0
+                delta = abs(d_w - d_l) / ideal
+                pair = delta * math.log1p(math.exp(-sigma * (scores[w] - scores[lo])))
+                i, j = list_positions[w], list_positions[lo]
+                total += pair / (t_plus[i] * t_minus[j])
+                s_plus[i] += pair / t_minus[j]
+                s_minus[j] += pair / t_plus[i]
+        losses.append(total)
+    exponent = 1.0 / (1.0 + bias_norm)
+
+    def update(sums: list[float], old: list[float]) -> list[float]:
+        return [
+            (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
+            for s, t in zip(sums, old, strict=True)
+        ]
+
+    return losses, s_plus, s_minus, update(s_plus, t_plus), update(s_minus, t_minus)

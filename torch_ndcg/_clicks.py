@@ -125,15 +125,26 @@ def check_positive_int(name: str, value: Any) -> int:
     raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
 
 
+def _largest(values: Tensor) -> Tensor:
+    """The value of largest magnitude, as a 0-d tensor (gathered: no read-back)."""
+    flat = values.flatten()
+    return flat.gather(0, flat.abs().argmax().reshape(1))[0]
+
+
 def check_positions(
-    positions: Any, shape: torch.Size, num_positions: int | None, real: Tensor | None
+    positions: Any,
+    shape: torch.Size,
+    num_positions: int | None,
+    real: Tensor | None,
+    *,
+    validate_args: bool = True,
 ) -> list[tuple[Tensor, Tensor, str]]:
     """``positions`` is an integer tensor of ``shape``; its value checks on real items.
 
     A real item's position is `NOT_SHOWN` or in ``[0, num_positions)`` (``None``: no bound).
     """
     _check_tensor("positions", positions, shape, kind="integer")
-    if positions.numel() == 0:
+    if not validate_args or positions.numel() == 0:
         return []
     real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)
     bad = (real_positions != NOT_SHOWN) & (real_positions < 0)
@@ -142,8 +153,7 @@ def check_positions(
         bad = bad | (real_positions >= num_positions)
         expected = f"in [0, {num_positions}) (`num_positions`={num_positions})"
     # The bad position of largest magnitude (0 where there is none).
-    found = torch.where(bad, real_positions, 0).flatten()
-    found = found[found.abs().argmax()]
+    found = _largest(torch.where(bad, real_positions, 0))
     message = (
         f"Expected `positions` to be {expected}, or {NOT_SHOWN} for an item not shown, but "
         "found {found}."
@@ -159,8 +169,7 @@ def check_binary(
         return []
     real_values = values if real is None else torch.where(real, values, 0)
     bad = (real_values != 0) & (real_values != 1)
-    found = torch.where(bad, real_values, 0).flatten()
-    found = found[found.abs().argmax()]
+    found = _largest(torch.where(bad, real_values, 0))
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
     return [(~bad.any(), found, message)]
 

@@ -159,7 +159,9 @@ class UnbiasedLambdaRankLoss(nn.Module):
             _validation.check_preds_target(preds, clicks)
             _validation.check_mask(mask, preds.shape)
         real = _validation.real_items(clicks, mask, self.ignore_index)
-        extra = _clicks.check_positions(positions, preds.shape, self.num_positions, real)
+        extra = _clicks.check_positions(
+            positions, preds.shape, self.num_positions, real, validate_args=self.validate_args
+        )
         if self.validate_args:
             extra += _clicks.check_binary("clicks", clicks, real)
         shown = positions != _clicks.NOT_SHOWN

@@ -1,0 +1,498 @@
+"""Learning from clicks: per-item weights, click simulation, IPS evaluation, Unbiased LambdaRank."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests import references
+from tests.conftest import take_accelerator_paths
+from tests.host_reads import count_host_reads
+from tests.spawn import run_ranks
+from torch_ndcg import (
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    NeuralNDCGLoss,
+    UnbiasedLambdaRankLoss,
+    approx_ndcg_loss,
+    dcg,
+    examination_probability,
+    lambdarank_loss,
+    neural_ndcg_loss,
+    simulate_clicks,
+)
+
+LOSS_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
+    "lambdarank": lambda *a, **kw: lambdarank_loss(*a, weighting="ndcg2pp", **kw),
+    "approx": approx_ndcg_loss,
+    "neural": neural_ndcg_loss,
+}
+
+
+def _lists(seed: int = 0, n: int = 6, length: int = 9) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(seed)
+    preds = torch.randn(n, length, generator=gen, dtype=torch.float64)
+    target = torch.randint(0, 4, (n, length), generator=gen)
+    mask = torch.rand(n, length, generator=gen) > 0.2
+    weight = torch.rand(n, length, generator=gen, dtype=torch.float64) * 3
+    return preds, target, mask, weight
+
+
+def _loss_and_grad(
+    fn: Callable[..., torch.Tensor], preds: torch.Tensor, *args: Any, **kwargs: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = preds.clone().requires_grad_()
+    loss = fn(leaf, *args, **kwargs)
+    loss.backward()
+    assert leaf.grad is not None
+    return loss.detach(), leaf.grad
+
+
+# --- weight= in the losses ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(LOSS_FUNCTIONS))
+@pytest.mark.parametrize("k", [None, 3])
+def test_unit_weights_give_todays_values_exactly(name: str, k: int | None) -> None:
+    preds, target, mask, _ = _lists()
+    fn = LOSS_FUNCTIONS[name]
+    for options in ({"mask": mask}, {}):
+        plain = _loss_and_grad(fn, preds, target, k=k, **options)
+        ones = _loss_and_grad(fn, preds, target, k=k, weight=torch.ones_like(preds), **options)
+        assert torch.equal(plain[0], ones[0])
+        assert torch.equal(plain[1], ones[1])
+
+
+@pytest.mark.parametrize("name", list(LOSS_FUNCTIONS))
+def test_a_weight_scales_the_gain(name: str) -> None:
+    """With linear gains, weight w on labels y is the loss on labels w * y (a limiting case)."""
+    preds, target, mask, weight = _lists(1)
+    fn = LOSS_FUNCTIONS[name]
+    weighted = _loss_and_grad(fn, preds, target, mask=mask, weight=weight, gain="linear", k=4)
+    scaled = _loss_and_grad(fn, preds, target * weight, mask=mask, gain="linear", k=4)
+    torch.testing.assert_close(weighted, scaled, rtol=1e-12, atol=1e-12)
+    # On 0/1 clicks the exponential gain is the click: 1 / propensity weights are IPS.
+    clicks = (target > 1).long()
+    ips = _loss_and_grad(fn, preds, clicks, mask=mask, weight=weight)
+    ips_linear = _loss_and_grad(fn, preds, clicks * weight, mask=mask, gain="linear")
+    torch.testing.assert_close(ips, ips_linear, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_lambdarank_equals_the_dense_reference_on_scaled_labels() -> None:
+    """Against the materialised-pairs reference: weights change the |delta nDCG| of a pair."""
+    preds, target, mask, _ = _lists(2)
+    weight = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).repeat(3)[None].expand_as(preds)
+    got = lambdarank_loss(preds, target, mask=mask, weight=weight, gain="linear")
+    # Linear gains of w * y: the reference's exponential gain of log2(1 + w y).
+    labels = torch.log2(1 + weight * target)
+    expected = references.lambdaloss_dense(preds, labels, mask)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "cls", [LambdaRankLoss, ApproxNDCGLoss, NeuralNDCGLoss], ids=lambda c: c.__name__
+)
+def test_modules_take_weight(cls: type) -> None:
+    preds, target, mask, weight = _lists(3)
+    module = cls(k=5)
+    function = {
+        LambdaRankLoss: lambdarank_loss,
+        ApproxNDCGLoss: approx_ndcg_loss,
+        NeuralNDCGLoss: neural_ndcg_loss,
+    }[cls]
+    assert torch.equal(
+        module(preds, target, mask, weight=weight),
+        function(preds, target, k=5, mask=mask, weight=weight),
+    )
+
+
+WEIGHT_ERRORS = [
+    (torch.full((6, 9), -0.5), ValueError, "Expected `weight` to be non-negative, but found -0.5"),
+    (torch.full((6, 9), math.nan), ValueError, "Expected `weight` to contain no NaN"),
+    (torch.full((6, 9), math.inf), ValueError, "Expected `weight` to be finite, but found inf"),
+    (torch.ones(6, 8), ValueError, r"Expected `weight` to have the shape of `preds` \(6, 9\)"),
+    (torch.ones(6, 9, dtype=torch.long), TypeError, "Expected `weight` to be a floating tensor"),
+    ([1.0] * 9, TypeError, "Expected `weight` to be a torch.Tensor, but got list"),
+]
+
+
+@pytest.mark.parametrize("name", list(LOSS_FUNCTIONS))
+@pytest.mark.parametrize(("weight", "error", "message"), WEIGHT_ERRORS)
+def test_bad_weights_are_named(name: str, weight: Any, error: type, message: str) -> None:
+    preds, target, _, _ = _lists()
+    with pytest.raises(error, match=message):
+        LOSS_FUNCTIONS[name](preds, target, weight=weight)
+
+
+def test_device_side_weight_checks_raise_the_cpu_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    preds, target, _, _ = _lists()
+    take_accelerator_paths(monkeypatch)
+    with pytest.raises(RuntimeError, match="Expected `weight` to be non-negative"):
+        lambdarank_loss(preds, target, weight=-torch.ones_like(preds))
+
+
+def test_padded_weights_are_not_checked_and_count_for_nothing() -> None:
+    preds, target, mask, weight = _lists(4)
+    bad = torch.where(mask, weight, math.nan)
+    for name, fn in LOSS_FUNCTIONS.items():
+        expected = fn(preds, target, mask=mask, weight=weight.where(mask, 7.0))
+        torch.testing.assert_close(fn(preds, target, mask=mask, weight=bad), expected, msg=name)
+
+
+# --- click simulation ---------------------------------------------------------------------------
+
+
+def test_examination_probability_is_the_power_law() -> None:
+    positions = torch.tensor([0, 1, 2, 9, -1])
+    expected = torch.tensor([1.0, 1 / 2**2, 1 / 3**2, 1 / 10**2, 0.0])
+    torch.testing.assert_close(examination_probability(positions, eta=2.0), expected)
+    with pytest.raises(ValueError, match="Expected `positions` to be non-negative, or -1"):
+        examination_probability(torch.tensor([0, -3]))
+
+
+def test_position_based_clicks_have_the_models_frequencies() -> None:
+    """Each item's click rate over many sessions is theta(position) * gamma(label)."""
+    target = torch.tensor([4, 3, 2, 1, 0, 2])
+    positions = torch.tensor([0, 1, 2, 3, 4, -1])
+    sessions = 40_000
+    gen = torch.Generator().manual_seed(0)
+    clicks = simulate_clicks(
+        target.expand(sessions, -1), positions.expand(sessions, -1), noise=0.1, generator=gen
+    )
+    gamma = 0.1 + 0.9 * (2.0 ** target.double() - 1) / 15
+    theta = examination_probability(positions).double()
+    rate = theta * gamma
+    sd = (rate * (1 - rate) / sessions).sqrt()
+    observed = clicks.double().mean(0)
+    assert ((observed - rate).abs() <= 4 * sd + 1e-12).all(), (observed, rate)
+    assert observed[-1] == 0  # not shown, never clicked
+
+
+def test_cascade_clicks_the_first_attractive_item_only() -> None:
+    target = torch.tensor([0, 4, 4, 0])
+    positions = torch.tensor([3, 2, 0, 1])  # display order: items 2, 3, 1, 0
+    clicks = simulate_clicks(target, positions, model="cascade", noise=0.0)
+    # Item 2 is shown on top and always attractive: the user stops there.
+    assert clicks.tolist() == [0.0, 0.0, 1.0, 0.0]
+    sessions = 20_000
+    target = torch.tensor([2, 2, 2])
+    gen = torch.Generator().manual_seed(1)
+    clicks = simulate_clicks(
+        target.expand(sessions, -1),
+        torch.tensor([0, 1, 2]).expand(sessions, -1),
+        model="cascade",
+        noise=0.0,
+        generator=gen,
+    )
+    assert clicks.sum(-1).max() <= 1
+    gamma = 3 / 15
+    expected = torch.tensor([gamma, (1 - gamma) * gamma, (1 - gamma) ** 2 * gamma]).double()
+    sd = (expected * (1 - expected) / sessions).sqrt()
+    assert ((clicks.double().mean(0) - expected).abs() <= 4 * sd).all()
+
+
+def test_simulation_is_seeded_and_takes_an_examination_table() -> None:
+    target = torch.randint(0, 5, (50, 10), generator=torch.Generator().manual_seed(2))
+    positions = torch.arange(10).expand(50, -1)
+
+    def draw(seed: int, **kwargs: Any) -> torch.Tensor:
+        return simulate_clicks(
+            target, positions, generator=torch.Generator().manual_seed(seed), **kwargs
+        )
+
+    assert torch.equal(draw(5), draw(5))
+    assert not torch.equal(draw(5), draw(6))
+    table = examination_probability(torch.arange(10))
+    assert torch.equal(draw(5, examination=table), draw(5))
+    assert draw(5, examination=torch.zeros(10)).sum() == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"model": "dbn"}, ValueError, "Expected `model` to be one of 'position_based'"),
+        ({"noise": 1.5}, ValueError, r"Expected `noise` to be a float in \[0, 1\]"),
+        ({"eta": -1.0}, ValueError, "Expected `eta` to be a non-negative"),
+        ({"max_label": 2}, ValueError, r"Expected `target` to be in \[0, 2\] .* found 4"),
+        ({"examination": torch.ones(3)}, ValueError, r"`positions` to be in \[0, 3\).* found 4"),
+        ({"examination": torch.ones(5) * 2}, ValueError, "probabilities in .* found 2"),
+    ],
+)
+def test_bad_simulation_arguments_are_named(kwargs: Any, error: type, message: str) -> None:
+    target = torch.tensor([[0, 4, 1, 2, 3]])
+    positions = torch.tensor([[0, 1, 2, 3, 4]])
+    with pytest.raises(error, match=message):
+        simulate_clicks(target, positions, **kwargs)
+
+
+# --- counterfactual evaluation ------------------------------------------------------------------
+
+
+def test_ips_dcg_is_unbiased_for_the_dcg_of_the_attractiveness() -> None:
+    """dcg(new scores, clicks / theta, gain="linear") averages to the DCG of gamma(label).
+
+    The logged ranking shows every item (at a random position per session); a new ranking is
+    scored from the logged clicks. The IPS sum's exact variance is
+    sum_i D_i^2 Var(c_i / theta_i) averaged over positions: the mean of n sessions is within
+    4 standard errors of the truth.
+    """
+    gen = torch.Generator().manual_seed(3)
+    length, sessions = 8, 20_000
+    target = torch.randint(0, 5, (length,), generator=gen)
+    new_scores = torch.randn(length, generator=gen, dtype=torch.float64)
+    positions = torch.rand(sessions, length, generator=gen).argsort(-1)
+    clicks = simulate_clicks(target.expand(sessions, -1), positions, noise=0.1, generator=gen)
+    weight = 1 / examination_probability(positions).double()
+    estimates = dcg(new_scores.expand(sessions, -1), clicks.double() * weight, gain="linear")
+    gamma = 0.1 + 0.9 * (2.0 ** target.double() - 1) / 15
+    truth = float(dcg(new_scores, gamma, gain="linear"))
+    # Var(c / theta) for an item shown at a uniform position: E[gamma / theta] - gamma^2.
+    discounts = 1 / torch.log2(new_scores.argsort(descending=True).argsort().double() + 2)
+    mean_inverse_theta = (torch.arange(length).double() + 1).mean()
+    variance = (discounts**2 * (gamma * mean_inverse_theta - gamma**2)).sum()
+    standard_error = float((variance / sessions).sqrt())
+    assert abs(float(estimates.mean()) - truth) <= 4 * standard_error
+    # The naive estimate (clicks as labels) is biased: far outside the same band.
+    naive = float(dcg(new_scores.expand(sessions, -1), clicks.double(), gain="linear").mean())
+    assert abs(naive - truth) > 20 * standard_error
+
+
+# --- Unbiased LambdaRank ------------------------------------------------------------------------
+
+
+def _sessions(seed: int, n: int = 5, length: int = 6, positions: int = 6) -> tuple[Any, ...]:
+    gen = torch.Generator().manual_seed(seed)
+    preds = torch.randn(n, length, generator=gen, dtype=torch.float64)
+    clicks = (torch.rand(n, length, generator=gen) < 0.35).long()
+    shown = torch.stack([torch.randperm(length, generator=gen) for _ in range(n)])
+    shown = torch.where(shown < positions, shown, -1)
+    return preds, clicks, shown
+
+
+@pytest.mark.parametrize(("k", "bias_norm"), [(None, 0.0), (3, 0.0), (None, 2.0), (4, 1.0)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float, seed: int) -> None:
+    preds, clicks, positions = _sessions(seed, positions=5)
+    loss_fn = UnbiasedLambdaRankLoss(
+        num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
+    ).double()
+    t_plus, t_minus = [1.0] * 5, [1.0] * 5
+    for _ in range(3):  # three steps: the biases of one step weight the next one's pairs
+        got = loss_fn(preds, clicks, positions)
+        losses, s_plus, s_minus, t_plus, t_minus = references.unbiased_lambdarank_step(
+            preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus, k=k,
+            bias_norm=bias_norm,
+        )  # fmt: skip
+        torch.testing.assert_close(got, torch.tensor(losses, dtype=torch.float64))
+        expected_stats = torch.tensor([s_plus, s_minus], dtype=torch.float64)
+        torch.testing.assert_close(loss_fn.statistics, expected_stats)
+        torch.testing.assert_close(loss_fn.t_plus, torch.tensor(t_plus, dtype=torch.float64))
+        torch.testing.assert_close(loss_fn.t_minus, torch.tensor(t_minus, dtype=torch.float64))
+        preds = preds + 0.3 * torch.randn_like(preds)
+
+
+def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.75).double()
+    batches = [_sessions(seed) for seed in range(3)]
+    t_plus, t_minus = [1.0] * 6, [1.0] * 6
+    average = torch.zeros(2, 6, dtype=torch.float64)
+    for preds, clicks, positions in batches:
+        loss_fn(preds, clicks, positions)
+        _, s_plus, s_minus, _, _ = references.unbiased_lambdarank_step(
+            preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus
+        )
+        average = 0.75 * average + 0.25 * torch.tensor([s_plus, s_minus], dtype=torch.float64)
+        t_plus = [float(v) for v in torch.where(average[0] > 0, average[0] / average[0, 0], 1)]
+        t_minus = [float(v) for v in torch.where(average[1] > 0, average[1] / average[1, 0], 1)]
+        torch.testing.assert_close(loss_fn.statistics, average)
+    before = {name: value.clone() for name, value in loss_fn.state_dict().items()}
+    loss_fn.eval()
+    loss_fn(*batches[0])
+    for name, value in loss_fn.state_dict().items():
+        assert torch.equal(value, before[name]), name
+
+
+def test_gradient_is_the_debiased_lambdarank_gradient() -> None:
+    """The gradient equals autograd through the reference's debiased loss (float64)."""
+    preds, clicks, positions = _sessions(4)
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.0, reduction="sum").double()
+    loss_fn(preds, clicks, positions)  # learn some biases first
+    t_plus, t_minus = loss_fn.t_plus.tolist(), loss_fn.t_minus.tolist()
+    leaf = preds.clone().requires_grad_()
+    loss_fn(leaf, clicks, positions).backward()
+    assert leaf.grad is not None
+    step = 1e-6
+    for row, col in [(0, 0), (1, 3), (2, 5), (4, 2)]:
+        values = []
+        for sign in (1, -1):
+            moved = preds.clone()
+            moved[row, col] += sign * step
+            losses = references.unbiased_lambdarank_step(
+                moved.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus
+            )[0]
+            values.append(sum(losses))
+        numeric = (values[0] - values[1]) / (2 * step)
+        assert leaf.grad[row, col].item() == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+def test_state_dict_checkpoints_the_biases() -> None:
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6)
+    for seed in range(2):
+        preds, clicks, positions = _sessions(seed)
+        loss_fn(preds.float(), clicks, positions)
+    restored = UnbiasedLambdaRankLoss(num_positions=6)
+    restored.load_state_dict(loss_fn.state_dict())
+    assert set(loss_fn.state_dict()) == {"t_plus", "t_minus", "statistics"}
+    preds, clicks, positions = _sessions(9)
+    assert torch.equal(
+        restored(preds.float(), clicks, positions), loss_fn(preds.float(), clicks, positions)
+    )
+    assert torch.equal(restored.t_plus, loss_fn.t_plus)
+
+
+def test_unbiased_loss_with_unit_biases_is_lambdarank_on_the_shown_items() -> None:
+    preds, clicks, positions = _sessions(5)
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, k=4)
+    expected = lambdarank_loss(preds, clicks, k=4, mask=positions >= 0)
+    assert torch.equal(loss_fn(preds, clicks, positions), expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (
+            {"positions": torch.full((5, 6), 6)},
+            ValueError,
+            r"`positions` to be in \[0, 6\).*found 6",
+        ),
+        ({"positions": torch.full((5, 6), -2)}, ValueError, "found -2"),
+        ({"positions": torch.zeros(5, 6)}, TypeError, "`positions` to be a integer tensor"),
+        ({"positions": torch.zeros(5, 5, dtype=torch.long)}, ValueError, "`positions` to have"),
+        ({"clicks": torch.full((5, 6), 2)}, ValueError, "`clicks` to be 0 or 1 .* found 2"),
+        ({"clicks": torch.full((5, 6), 0.5)}, ValueError, "`clicks` to be 0 or 1 .* found 0.5"),
+        ({"clicks": torch.zeros(5, 5)}, ValueError, "`preds` and `target` to have the same shape"),
+    ],
+)
+def test_bad_click_input_is_named(change: dict[str, Any], error: type, message: str) -> None:
+    preds, clicks, positions = _sessions(6)
+    arguments = {"preds": preds, "clicks": clicks, "positions": positions, **change}
+    with pytest.raises(error, match=message):
+        UnbiasedLambdaRankLoss(num_positions=6)(**arguments)
+
+
+def test_padding_and_unshown_items_are_not_checked() -> None:
+    preds, clicks, positions = _sessions(7)
+    mask = torch.ones_like(clicks, dtype=torch.bool)
+    mask[:, -1] = False
+    bad_clicks = clicks.clone()
+    bad_clicks[:, -1] = -1
+    bad_positions = torch.where(mask, positions, 99)
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, ignore_index=-1)
+    expected = UnbiasedLambdaRankLoss(num_positions=6)(preds, clicks, positions, mask)
+    assert torch.equal(loss_fn(preds, bad_clicks, bad_positions), expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_positions": 0}, "Expected `num_positions` to be a positive int, but got 0"),
+        ({"num_positions": 3, "momentum": 1.0}, r"`momentum` to be in \[0, 1\)"),
+        ({"num_positions": 3, "bias_norm": -1.0}, "`bias_norm` to be a non-negative"),
+        ({"num_positions": 3, "sigma": 0}, "`sigma` to be a positive"),
+    ],
+)
+def test_bad_hyper_parameters_are_named(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        UnbiasedLambdaRankLoss(**kwargs)
+
+
+def test_unchecked_valid_input_never_crashes() -> None:
+    for seed in range(5):
+        preds, clicks, positions = _sessions(seed, n=3, length=4, positions=4)
+        loss_fn = UnbiasedLambdaRankLoss(num_positions=4, validate_args=False)
+        loss = loss_fn(preds.float(), clicks, positions)
+        assert loss.isfinite()
+    empty = UnbiasedLambdaRankLoss(num_positions=2)(
+        torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long)
+    )
+    assert empty == 0
+
+
+# --- host read-backs ----------------------------------------------------------------------------
+
+
+def _weighted_step(validate: bool) -> torch.Tensor:
+    preds, target, mask, weight = _lists(8)
+    leaf = preds.float().requires_grad_()
+    LambdaRankLoss(k=5, validate_args=validate)(leaf, target, mask, weight=weight).backward()
+    assert leaf.grad is not None
+    return leaf.grad
+
+
+def _unbiased_step(validate: bool) -> torch.Tensor:
+    preds, clicks, positions = _sessions(8)
+    leaf = preds.float().requires_grad_()
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, validate_args=validate)
+    loss_fn(leaf, clicks, positions).backward()
+    assert leaf.grad is not None
+    return torch.cat([leaf.grad.flatten(), loss_fn.t_plus, loss_fn.t_minus])
+
+
+@pytest.mark.parametrize("step", [_weighted_step, _unbiased_step], ids=["weighted", "unbiased"])
+@pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
+def test_steps_read_back_once_on_the_cpu_and_never_on_an_accelerator(
+    step: Callable[[bool], torch.Tensor], validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with count_host_reads() as reads:
+        expected = step(validate)
+    assert len(reads) <= (1 if validate else 0), reads
+    take_accelerator_paths(monkeypatch)
+    with count_host_reads() as reads:
+        got = step(validate)
+    assert reads == []
+    torch.testing.assert_close(got, expected)
+
+
+# --- DDP ----------------------------------------------------------------------------------------
+
+WORLD_SIZE = 2
+
+
+def _ddp_batches() -> list[tuple[torch.Tensor, ...]]:
+    return [
+        tuple(t.float() if t.is_floating_point() else t for t in _sessions(s, n=8))
+        for s in range(4)
+    ]
+
+
+def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=60)
+    )
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.5)
+    for batch in _ddp_batches():
+        half = slice(0, 3) if rank == 0 else slice(3, 8)  # uneven halves
+        loss_fn(*(t[half] for t in batch))
+    torch.save(loss_fn.state_dict(), Path(out_dir) / f"rank{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_biases_under_ddp_equal_one_process(tmp_path: Path) -> None:
+    ranks = run_ranks(_ddp_worker, WORLD_SIZE, tmp_path)
+    alone = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.5)
+    for batch in _ddp_batches():
+        alone(*batch)
+    for state in ranks:
+        for name, value in alone.state_dict().items():
+            torch.testing.assert_close(state[name], value, rtol=1e-5, atol=1e-7)
+    assert not torch.equal(alone.t_plus, torch.ones(6))
