@@ -30,13 +30,21 @@ same table and writes a PNG: time and peak extra memory against L, log scales (m
 scale, linear below 1 MiB, as a case can need no memory beyond the process's earlier peak), ours
 solid and allRank dashed, one colour per loss.
 
+Debiased step. ``--debiased`` measures instead, in one process, a training step of
+``UnbiasedLambdaRankLoss`` (clicks at logged positions, biases updated every step) and of
+``LambdaRankLoss(weight=...)`` (inverse-propensity weights) against a plain ``LambdaRankLoss``
+step on the same clicks (all with ``weighting="lambdarank"``, 16 x 1,024 by default, or
+``--cases``), and prints each one's time as a multiple of the plain step's.
+
 Run: ``python benchmarks/bench_losses.py`` (under ``flock`` on a shared machine; ``--device cuda``
-on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the scaling plot.
+on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the scaling plot;
+``python benchmarks/bench_losses.py --debiased`` for the debiased step.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -243,6 +251,62 @@ def plot_scaling(path: Path, results: Results, batch: int, title: str) -> None:
     plt.close(fig)
 
 
+def _interleaved_best_ms(steps: dict[str, Any], preds: Any, device: Any, rounds: int) -> Any:
+    """Best time of each forward + backward step over ``rounds`` interleaved rounds.
+
+    Interleaving spreads a shared machine's noise over all the steps alike.
+    """
+    from _timing import best_ms
+
+    def timed(loss_fn: Any) -> float:
+        def step() -> None:
+            preds.grad = None
+            loss_fn().backward()
+
+        return best_ms(step, repeats=3, device=device)
+
+    times: dict[str, float] = {name: float("inf") for name in steps}
+    for _ in range(rounds):
+        for name, loss_fn in steps.items():
+            times[name] = min(times[name], timed(loss_fn))
+    return times
+
+
+def debiased_vs_plain(cases: list[tuple[int, int]], device_name: str, rounds: int) -> None:
+    """Time debiased and IPS-weighted LambdaRank steps against a plain one; print the ratios."""
+    import torch
+
+    import torch_ndcg
+
+    device = torch.device(device_name)
+    plain = torch_ndcg.LambdaRankLoss(validate_args=False)
+    print("| B x L | plain LambdaRankLoss | UnbiasedLambdaRankLoss | IPS weight= |")
+    print("|---|---:|---:|---:|")
+    for batch, length in cases:
+        generator = torch.Generator().manual_seed(0)
+        preds = torch.randn(batch, length, generator=generator).to(device).requires_grad_()
+        positions = torch.stack([torch.randperm(length, generator=generator) for _ in range(batch)])
+        labels = torch.randint(0, 5, (batch, length), generator=generator)
+        clicks = torch_ndcg.simulate_clicks(labels, positions, generator=generator).to(device)
+        positions = positions.to(device)
+        weight = 1 / torch_ndcg.examination_probability(positions)
+        unbiased = torch_ndcg.UnbiasedLambdaRankLoss(num_positions=length, validate_args=False)
+        unbiased.to(device)
+        steps = {
+            "plain": functools.partial(plain, preds, clicks),
+            "unbiased": functools.partial(unbiased, preds, clicks, positions),
+            "ips": functools.partial(plain, preds, clicks, weight=weight),
+        }
+        times = _interleaved_best_ms(steps, preds, device, rounds)
+        base = times["plain"]
+        print(
+            f"| {batch} x {length:,} | {base:.1f} ms | {times['unbiased']:.1f} ms "
+            f"({times['unbiased'] / base:.2f}x) | {times['ips']:.1f} ms "
+            f"({times['ips'] / base:.2f}x) |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "B", "L"))
@@ -257,6 +321,10 @@ def main() -> None:
     parser.add_argument(
         "--cases", nargs="+", metavar="BxL", help="cases such as 16x1024 (default: the three)"
     )
+    parser.add_argument(
+        "--debiased", action="store_true", help="debiased and IPS steps against a plain one"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (--debiased)")
     args = parser.parse_args()
     if args.worker:
         name, batch, length = args.worker
@@ -271,10 +339,13 @@ def main() -> None:
     description = f"torch {torch.__version__}, {describe(device)}, allRank: {have_allrank}"
     print(description)
     print()
+    cases = CASES
+    if args.cases:
+        cases = [(int(b), int(n)) for b, n in (case.split("x") for case in args.cases)]
+    if args.debiased:
+        debiased_vs_plain(cases if args.cases else [(16, 1_024)], args.device, args.rounds)
+        return
     if args.plot is None:
-        cases = CASES
-        if args.cases:
-            cases = [(int(b), int(n)) for b, n in (case.split("x") for case in args.cases)]
         run_cases(cases, have_allrank, args.allrank_path, args.device, args.losses)
         return
     cases = [(args.plot_batch, length) for length in args.plot_lengths]

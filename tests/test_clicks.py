@@ -71,30 +71,61 @@ def test_unit_weights_give_todays_values_exactly(name: str, k: int | None) -> No
         assert torch.equal(plain[1], ones[1])
 
 
+def _ideal(labels: torch.Tensor, mask: torch.Tensor, k: int | None = None) -> torch.Tensor:
+    """Ideal DCG@k of linear gains per list: the labels ranked by themselves."""
+    return dcg(labels.double(), labels.double(), k=k, gain="linear", mask=mask)
+
+
 @pytest.mark.parametrize("name", list(LOSS_FUNCTIONS))
-def test_a_weight_scales_the_gain(name: str) -> None:
-    """With linear gains, weight w on labels y is the loss on labels w * y (a limiting case)."""
+def test_a_weight_scales_the_gain_and_keeps_the_ideal_dcg(name: str) -> None:
+    """Weights w on labels y: the loss of labels w * y, normalised by the ideal DCG of y.
+
+    LambdaLoss is linear in the normalised gains (loss * Z agrees), ApproxNDCG and NeuralNDCG
+    are one minus them ((1 - loss) * Z agrees); the gradients scale alike.
+    """
     preds, target, mask, weight = _lists(1)
     fn = LOSS_FUNCTIONS[name]
-    weighted = _loss_and_grad(fn, preds, target, mask=mask, weight=weight, gain="linear", k=4)
-    scaled = _loss_and_grad(fn, preds, target * weight, mask=mask, gain="linear", k=4)
-    torch.testing.assert_close(weighted, scaled, rtol=1e-12, atol=1e-12)
-    # On 0/1 clicks the exponential gain is the click: 1 / propensity weights are IPS.
-    clicks = (target > 1).long()
-    ips = _loss_and_grad(fn, preds, clicks, mask=mask, weight=weight)
-    ips_linear = _loss_and_grad(fn, preds, clicks * weight, mask=mask, gain="linear")
-    torch.testing.assert_close(ips, ips_linear, rtol=1e-12, atol=1e-12)
+    options = {"mask": mask, "gain": "linear", "k": 4, "reduction": "none"}
+    weighted = _loss_and_grad(lambda p: fn(p, target, weight=weight, **options).sum(), preds)
+    scaled = _loss_and_grad(lambda p: fn(p, target * weight, **options).sum(), preds)
+    z_plain, z_scaled = _ideal(target, mask, 4), _ideal(target * weight, mask, 4)
+    per_list = fn(preds, target, weight=weight, **options)
+    per_list_scaled = fn(preds, target * weight, **options)
+    if name != "lambdarank":
+        per_list, per_list_scaled = 1 - per_list, 1 - per_list_scaled
+    torch.testing.assert_close(per_list * z_plain, per_list_scaled * z_scaled)
+    torch.testing.assert_close(
+        weighted[1] * z_plain[:, None], scaled[1] * z_scaled[:, None], rtol=1e-9, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", list(LOSS_FUNCTIONS))
+def test_the_weight_of_a_single_click_is_not_normalised_away(name: str) -> None:
+    """IPS on a session with one click scales its loss term by the click's weight."""
+    preds = torch.tensor([[0.3, -0.2, 1.1, 0.4]], dtype=torch.float64)
+    clicks = torch.tensor([[0, 1, 0, 0]])
+    weight = torch.tensor([[1.0, 3.0, 2.0, 5.0]], dtype=torch.float64)
+    fn = LOSS_FUNCTIONS[name]
+    plain, weighted = fn(preds, clicks), fn(preds, clicks, weight=weight)
+    if name != "lambdarank":
+        plain, weighted = 1 - plain, 1 - weighted
+    torch.testing.assert_close(weighted, 3 * plain)
+    # On 0/1 clicks the exponential gain is the click itself.
+    torch.testing.assert_close(
+        fn(preds, clicks, weight=weight, gain="linear"), fn(preds, clicks, weight=weight)
+    )
 
 
 def test_weighted_lambdarank_equals_the_dense_reference_on_scaled_labels() -> None:
-    """Against the materialised-pairs reference: weights change the |delta nDCG| of a pair."""
+    """Against the materialised-pairs reference, normalised by the unweighted ideal DCG."""
     preds, target, mask, _ = _lists(2)
     weight = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).repeat(3)[None].expand_as(preds)
-    got = lambdarank_loss(preds, target, mask=mask, weight=weight, gain="linear")
+    got = lambdarank_loss(preds, target, mask=mask, weight=weight, gain="linear", reduction="none")
     # Linear gains of w * y: the reference's exponential gain of log2(1 + w y).
     labels = torch.log2(1 + weight * target)
-    expected = references.lambdaloss_dense(preds, labels, mask)
-    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    expected = references.lambdaloss_dense(preds, labels, mask, reduction="none")
+    z_ratio = _ideal(target * weight, mask) / _ideal(target, mask)
+    torch.testing.assert_close(got, expected * z_ratio.nan_to_num(0), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(

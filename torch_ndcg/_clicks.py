@@ -108,13 +108,16 @@ def check_weight(
     )
 
 
-def weighted_gains(item_gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor:
+def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor:
     r"""Gains times weights, $w_i G_i$, in the gains' dtype; 0 on padded items.
 
-    The ideal DCG is then taken of these gains (the best order of the weighted gains), so a
-    list's normalised value stays in $[0, 1]$ and a weight of 1 changes nothing.
+    The losses call it on gains already divided by the ideal DCG of the unweighted gains: the
+    weights re-weight the evidence for each item (``1 / propensity``), not what an ideal
+    ranking would gain. Dividing by the ideal DCG of the weighted gains instead would cancel the
+    weight of a list with one click (the usual click log), turning inverse-propensity weighting
+    back into naive training.
     """
-    scaled = item_gains * weight.to(item_gains.dtype)
+    scaled = gains * weight.to(gains.dtype)
     return scaled if mask is None else torch.where(mask, scaled, 0)
 
 

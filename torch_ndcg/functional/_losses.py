@@ -34,6 +34,8 @@ class _LossInput:
         has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
         leading_shape: the shape of the input without its list dimension.
         score_range: largest minus smallest real score, when the input was checked.
+        gain_scale: the largest real ``weight`` (a 0-d tensor), when one was given and the
+            input is checked: the scaled gains are at most this, so the value bounds grow by it.
     """
 
     scores: Tensor
@@ -43,6 +45,7 @@ class _LossInput:
     has_relevant: Tensor
     leading_shape: torch.Size
     score_range: float | None
+    gain_scale: Tensor | None = None
 
 
 def _prepare(
@@ -63,9 +66,9 @@ def _prepare(
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
-    for tiny labels. A ``weight`` scales each item's gain before the ideal DCG is taken (see
-    `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are read back with
-    the input's.
+    for tiny labels. A ``weight`` scales each item's gain after the ideal DCG of the unweighted
+    gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
+    read back with the input's.
     """
     real, check = _validation.check_lists(
         preds,
@@ -92,8 +95,6 @@ def _prepare(
         scores = torch.where(flat_mask, scores, 0)
     kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
-    if weight is not None:
-        item_gains = _clicks.weighted_gains(item_gains, weight.reshape(-1, length), flat_mask)
     # From the top labels (the label counts would need the labels' range): no read-back.
     ideal = _kernels.ideal_dcg(
         flat_target,
@@ -110,6 +111,13 @@ def _prepare(
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
     scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
+    gain_scale = None
+    if weight is not None:
+        flat_weight = weight.reshape(-1, length).detach()
+        scaled_gains = _clicks.weighted_gains(scaled_gains, flat_weight, flat_mask)
+        if validate_args and flat_weight.numel() > 0:
+            real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
+            gain_scale = real_weight.amax().double()
     return _LossInput(
         scores=scores,
         mask=flat_mask,
@@ -118,6 +126,7 @@ def _prepare(
         has_relevant=has_relevant[:, 0],
         leading_shape=preds.shape[:-1],
         score_range=score_range,
+        gain_scale=gain_scale,
     )
 
 
@@ -129,6 +138,11 @@ def _score_range(lists: _LossInput) -> float | Tensor:
     high = scores if real is None else torch.where(real, scores, -torch.inf)
     low = scores if real is None else torch.where(real, scores, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
+
+
+def _scaled_bound(lists: _LossInput, bound: float | Tensor) -> float | Tensor:
+    """A bound on a loss's values or slopes, times the largest weight where weights were given."""
+    return bound if lists.gain_scale is None else bound * lists.gain_scale
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -207,7 +221,7 @@ def lambdarank_loss(
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
         weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
             $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
             says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
@@ -291,7 +305,9 @@ def lambda_pairs(
         if item_factor is not None:
             weight_bound = weight_bound * item_factor.detach().amax().double().square()
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
-        _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
+        _validation.check_finite_scale(
+            "sigma", sigma, _scaled_bound(lists, pair_bound * length * length), scores.dtype
+        )
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
@@ -386,7 +402,7 @@ def approx_ndcg_loss(
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
         weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
             $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
             says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
@@ -434,7 +450,7 @@ def approx_ndcg_loss(
     _validation.check_finite_scale(
         "temperature",
         temperature,
-        length * length * (1 + 1 / temperature) / temperature,
+        _scaled_bound(lists, length * length * (1 + 1 / temperature) / temperature),
         scores.dtype,
     )
     weights = None if real is None else real.to(scores.dtype)
@@ -523,7 +539,7 @@ def neural_ndcg_loss(
             (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
         weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
             $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG becomes that of the weighted gains (the guide "Learning from clicks"
+            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
             says why). ``None`` (the default) is every weight 1.
         **ported_names: none is taken; a name from another library (``padded_value_indicator``,
             ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
@@ -572,7 +588,9 @@ def neural_ndcg_loss(
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
         bound = 2 * length * length * length * (score_range + 1) / temperature
-        _validation.check_finite_scale("temperature", temperature, bound, scores.dtype)
+        _validation.check_finite_scale(
+            "temperature", temperature, _scaled_bound(lists, bound), scores.dtype
+        )
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
