@@ -52,8 +52,11 @@ class UnbiasedLambdaRankLoss(nn.Module):
     $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
 
     ``bias_norm`` is the $p$ of the paper's $L_p$ regulariser of the biases (XGBoost's
-    ``lambdarank_bias_norm``, whose default is 2): $p = 0$ estimates the ratio of the
-    statistics as it is; a larger $p$ shrinks the biases towards 1.
+    ``lambdarank_bias_norm``; 2 by default, as XGBoost's): $p = 0$ weights the pairs by the
+    ratio of the statistics as it is, a larger $p$ shrinks the biases towards 1, which keeps the
+    rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
+    as ``statistics[0] / statistics[0, 0]`` ($= (t^+)^{p + 1}$, and likewise row 1 for
+    $t^-$).
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
     without a click take no part. Nothing is read back to the host on an accelerator.
@@ -63,7 +66,7 @@ class UnbiasedLambdaRankLoss(nn.Module):
             must be below it.
         k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None``.
         sigma: positive slope of the logistic loss.
-        bias_norm: non-negative $p$ of the bias update (default 0).
+        bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
         momentum: weight in $[0, 1)$ of the past statistics in their moving average.
         gain: ``"exponential"``, ``"linear"`` or a callable (both equal $c$ on clicks).
         discount: ``"log2"``, ``"jarvelin"`` or a callable.
@@ -80,7 +83,7 @@ class UnbiasedLambdaRankLoss(nn.Module):
         the other, where it scored 1 below the unclicked item ($L_B = (1 - 1/\log_2 3)
         \log(1 + e)$). At the start every bias is 1 and the loss is the mean of the two.
 
-        >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, momentum=0.0)
+        >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, bias_norm=0.0, momentum=0.0)
         >>> preds = torch.tensor([[0.0, 0.0], [0.0, 1.0]])
         >>> clicks = torch.tensor([[1, 0], [1, 0]])
         >>> positions = torch.tensor([[0, 1], [1, 0]])
@@ -104,7 +107,7 @@ class UnbiasedLambdaRankLoss(nn.Module):
         num_positions: int,
         k: int | None = None,
         sigma: float = 1.0,
-        bias_norm: float = 0.0,
+        bias_norm: float = 2.0,
         momentum: float = 0.9,
         gain: Gain = "exponential",
         discount: Discount = "log2",
