@@ -335,8 +335,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         args.sessions = 2_000 if args.protocol == "stochastic" else 30
         args.tree_sessions, args.trees = 50, 200
     if args.tiny:
-        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], 2, 2
-        args.sessions, args.tree_sessions, args.trees = 8, 2, 5
+        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], 1, 1
+        args.sessions, args.sessions_per_step, args.tree_sessions, args.trees = 4, 4, 2, 3
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     started = time.perf_counter()
     train_lists, test = load_lists("train"), load_lists("test")
