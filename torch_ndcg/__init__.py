@@ -2,6 +2,7 @@
 
 from torch_ndcg._unbiased import UnbiasedLambdaRankLoss
 from torch_ndcg.functional import (
+    PairedTestResult,
     approx_ndcg_loss,
     dcg,
     examination_probability,
@@ -23,6 +24,7 @@ __all__ = [
     "ApproxNDCGLoss",
     "LambdaRankLoss",
     "NeuralNDCGLoss",
+    "PairedTestResult",
     "RetrievalNDCG",
     "UnbiasedLambdaRankLoss",
     "__version__",
