@@ -331,7 +331,7 @@ def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float,
 
 
 def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
-    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.75).double()
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, bias_norm=0.0, momentum=0.75).double()
     batches = [_sessions(seed) for seed in range(3)]
     t_plus, t_minus = [1.0] * 6, [1.0] * 6
     average = torch.zeros(2, 6, dtype=torch.float64)
@@ -354,7 +354,9 @@ def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> 
 def test_gradient_is_the_debiased_lambdarank_gradient() -> None:
     """The gradient equals autograd through the reference's debiased loss (float64)."""
     preds, clicks, positions = _sessions(4)
-    loss_fn = UnbiasedLambdaRankLoss(num_positions=6, momentum=0.0, reduction="sum").double()
+    loss_fn = UnbiasedLambdaRankLoss(
+        num_positions=6, bias_norm=0.0, momentum=0.0, reduction="sum"
+    ).double()
     loss_fn(preds, clicks, positions)  # learn some biases first
     t_plus, t_minus = loss_fn.t_plus.tolist(), loss_fn.t_minus.tolist()
     leaf = preds.clone().requires_grad_()

@@ -6,16 +6,17 @@ from typing import NoReturn
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
+from torch import Tensor
 
 from torch_ndcg import _clicks, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
 from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
+from torch_ndcg.losses import _RankingLoss
 
 __all__ = ["UnbiasedLambdaRankLoss"]
 
 
-class UnbiasedLambdaRankLoss(nn.Module):
+class UnbiasedLambdaRankLoss(_RankingLoss):
     r"""LambdaRank on clicks with position biases learnt jointly (Unbiased LambdaMART).
 
     Hu, Wang, Peng & Li, "Unbiased LambdaMART: An Unbiased Pairwise Learning-to-Rank
@@ -116,29 +117,29 @@ class UnbiasedLambdaRankLoss(nn.Module):
         validate_args: bool = True,
         **ported_names: NoReturn,
     ) -> None:
-        super().__init__()
         _validation.reject_ported_names(
             "UnbiasedLambdaRankLoss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
         )
-        self.num_positions = _clicks.check_positive_int("num_positions", num_positions)
-        self.k = _validation.check_lambdarank_options(
+        num_positions = _clicks.check_positive_int("num_positions", num_positions)
+        cutoff = _validation.check_lambdarank_options(
             k=k, sigma=sigma, weighting="lambdarank", mu=0.0, reduction=reduction
         )
         _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
         _validation.check_positive("momentum", momentum, allow_zero=True)
         if not momentum < 1:
             raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
-        _validation.check_options(gain, discount)
-        _validation.check_ignore_index(ignore_index)
-        _validation.check_bool("validate_args", validate_args)
+        super().__init__(
+            gain=gain,
+            discount=discount,
+            reduction=reduction,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
+        )
+        self.num_positions = num_positions
+        self.k = cutoff
         self.sigma = sigma
         self.bias_norm = bias_norm
         self.momentum = momentum
-        self.gain: Gain = gain
-        self.discount: Discount = discount
-        self.reduction: Reduction = reduction
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
         self.register_buffer("t_plus", torch.ones(num_positions))
         self.register_buffer("t_minus", torch.ones(num_positions))
         # Moving averages of S+ (row 0) and S- (row 1) per position.
