@@ -1,7 +1,11 @@
 """Every input check of torch_ndcg, with errors that name the argument and what was given.
 
-Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Public entry
-points call these once; the kernels never check anything.
+Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Options are
+checked once, where the user gives them (`check_list_options`, `check_lambdarank_options`,
+...), into a frozen configuration of `torch_ndcg._options`; per call only the tensors are checked
+(`check_lists`, `check_rows`). Metadata checks (types, dtypes, shapes, devices) always run:
+they read no value. ``validate_args=False`` skips only the checks that read values
+(`check_values`). The kernels never check anything.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ from torch_ndcg._options import (
     REDUCTIONS,
     TIES_NAMES,
     WEIGHTINGS,
+    ApproxOptions,
+    Cutoffs,
+    LambdaRankOptions,
+    ListOptions,
+    NeuralOptions,
     accumulate_dtype,
     compute_dtype,
 )
@@ -82,6 +91,37 @@ def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
         raise ValueError(
             f"Expected `k` to hold distinct cut-offs (each names one result), but got {k!r}."
         )
+
+
+def check_cutoffs(k: Any) -> Cutoffs:
+    """``k`` checked (see `check_k`), with whether it was a sequence."""
+    return Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
+
+
+def check_list_options(
+    *,
+    k: Any,
+    gain: Any,
+    discount: Any,
+    ties: Any,
+    empty_target_action: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> ListOptions:
+    """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config."""
+    cutoffs = check_cutoffs(k)
+    check_bool("validate_args", validate_args)
+    check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
+    check_ignore_index(ignore_index)
+    return ListOptions(
+        cutoffs=cutoffs,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
 
 
 def check_ignore_index(ignore_index: Any) -> None:
@@ -396,36 +436,56 @@ def check_loss_k(k: Any) -> int | None:
     raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
 
 
+def _check_loss_options(
+    *, k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
+) -> dict[str, Any]:
+    """The options every loss shares, checked; as keyword arguments of its config."""
+    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    cutoff = check_loss_k(k)
+    check_options(gain, discount)
+    check_ignore_index(ignore_index)
+    check_bool("validate_args", validate_args)
+    return {
+        "k": cutoff,
+        "gain": gain,
+        "discount": discount,
+        "reduction": reduction,
+        "ignore_index": ignore_index,
+        "validate_args": validate_args,
+    }
+
+
 def check_lambdarank_options(
-    *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
-) -> int | None:
-    """The hyper-parameters of `lambdarank_loss` (function and module); returns ``k``."""
+    *, sigma: Any, weighting: Any, mu: Any, **shared: Any
+) -> LambdaRankOptions:
+    """The options of `lambdarank_loss` (function and module), checked once."""
     check_positive("sigma", sigma)
     check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
     check_positive("mu", mu, allow_zero=True)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    return LambdaRankOptions(
+        sigma=sigma, weighting=weighting, mu=mu, **_check_loss_options(**shared)
+    )
 
 
-def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
-    """The hyper-parameters of `approx_ndcg_loss` (function and module); returns ``k``."""
+def check_approx_options(*, temperature: Any, **shared: Any) -> ApproxOptions:
+    """The options of `approx_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    return ApproxOptions(temperature=temperature, **_check_loss_options(**shared))
 
 
 def check_neural_options(
-    *, k: Any, temperature: Any, max_iter: Any, tol: Any, reduction: Any
-) -> int | None:
-    """The hyper-parameters of `neural_ndcg_loss` (function and module); returns ``k``."""
+    *, temperature: Any, max_iter: Any, tol: Any, **shared: Any
+) -> NeuralOptions:
+    """The options of `neural_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
     if not (isinstance(max_iter, numbers.Integral) and not isinstance(max_iter, bool)) or (
         max_iter < 0
     ):
         raise ValueError(f"Expected `max_iter` to be a non-negative int, but got {max_iter!r}.")
     check_positive("tol", tol, allow_zero=True)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    return NeuralOptions(
+        temperature=temperature, max_iter=int(max_iter), tol=tol, **_check_loss_options(**shared)
+    )
 
 
 def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
@@ -594,17 +654,32 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
         )
 
 
+def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
+    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back)."""
+    check_preds_target(preds, target)
+    check_indexes(indexes, preds.shape)
+
+
+def check_device(preds: Tensor, device: torch.device) -> None:
+    """``preds`` lie on the metric's ``device`` (that of its states): a metric is moved whole."""
+    if preds.device != device:
+        raise ValueError(
+            f"Expected `preds` on the metric's device {device}, but got {preds.device}; move "
+            "the metric with `.to(device)` (or the input to its device)."
+        )
+
+
 def check_rows(
-    preds: Any,
-    target: Any,
-    indexes: Any,
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
     *,
     gain: Any,
     ignore_index: int | None,
     validate_args: bool,
     scores: Tensor | None = None,
 ) -> Tensor | None:
-    """Every check of flat query rows ``(preds, target, indexes)``; the mask of rows to keep.
+    """The value checks of flat query rows (see `check_row_metadata`); the mask of rows to keep.
 
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
     gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
@@ -614,9 +689,6 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
-    if validate_args:
-        check_preds_target(preds, target)
-        check_indexes(indexes, preds.shape)
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, ignore_index)
     if validate_args:
@@ -648,24 +720,18 @@ def check_lists(
     mask: Any,
     *,
     gain: Any,
-    discount: Any,
-    ignore_index: Any,
-    validate_args: Any,
-    ties: Any = None,
-    empty_target_action: Any = None,
+    ignore_index: int | None,
+    validate_args: bool,
     finite_preds: bool = False,
 ) -> CheckedLists:
-    """Every check of a ``[..., L]`` entry point, in order.
+    """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
 
-    With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
-    as in `check_values`.
+    Types, dtypes and shapes are always checked (they read nothing back); with
+    ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
+    `check_values`.
     """
-    check_bool("validate_args", validate_args)
-    if validate_args:
-        check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
-        check_ignore_index(ignore_index)
-        check_preds_target(preds, target)
-        check_mask(mask, preds.shape)
+    check_preds_target(preds, target)
+    check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return CheckedLists(real, None)

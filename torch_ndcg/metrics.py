@@ -4,7 +4,6 @@ Both classes only store options and state; the numbers come from `torch_ndcg.ndc
 `torch_ndcg._kernels`.
 """
 
-import numbers
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeAlias, cast, overload
@@ -37,7 +36,7 @@ def _float_state_dtype(metric_dtype: torch.dtype) -> torch.dtype:
 
 
 class _Options:
-    """Validated options shared by both metrics, and the shaping of their output by cut-off."""
+    """A metric's checked options (`ListOptions`), its interval, and the shaping of results."""
 
     def __init__(
         self,
@@ -50,16 +49,20 @@ class _Options:
         validate_args: bool,
         confidence: float | None = None,
     ) -> None:
-        self.ks = _validation.check_k(k)
-        _validation.check_distinct_k(k, self.ks)
-        _validation.check_options(
-            gain, discount, ties=ties, empty_target_action=empty_target_action
+        self.lists = _validation.check_list_options(
+            k=k,
+            gain=gain,
+            discount=discount,
+            ties=ties,
+            empty_target_action=empty_target_action,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
         )
-        _validation.check_ignore_index(ignore_index)
-        _validation.check_bool("validate_args", validate_args)
+        _validation.check_distinct_k(k, self.lists.cutoffs.ks)
         _validation.check_confidence(confidence)
+        self.cutoffs = self.lists.cutoffs
+        self.ks = self.cutoffs.ks
         self.k = k
-        self.k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
         self.gain = gain
         self.discount = discount
         self.ties = ties
@@ -69,22 +72,17 @@ class _Options:
         self.confidence = confidence
         # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
         self.reported: str | None = None
+        # Names and their interval bounds, worked out once.
+        self.names = self.cutoffs.names
+        self.result_names = (
+            self.names
+            if confidence is None
+            else [name + end for name in self.names for end in ("", "_low", "_high")]
+        )
 
     @property
     def n_cutoffs(self) -> int:
-        return 1 if self.ks is None else len(self.ks)
-
-    @property
-    def names(self) -> list[str]:
-        """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
-        return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
-
-    @property
-    def result_names(self) -> list[str]:
-        """The keys of a result: `names`, each followed by its interval's bounds."""
-        if self.confidence is None:
-            return self.names
-        return [name + end for name in self.names for end in ("", "_low", "_high")]
+        return self.cutoffs.count
 
     def shape(
         self, values: Tensor, dtype: torch.dtype, bounds: tuple[Tensor, Tensor] | None = None
@@ -102,7 +100,7 @@ class _Options:
             for i, name in enumerate(self.names):
                 result[name] = values[..., i]
                 result[f"{name}_low"], result[f"{name}_high"] = low[..., i], high[..., i]
-        elif self.k_is_sequence:
+        elif self.cutoffs.is_sequence:
             result = {name: values[..., i] for i, name in enumerate(self.names)}
         else:
             result = values[..., 0]
@@ -484,25 +482,9 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            lists = _prepare_lists(
-                preds,
-                target,
-                k=opt.k,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                mask=mask,
-                ignore_index=opt.ignore_index,
-                empty_target_action=opt.empty_target_action,
-                validate_args=opt.validate_args,
-            )
-            values = _ndcg_of_lists(
-                lists,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                empty_target_action=opt.empty_target_action,
-            )
+            lists = _prepare_lists(preds, target, mask, opt.lists)
+            _validation.check_device(preds, self.sum_ndcg.device)
+            values = _ndcg_of_lists(lists, opt.lists)
             values = values.to(self.sum_ndcg.dtype)
             batch_count: Tensor | int
             counted: Tensor | None = None
@@ -769,8 +751,9 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             indexes: integer query ids, the shape of ``preds``.
         """
         opt = self.options
-        row_dtype = _float_state_dtype(self.dtype)
-        stored_preds = preds.detach().reshape(-1).to(row_dtype)
+        _validation.check_row_metadata(preds, target, indexes)
+        _validation.check_device(preds, self.options_key.device)
+        stored_preds = preds.detach().reshape(-1).to(_float_state_dtype(self.dtype))
         # Checked as stored: the gains' overflow limit is that of the stored dtype.
         real = _validation.check_rows(
             preds,
@@ -781,7 +764,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             validate_args=opt.validate_args,
             scores=stored_preds,
         )
-        stored_target = target.detach().reshape(-1).to(row_dtype)
+        stored_target = target.detach().reshape(-1).to(stored_preds.dtype)
         if real is not None:
             # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
             # drops: a stored float label could round onto `ignore_index` or off it.
@@ -831,16 +814,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         try:
             preds, target, indexes = self._stored_rows()
             values, ids = _retrieval_values(
-                preds,
-                target,
-                indexes,
-                self._kept_rows(target),
-                ks=opt.ks,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                empty_target_action=opt.empty_target_action,
-                validate_args=opt.validate_args,
+                preds, target, indexes, self._kept_rows(target), opt.lists
             )
         except Exception as error:
             if not partitioned:
