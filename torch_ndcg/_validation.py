@@ -228,6 +228,16 @@ class CheckedValues(NamedTuple):
     score_range: float | None
 
 
+def sum_may_overflow(length: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether ``length`` gains of ``dtype``, each finite, could sum past the accumulation dtype.
+
+    Only then does the gain limit depend on the list length (float64 scores, or float32 sums on
+    MPS); for float32 scores summed in float64 it never does. Integer arithmetic: a symbolic
+    length gives a guard, not a number.
+    """
+    return length > int(torch.finfo(accumulate_dtype(device)).max // torch.finfo(dtype).max)
+
+
 def largest_gain_label(
     gain: Any, dtype: torch.dtype, length: int, device: torch.device
 ) -> float | None:
@@ -308,10 +318,14 @@ def check_values(
     low, high = torch.aminmax(real_target)
     dtype = compute_dtype(preds.dtype)
     n_items = max(preds.shape[-1] if length is None else length, 1)
-    limit = largest_gain_label(gain, dtype, n_items, preds.device)
+    # A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
+    # number (which would break the graph or specialise it to one length) where it need not be.
+    sums_bind = sum_may_overflow(n_items, dtype, preds.device)
+    limit = largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, preds.device)
+    shown_items = n_items if isinstance(n_items, int) else None
 
     def messages() -> _ValueMessages:
-        return _ValueMessages(gain, dtype, n_items, limit, ignore_index)
+        return _ValueMessages(gain, dtype, shown_items, limit, ignore_index)
 
     if not _host.may_read_back(preds.device):
         text = messages()
@@ -375,7 +389,7 @@ class _ValueMessages:
         self,
         gain: Any,
         dtype: torch.dtype,
-        n_items: int,
+        n_items: int | None,
         limit: float | None,
         ignore_index: int | None,
     ) -> None:
@@ -394,9 +408,10 @@ class _ValueMessages:
                 f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
             )
         advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+        count = "" if n_items is None else f"{n_items} "
         self.gain_overflow = (
             f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain must "
-            f"be finite in {dtype} and a list's {n_items} gains must sum to a finite float64), "
+            f"be finite in {dtype} and a list's {count}gains must sum to a finite float64), "
             f"but found {{found}}; {advice} the labels."
         )
 
@@ -421,7 +436,9 @@ class _ValueMessages:
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
     """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``)."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    ok = is_real and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    # `value - value == 0` is `math.isfinite(value)` in plain arithmetic, which torch.compile
+    # also traces where it makes a float argument a symbol (dynamic=True).
+    ok = is_real and value - value == 0 and (value >= 0 if allow_zero else value > 0)
     if not ok:
         what = "non-negative" if allow_zero else "positive"
         raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
@@ -488,23 +505,30 @@ def check_neural_options(
     )
 
 
-def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
-    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
+def check_finite_scale(
+    name: str, value: float, bound: float | Tensor, dtype: torch.dtype, *, count: int = 1
+) -> None:
+    """Raise naming ``name`` when ``bound * count``, a bound on the loss and its gradient, overflows.
 
-    A tensor ``bound`` (computed on the device) is checked by a device-side assertion.
+    ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
+    traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
+    float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
+    by a device-side assertion.
     """
     advice = (
         f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
     )
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
     message = (
         f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{value!r} (with this input they could reach {{bound}}); {advice}"
+        f"{shown} (with this input they could reach {{bound}}); {advice}"
     )
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        assert_on_device(bound < largest, message.format(bound="past the largest float"))
-    elif not bound < largest:
-        raise ValueError(message.format(bound=f"{bound:.3g}"))
+        assert_on_device(bound * count < largest, message.format(bound="past the largest float"))
+    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
+        raise ValueError(message.format(bound=f"{bound * count:.3g}"))
 
 
 # --- Arguments of other libraries -------------------------------------------------------------

@@ -253,7 +253,9 @@ def _lambdarank(
         score_range = _score_range(lists)
         weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
-        _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
+        _validation.check_finite_scale(
+            "sigma", sigma, pair_bound, scores.dtype, count=length * length
+        )
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
@@ -384,8 +386,9 @@ def _approx(preds: Tensor, target: Tensor, mask: Tensor | None, options: ApproxO
     _validation.check_finite_scale(
         "temperature",
         temperature,
-        length * length * (1 + 1 / temperature) / temperature,
+        (1 + 1 / temperature) / temperature,
         scores.dtype,
+        count=length * length,
     )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
@@ -519,8 +522,10 @@ def _neural(preds: Tensor, target: Tensor, mask: Tensor | None, options: NeuralO
     if validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
-        bound = 2 * length * length * length * (score_range + 1) / temperature
-        _validation.check_finite_scale("temperature", temperature, bound, scores.dtype)
+        bound = 2 * (score_range + 1) / temperature
+        _validation.check_finite_scale(
+            "temperature", temperature, bound, scores.dtype, count=length * length * length
+        )
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
