@@ -26,13 +26,13 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
+    _validation,
     approx_ndcg_loss,
     dcg,
     lambdarank_loss,
     ndcg,
     neural_ndcg_loss,
 )
-from torch_ndcg import _validation
 from torch_ndcg.functional import retrieval_ndcg
 
 SCORES = torch.tensor([[0.3, 0.1, 0.9, 0.5], [0.2, 0.8, 0.4, 0.6]])
@@ -168,7 +168,7 @@ def _count_option_checks(step: Callable[[], Any]) -> dict[str, int]:
     finally:
         for patch in patches:
             patch.stop()
-    for name, checked in zip(OPTION_CHECKS, mocks):
+    for name, checked in zip(OPTION_CHECKS, mocks, strict=True):
         counts[name] = checked.call_count
     return counts
 
@@ -182,7 +182,9 @@ def _steps() -> dict[str, Callable[[], Any]]:
     leaf = preds.clone().requires_grad_()
     steps: dict[str, Callable[[], Any]] = {
         "NDCG.update": lambda: metric.update(preds, target),
-        "RetrievalNDCG.update": lambda: retrieval.update(preds.reshape(-1), target.reshape(-1), ids),
+        "RetrievalNDCG.update": lambda: retrieval.update(
+            preds.reshape(-1), target.reshape(-1), ids
+        ),
     }
     for loss in losses:
         steps[type(loss).__name__] = lambda loss=loss: loss(leaf, target).backward()
@@ -213,12 +215,15 @@ def test_setting_a_loss_hyper_parameter_checks_it() -> None:
 
 # --- torch.compile at several list lengths ----------------------------------------------------
 
+# Dynamo and AOT autograd are where a symbolic length broke the graph; inductor's code
+# generation (tested at one length in test_host_reads, test_losses) adds minutes, not coverage.
+BACKEND = "aot_eager"
+
 COMPILED: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "ndcg": lambda p, t: ndcg(p, t, k=3),
-    "ndcg k list": lambda p, t: ndcg(p, t, k=[1, 3], gain="linear"),
     "lambdarank_loss": lambda p, t: lambdarank_loss(p, t, k=3),
     "approx_ndcg_loss": lambda p, t: approx_ndcg_loss(p, t, k=3),
-    "neural_ndcg_loss": lambda p, t: neural_ndcg_loss(p, t, k=3, max_iter=5),
+    "neural_ndcg_loss": lambda p, t: neural_ndcg_loss(p, t, k=3, max_iter=2),
 }
 
 
@@ -229,9 +234,9 @@ COMPILED: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 def test_compiled_at_several_lengths_equals_eager(name: str, dynamic: bool | None) -> None:
     torch._dynamo.reset()
     call = COMPILED[name]
-    compiled = torch.compile(call, dynamic=dynamic)
+    compiled = torch.compile(call, dynamic=dynamic, backend=BACKEND)
     gen = torch.Generator().manual_seed(3)
-    for length in (5, 7, 11):
+    for length in (5, 9):
         preds = torch.randn(4, length, generator=gen)
         target = torch.randint(0, 4, (4, length), generator=gen)
         eager_leaf, compiled_leaf = preds.clone().requires_grad_(), preds.clone().requires_grad_()
@@ -248,9 +253,9 @@ def test_compiled_at_several_lengths_equals_eager(name: str, dynamic: bool | Non
 def test_metric_update_compiles_fullgraph_at_several_lengths(dynamic: bool | None) -> None:
     torch._dynamo.reset()
     eager, compiled_metric = NDCG(k=[1, 3]), NDCG(k=[1, 3])
-    update = torch.compile(compiled_metric.update, fullgraph=True, dynamic=dynamic)
+    update = torch.compile(compiled_metric.update, fullgraph=True, dynamic=dynamic, backend=BACKEND)
     gen = torch.Generator().manual_seed(4)
-    for length in (5, 7, 11):
+    for length in (5, 9):
         preds = torch.randn(4, length, generator=gen)
         target = torch.randint(0, 4, (4, length), generator=gen)
         update(preds, target)
@@ -261,7 +266,7 @@ def test_metric_update_compiles_fullgraph_at_several_lengths(dynamic: bool | Non
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
     torch._dynamo.reset()
-    compiled = torch.compile(lambda p, t: ndcg(p, t), dynamic=True, fullgraph=True)
+    compiled = torch.compile(lambda p, t: ndcg(p, t), dynamic=True, fullgraph=True, backend=BACKEND)
     compiled(torch.rand(2, 6), torch.randint(0, 3, (2, 6)))
     with pytest.raises(RuntimeError, match=re.escape("Expected `target` values of at most 127.99")):
         compiled(torch.rand(2, 9), torch.full((2, 9), 200))
