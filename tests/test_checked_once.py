@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 from unittest import mock
@@ -173,9 +174,14 @@ def _count_option_checks(step: Callable[[], Any]) -> dict[str, int]:
     return counts
 
 
-def _steps() -> dict[str, Callable[[], Any]]:
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
     preds = torch.randn(8, 10, generator=torch.Generator().manual_seed(0))
     target = torch.randint(0, 3, (8, 10), generator=torch.Generator().manual_seed(1))
+    return preds, target
+
+
+def _steps() -> dict[str, Callable[[], Any]]:
+    preds, target = _batch()
     ids = torch.arange(8).repeat_interleave(10)
     metric, retrieval = NDCG(k=[1, 5, 10]), RetrievalNDCG(k=5)
     losses = [LambdaRankLoss(k=5), ApproxNDCGLoss(k=5), NeuralNDCGLoss(k=5)]
@@ -270,3 +276,40 @@ def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
     compiled(torch.rand(2, 6), torch.randint(0, 3, (2, 6)))
     with pytest.raises(RuntimeError, match=re.escape("Expected `target` values of at most 127.99")):
         compiled(torch.rand(2, 9), torch.full((2, 9), 200))
+
+
+# --- Python work per call ----------------------------------------------------------------------
+
+# Python function calls per call at [8, 10] (benchmarks/bench_host.py prints them: 90, 88, 66,
+# 110, 100 on torch 2.13 when this was set), with about a tenth to spare for torch's own Python.
+PYTHON_CALL_BUDGET = {
+    "ndcg": 100,
+    "NDCG.update": 97,
+    "RetrievalNDCG.update": 73,
+    "LambdaRankLoss": 121,
+    "ApproxNDCGLoss": 110,
+}
+
+
+def _python_calls(step: Callable[[], Any]) -> int:
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return calls - 1  # the step itself
+
+
+@pytest.mark.parametrize("name", list(PYTHON_CALL_BUDGET))
+def test_python_calls_per_call_stay_within_budget(name: str) -> None:
+    steps = _steps()
+    steps["ndcg"] = lambda: ndcg(*_batch(), k=10)
+    step = steps[name]
+    step()  # caches filled
+    assert _python_calls(step) <= PYTHON_CALL_BUDGET[name]
