@@ -145,7 +145,8 @@ def main() -> None:
     timing = {"repeats": args.repeats, "seconds": args.seconds}
     tiny = tiny_op_us(**timing)
     print(f"torch {torch.__version__}, CPU, 1 thread; one tiny op (1-element add): {tiny:.2f} us")
-    header = f"{'call':<28} {'shape':>10} {'host us':>9} {'ops':>5} {'py calls':>9} {'x tiny op':>10}"
+    columns = ("shape", 10), ("host us", 9), ("ops", 5), ("py calls", 9), ("x tiny op", 10)
+    header = f"{'call':<28} " + " ".join(f"{name:>{width}}" for name, width in columns)
     print(header)
     print("-" * len(header))
     for shape in SHAPES:

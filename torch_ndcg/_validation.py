@@ -508,7 +508,7 @@ def check_neural_options(
 def check_finite_scale(
     name: str, value: float, bound: float | Tensor, dtype: torch.dtype, *, count: int = 1
 ) -> None:
-    """Raise naming ``name`` when ``bound * count``, a bound on the loss and its gradient, overflows.
+    """Raise naming ``name`` when ``bound * count``, bounding the loss and gradient, overflows.
 
     ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
     traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
