@@ -99,7 +99,6 @@ def check_cutoffs(k: Any) -> Cutoffs:
 
 
 def check_list_options(
-    *,
     k: Any,
     gain: Any,
     discount: Any,
@@ -454,7 +453,7 @@ def check_loss_k(k: Any) -> int | None:
 
 
 def _check_loss_options(
-    *, k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
+    k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
 ) -> dict[str, Any]:
     """The options every loss shares, checked; as keyword arguments of its config."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
@@ -472,26 +471,53 @@ def _check_loss_options(
     }
 
 
+# The loss checkers take their options in the order of the functions' signatures.
+
+
 def check_lambdarank_options(
-    *, sigma: Any, weighting: Any, mu: Any, **shared: Any
+    k: Any,
+    sigma: Any,
+    weighting: Any,
+    mu: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
 ) -> LambdaRankOptions:
     """The options of `lambdarank_loss` (function and module), checked once."""
     check_positive("sigma", sigma)
     check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
     check_positive("mu", mu, allow_zero=True)
-    return LambdaRankOptions(
-        sigma=sigma, weighting=weighting, mu=mu, **_check_loss_options(**shared)
-    )
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return LambdaRankOptions(sigma=sigma, weighting=weighting, mu=mu, **shared)
 
 
-def check_approx_options(*, temperature: Any, **shared: Any) -> ApproxOptions:
+def check_approx_options(
+    temperature: Any,
+    k: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> ApproxOptions:
     """The options of `approx_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
-    return ApproxOptions(temperature=temperature, **_check_loss_options(**shared))
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return ApproxOptions(temperature=temperature, **shared)
 
 
 def check_neural_options(
-    *, temperature: Any, max_iter: Any, tol: Any, **shared: Any
+    temperature: Any,
+    k: Any,
+    max_iter: Any,
+    tol: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
 ) -> NeuralOptions:
     """The options of `neural_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
@@ -500,9 +526,8 @@ def check_neural_options(
     ):
         raise ValueError(f"Expected `max_iter` to be a non-negative int, but got {max_iter!r}.")
     check_positive("tol", tol, allow_zero=True)
-    return NeuralOptions(
-        temperature=temperature, max_iter=int(max_iter), tol=tol, **_check_loss_options(**shared)
-    )
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return NeuralOptions(temperature=temperature, max_iter=int(max_iter), tol=tol, **shared)
 
 
 def check_finite_scale(

@@ -148,15 +148,7 @@ class LambdaRankLoss(_RankingLoss):
         reject_ported_names("LambdaRankLoss", ported_names, LAMBDARANK_PORTED_NAMES)
         super().__init__(
             check_lambdarank_options(
-                sigma=sigma,
-                weighting=weighting,
-                mu=mu,
-                k=k,
-                gain=gain,
-                discount=discount,
-                reduction=reduction,
-                ignore_index=ignore_index,
-                validate_args=validate_args,
+                k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
             )
         )
 
@@ -210,13 +202,7 @@ class ApproxNDCGLoss(_RankingLoss):
         reject_ported_names("ApproxNDCGLoss", ported_names, APPROX_PORTED_NAMES)
         super().__init__(
             check_approx_options(
-                temperature=temperature,
-                k=k,
-                gain=gain,
-                discount=discount,
-                reduction=reduction,
-                ignore_index=ignore_index,
-                validate_args=validate_args,
+                temperature, k, gain, discount, reduction, ignore_index, validate_args
             )
         )
 
@@ -278,14 +264,14 @@ class NeuralNDCGLoss(_RankingLoss):
         reject_ported_names("NeuralNDCGLoss", ported_names, NEURAL_PORTED_NAMES)
         super().__init__(
             check_neural_options(
-                temperature=temperature,
-                max_iter=max_iter,
-                tol=tol,
-                k=k,
-                gain=gain,
-                discount=discount,
-                reduction=reduction,
-                ignore_index=ignore_index,
-                validate_args=validate_args,
+                temperature,
+                k,
+                max_iter,
+                tol,
+                gain,
+                discount,
+                reduction,
+                ignore_index,
+                validate_args,
             )
         )

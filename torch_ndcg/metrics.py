@@ -50,13 +50,7 @@ class _Options:
         confidence: float | None = None,
     ) -> None:
         self.lists = _validation.check_list_options(
-            k=k,
-            gain=gain,
-            discount=discount,
-            ties=ties,
-            empty_target_action=empty_target_action,
-            ignore_index=ignore_index,
-            validate_args=validate_args,
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
         )
         _validation.check_distinct_k(k, self.lists.cutoffs.ks)
         _validation.check_confidence(confidence)

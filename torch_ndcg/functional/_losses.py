@@ -226,15 +226,7 @@ def lambdarank_loss(
         "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
     )
     options = _validation.check_lambdarank_options(
-        sigma=sigma,
-        weighting=weighting,
-        mu=mu,
-        k=k,
-        gain=gain,
-        discount=discount,
-        reduction=reduction,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
     )
     return _lambdarank(preds, target, mask, options)
 
@@ -365,13 +357,7 @@ def approx_ndcg_loss(
         "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
     )
     options = _validation.check_approx_options(
-        temperature=temperature,
-        k=k,
-        gain=gain,
-        discount=discount,
-        reduction=reduction,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        temperature, k, gain, discount, reduction, ignore_index, validate_args
     )
     return _approx(preds, target, mask, options)
 
@@ -500,15 +486,7 @@ def neural_ndcg_loss(
         "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
     )
     options = _validation.check_neural_options(
-        temperature=temperature,
-        max_iter=max_iter,
-        tol=tol,
-        k=k,
-        gain=gain,
-        discount=discount,
-        reduction=reduction,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        temperature, k, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
     )
     return _neural(preds, target, mask, options)
 

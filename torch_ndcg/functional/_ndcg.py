@@ -125,13 +125,7 @@ def dcg(
     """
     _validation.reject_ported_names("dcg", ported_names, _validation.METRIC_PORTED_NAMES)
     options = _validation.check_list_options(
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action="neg",
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        k, gain, discount, ties, "neg", ignore_index, validate_args
     )
     lists = _prepare_lists(preds, target, mask, options)
     value = _kernels.ranked_dcg(
@@ -215,13 +209,7 @@ def ndcg(
     """
     _validation.reject_ported_names("ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
     options = _validation.check_list_options(
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
     lists = _prepare_lists(preds, target, mask, options)
     normalized = _ndcg_of_lists(lists, options)
@@ -321,13 +309,7 @@ def retrieval_ndcg(
     """
     _validation.reject_ported_names("retrieval_ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
     options = _validation.check_list_options(
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
     _validation.check_row_metadata(preds, target, indexes)
     real = _validation.check_rows(
