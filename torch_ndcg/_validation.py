@@ -10,9 +10,10 @@ they read no value. ``validate_args=False`` skips only the checks that read valu
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -322,27 +323,22 @@ def check_values(
     sums_bind = sum_may_overflow(n_items, dtype, preds.device)
     limit = largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, preds.device)
     shown_items = n_items if isinstance(n_items, int) else None
-
-    def messages() -> _ValueMessages:
-        return _ValueMessages(gain, dtype, shown_items, limit, ignore_index)
-
+    # The rules of an input kind are built once (a training loop meets few kinds); a graph that
+    # torch.compile traces builds its own. Only a named gain enters a message.
+    rules_of = _value_rules if torch.compiler.is_compiling() else _kept_value_rules
+    rules = rules_of(
+        None if limit is None else gain,
+        dtype,
+        shown_items,
+        limit,
+        ignore_index,
+        finite_preds,
+        real_target.is_floating_point(),
+    )
     if not _host.may_read_back(preds.device):
-        text = messages()
-        # One comparison a check where the dtype allows it (integer labels are never NaN or
-        # infinite); each check is one device-side assertion, in the order of the CPU's.
-        checks = [((low_pred == low_pred) & (high_pred == high_pred), text.nan_preds)]
-        if finite_preds:
-            finite = (low_pred > -torch.inf) & (high_pred < torch.inf)
-            checks.append((finite | (low_pred > high_pred), text.infinite_preds))
-        if real_target.is_floating_point():
-            checks.append(((low == low) & (high == high), text.nan_target))
-            checks.append((~high.isinf(), text.infinite_target))
-        checks.append((low >= 0, text.negative_target))
-        if limit is not None:
-            # Compared in the labels' dtype, against the largest value of it within the limit.
-            checks.append((high <= largest_value_at_most(limit, high.dtype), text.gain_overflow))
-        for ok, message in checks:
-            assert_on_device(ok, message.format(found="a value"))
+        for rule in rules:
+            ok = rule.ok(low_pred, high_pred, low, high)
+            assert_on_device(ok, rule.message.format(found=rule.on_device))
         return None
     extremes = torch.cat(
         [
@@ -356,77 +352,117 @@ def check_values(
         low_pred, high_pred, low, high = values
         if integer_labels:
             low, high = int(low), int(high)
-        if low_pred != low_pred or high_pred != high_pred:
-            raise ValueError(messages().nan_preds)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
-        if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
-            infinite = low_pred if math.isinf(low_pred) else high_pred
-            raise ValueError(messages().infinite_preds.format(found=repr(infinite)))
-        if low != low or high != high:
-            raise ValueError(messages().nan_target)
-        if math.isinf(high):
-            raise ValueError(messages().infinite_target.format(found=repr(high)))
-        if low < 0:
-            raise ValueError(messages().negative(low))
-        if limit is not None and high > limit:
-            raise ValueError(messages().gain_overflow.format(found=repr(high)))
+        for rule in rules:
+            found = rule.found(low_pred, high_pred, low, high)
+            if found is not None:
+                raise ValueError(rule.message.format(found=found))
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
 
 
-class _ValueMessages:
-    """The messages of `check_values`, with ``{found}`` for the value found."""
+class _Rule(NamedTuple):
+    """One value check of `check_values`: its message, and how each side judges it.
 
-    nan_preds = "Expected `preds` to contain no NaN, but found NaN scores."
-    infinite_preds = "Expected `preds` to be finite, but found {found}."
-    nan_target = "Expected `target` to contain no NaN, but found NaN labels."
-    infinite_target = "Expected `target` to be finite, but found {found}."
+    Attributes:
+        message: the error, with ``{found}`` for what was found.
+        ok: on the device, from the extremes ``(low_pred, high_pred, low, high)`` as tensors: a
+            bool scalar tensor, False on bad input (a device-side assertion).
+        found: on the host, from the extremes read back: ``None`` on good input, else the text
+            that stands for ``{found}``.
+        on_device: what the device-side assertion says was found (no value is read there).
+    """
 
-    def __init__(
-        self,
-        gain: Any,
-        dtype: torch.dtype,
-        n_items: int | None,
-        limit: float | None,
-        ignore_index: int | None,
-    ) -> None:
-        self.ignore_index = ignore_index
-        other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-        padding_hint = (
-            "" if ignore_index is not None else " (if -1 marks padding, pass `ignore_index`=-1)"
+    message: str
+    ok: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+    found: Callable[[float, float, float, float], str | None]
+    on_device: str = "a value"
+
+
+def _value_rules(
+    gain: Any,
+    dtype: torch.dtype,
+    n_items: int | None,
+    limit: float | None,
+    ignore_index: int | None,
+    finite_preds: bool,
+    float_labels: bool,
+) -> list[_Rule]:
+    """The rules of `check_values` that apply to this input, in the order they are checked.
+
+    One comparison a rule where the dtype allows it (integer labels are never NaN or infinite).
+    """
+    rules = [
+        _Rule(
+            "Expected `preds` to contain no NaN, but found {found}.",
+            lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
+            lambda lp, hp, lo, hi: None if lp == lp and hp == hp else "NaN scores",
+            on_device="NaN scores",
         )
-        self.negative_target = (
-            f"Expected `target` to be non-negative{other_than}, but found a negative label"
-            f"{padding_hint}."
-        )
-        shown = ""
-        if limit is not None:
-            shown = (
-                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+    ]
+    if finite_preds:
+        rules.append(
+            _Rule(
+                "Expected `preds` to be finite, but found {found}.",
+                # With no real score the smallest comes out above the largest: nothing to check.
+                lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
+                lambda lp, hp, lo, hi: (
+                    None
+                    if math.isfinite(lp) and math.isfinite(hp)
+                    else repr(lp if math.isinf(lp) else hp)
+                ),
             )
+        )
+    if float_labels:
+        rules.append(
+            _Rule(
+                "Expected `target` to contain no NaN, but found {found}.",
+                lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
+                lambda lp, hp, lo, hi: None if lo == lo and hi == hi else "NaN labels",
+                on_device="NaN labels",
+            )
+        )
+        rules.append(
+            _Rule(
+                "Expected `target` to be finite, but found {found}.",
+                lambda lp, hp, lo, hi: ~hi.isinf(),
+                lambda lp, hp, lo, hi: repr(hi) if math.isinf(hi) else None,
+            )
+        )
+    other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+    padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
+    rules.append(
+        _Rule(
+            f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
+            lambda lp, hp, lo, hi: lo >= 0,
+            lambda lp, hp, lo, hi: (
+                None if lo >= 0 else f"the value {lo!r}" + (padding_hint if lo == -1 else "")
+            ),
+            on_device="a negative label" + padding_hint,
+        )
+    )
+    if limit is not None:
+        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
         advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
         count = "" if n_items is None else f"{n_items} "
-        self.gain_overflow = (
-            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain must "
-            f"be finite in {dtype} and a list's {count}gains must sum to a finite float64), "
-            f"but found {{found}}; {advice} the labels."
+        rules.append(
+            _Rule(
+                f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
+                f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
+                f"float64), but found {{found}}; {advice} the labels.",
+                # Compared in the labels' dtype, against its largest value within the limit.
+                lambda lp, hp, lo, hi: hi <= largest_value_at_most(limit, hi.dtype),
+                lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
+            )
         )
+    return rules
 
-    def negative(self, low: float) -> str:
-        """The message for the smallest label ``low`` < 0, with a hint for padding by -1."""
-        other_than = (
-            "" if self.ignore_index is None else f" other than `ignore_index`={self.ignore_index}"
-        )
-        hint = (
-            " (if -1 marks padding, pass `ignore_index`=-1)"
-            if self.ignore_index is None and low == -1
-            else ""
-        )
-        return (
-            f"Expected `target` to be non-negative{other_than}, but found the value {low!r}{hint}."
-        )
+
+# Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
+_KEPT_RULE_LISTS = 256
+_kept_value_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
