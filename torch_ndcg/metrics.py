@@ -783,14 +783,8 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
 
     def _kept_rows(self, target: Tensor) -> Tensor | None:
-        """The stored rows to score: not marked as ``ignore_index`` (``None``: every row)."""
-        ignore_index = self.options.ignore_index
-        if ignore_index is None:
-            return None
-        keep = ~target.isnan()
-        if _validation.label_dtype_holds(target.dtype, ignore_index):
-            keep &= target != ignore_index  # rows stored by earlier versions keep the label
-        return keep
+        """The stored rows to score: not marked (NaN label) as ``ignore_index`` (``None``: all)."""
+        return None if self.options.ignore_index is None else ~target.isnan()
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
