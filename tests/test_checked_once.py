@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 from unittest import mock
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.bench_host import python_calls
 from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     NDCG,
@@ -291,25 +291,10 @@ PYTHON_CALL_BUDGET = {
 }
 
 
-def _python_calls(step: Callable[[], Any]) -> int:
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        calls += event == "call"
-
-    sys.setprofile(profile)
-    try:
-        step()
-    finally:
-        sys.setprofile(None)
-    return calls - 1  # the step itself
-
-
 @pytest.mark.parametrize("name", list(PYTHON_CALL_BUDGET))
 def test_python_calls_per_call_stay_within_budget(name: str) -> None:
     steps = _steps()
     steps["ndcg"] = lambda: ndcg(*_batch(), k=10)
     step = steps[name]
     step()  # caches filled
-    assert _python_calls(step) <= PYTHON_CALL_BUDGET[name]
+    assert python_calls(step) <= PYTHON_CALL_BUDGET[name]
