@@ -9,9 +9,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _clicks, _validation
-from torch_ndcg._options import Discount, Gain, Reduction
+from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
 from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
-from torch_ndcg.losses import _RankingLoss
+from torch_ndcg.losses import _option, _RankingLoss
 
 __all__ = ["UnbiasedLambdaRankLoss"]
 
@@ -98,6 +98,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
+    options: LambdaRankOptions
+    _check = staticmethod(_validation.check_lambdarank_options)
+    sigma = _option("sigma")
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
@@ -121,23 +124,23 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             "UnbiasedLambdaRankLoss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
         )
         num_positions = _clicks.check_positive_int("num_positions", num_positions)
-        cutoff = _validation.check_lambdarank_options(
-            k=k, sigma=sigma, weighting="lambdarank", mu=0.0, reduction=reduction
-        )
-        _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
-        _validation.check_positive("momentum", momentum, allow_zero=True)
-        if not momentum < 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
-        super().__init__(
+        options = self._check(
+            k=k,
+            sigma=sigma,
+            weighting="lambdarank",
+            mu=0.0,
             gain=gain,
             discount=discount,
             reduction=reduction,
             ignore_index=ignore_index,
             validate_args=validate_args,
         )
+        _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
+        _validation.check_positive("momentum", momentum, allow_zero=True)
+        if not momentum < 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
+        super().__init__(options)
         self.num_positions = num_positions
-        self.k = cutoff
-        self.sigma = sigma
         self.bias_norm = bias_norm
         self.momentum = momentum
         self.register_buffer("t_plus", torch.ones(num_positions))
@@ -146,7 +149,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         self.statistics: Tensor
         self.register_buffer("statistics", torch.zeros(2, num_positions))
 
-    def forward(
+    def forward(  # type: ignore[override]
         self,
         preds: Tensor,
         clicks: Tensor,
@@ -173,12 +176,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         lists = _prepare(
             preds,
             clicks,
-            k=self.k,
-            gain=self.gain,
-            discount=self.discount,
-            mask=taken,
-            ignore_index=None,
-            validate_args=self.validate_args,
+            taken,
+            self.options,
             extra_checks=_clicks.value_checks(extra) if self.validate_args else None,
         )
         length = preds.shape[-1]
@@ -188,14 +187,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         # Each item's factor: 1 / t+ at its position if clicked, else 1 / t-.
         item_bias = torch.where(clicked > 0, biases[0][flat_positions], biases[1][flat_positions])
         per_list, shares = lambda_pairs(
-            lists,
-            sigma=self.sigma,
-            weighting="lambdarank",
-            mu=0.0,
-            discount=self.discount,
-            validate_args=self.validate_args,
-            item_factor=item_bias.reciprocal(),
-            item_losses=self.training,
+            lists, self.options, item_factor=item_bias.reciprocal(), item_losses=self.training
         )
         if shares is not None:
             self._update_biases(shares * item_bias, clicked, flat_positions, lists.mask)

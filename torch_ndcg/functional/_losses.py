@@ -9,14 +9,23 @@ with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 from torch import Tensor
 
 from torch_ndcg import _clicks, _kernels, _options, _pairwise, _sinkhorn, _validation
 from torch_ndcg._host import DeferredCheck
-from torch_ndcg._options import Discount, Gain, Reduction, Weighting
+from torch_ndcg._options import (
+    ApproxOptions,
+    Discount,
+    Gain,
+    LambdaRankOptions,
+    LossOptions,
+    NeuralOptions,
+    Reduction,
+    Weighting,
+)
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
@@ -51,17 +60,14 @@ class _LossInput:
 def _prepare(
     preds: Tensor,
     target: Tensor,
-    *,
-    k: int | None,
-    gain: Any,
-    discount: Any,
     mask: Tensor | None,
-    ignore_index: int | None,
-    validate_args: bool,
+    options: LossOptions,
     weight: Tensor | None = None,
     extra_checks: DeferredCheck | None = None,
 ) -> _LossInput:
-    """Check the input of a loss, flatten it to ``[N, L]``, and take its gains over ideal DCG.
+    """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
+
+    The options are checked already (``options``).
 
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
@@ -70,19 +76,24 @@ def _prepare(
     gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
     read back with the input's.
     """
+    k, gain, discount = options.k, options.gain, options.discount
     real, check = _validation.check_lists(
         preds,
         target,
         mask,
         gain=gain,
-        discount=discount,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
         finite_preds=True,
     )
-    weight_check = _clicks.check_weight(weight, preds.shape, real, validate_args=validate_args)
     # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-    checked = _clicks.resolve_checks(check, weight_check, extra_checks)
+    if weight is None and extra_checks is None:
+        checked = None if check is None else check.resolve()
+    else:
+        weight_check = _clicks.check_weight(
+            weight, preds.shape, real, validate_args=options.validate_args
+        )
+        checked = _clicks.resolve_checks(check, weight_check, extra_checks)
     score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -115,7 +126,7 @@ def _prepare(
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
         scaled_gains = _clicks.weighted_gains(scaled_gains, flat_weight, flat_mask)
-        if validate_args and flat_weight.numel() > 0:
+        if options.validate_args and flat_weight.numel() > 0:
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
     return _LossInput(
@@ -252,39 +263,29 @@ def lambdarank_loss(
     _validation.reject_ported_names(
         "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
     )
-    cutoff = _validation.check_lambdarank_options(
-        k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
+    options = _validation.check_lambdarank_options(
+        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
     )
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
-        weight=weight,
-    )
-    per_list = lambda_pairs(
-        lists,
-        sigma=sigma,
-        weighting=weighting,
-        mu=mu,
-        discount=discount,
-        validate_args=validate_args,
-    )[0]
-    return _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
+    return _lambdarank(preds, target, mask, options, weight)
+
+
+def _lambdarank(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: LambdaRankOptions,
+    weight: Tensor | None = None,
+) -> Tensor:
+    """`lambdarank_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options, weight)
+    per_list = lambda_pairs(lists, options)[0]
+    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
 
 def lambda_pairs(
     lists: _LossInput,
+    options: LambdaRankOptions,
     *,
-    sigma: float,
-    weighting: Weighting,
-    mu: float,
-    discount: Discount,
-    validate_args: bool,
     item_factor: Tensor | None = None,
     item_losses: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
@@ -295,18 +296,20 @@ def lambda_pairs(
     of its pairs is returned too (``[N, L]``, in the input's item order). Lists with no relevant
     item have loss 0.
     """
+    sigma, weighting, mu = options.sigma, options.weighting, options.mu
+    discount, validate_args = options.discount, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
-        # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), times the factors of its
-        # items; its loss at most the weight times sigma * range + log 2, its slope the weight
-        # times sigma; at most L^2 pairs.
+        # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), times the largest weight
+        # and the factors of its items; its loss at most the weight times sigma * range + log 2,
+        # its slope the weight times sigma; at most L^2 pairs.
         score_range = _score_range(lists)
         weight_bound: float | Tensor = 1 + (mu if weighting != "lambdarank" else 0)
         if item_factor is not None:
             weight_bound = weight_bound * item_factor.detach().amax().double().square()
-        pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
+        pair_bound = _scaled_bound(lists, weight_bound * (sigma * (score_range + 1) + 1))
         _validation.check_finite_scale(
-            "sigma", sigma, _scaled_bound(lists, pair_bound * length * length), scores.dtype
+            "sigma", sigma, pair_bound, scores.dtype, count=length * length
         )
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
@@ -432,26 +435,31 @@ def approx_ndcg_loss(
     _validation.reject_ported_names(
         "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
     )
-    cutoff = _validation.check_approx_options(k=k, temperature=temperature, reduction=reduction)
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
-        weight=weight,
+    options = _validation.check_approx_options(
+        temperature, k, gain, discount, reduction, ignore_index, validate_args
     )
+    return _approx(preds, target, mask, options, weight)
+
+
+def _approx(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: ApproxOptions,
+    weight: Tensor | None = None,
+) -> Tensor:
+    """`approx_ndcg_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options, weight)
+    temperature, discount, reduction = options.temperature, options.discount, options.reduction
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
     _validation.check_finite_scale(
         "temperature",
         temperature,
-        _scaled_bound(lists, length * length * (1 + 1 / temperature) / temperature),
+        _scaled_bound(lists, (1 + 1 / temperature) / temperature),
         scores.dtype,
+        count=length * length,
     )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
@@ -569,27 +577,30 @@ def neural_ndcg_loss(
     _validation.reject_ported_names(
         "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
     )
-    cutoff = _validation.check_neural_options(
-        k=k, temperature=temperature, max_iter=max_iter, tol=tol, reduction=reduction
+    options = _validation.check_neural_options(
+        temperature, k, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
     )
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
-        weight=weight,
-    )
+    return _neural(preds, target, mask, options, weight)
+
+
+def _neural(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: NeuralOptions,
+    weight: Tensor | None = None,
+) -> Tensor:
+    """`neural_ndcg_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options, weight)
+    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+    max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
-        bound = 2 * length * length * length * (score_range + 1) / temperature
+        bound = _scaled_bound(lists, 2 * (score_range + 1) / temperature)
         _validation.check_finite_scale(
-            "temperature", temperature, _scaled_bound(lists, bound), scores.dtype
+            "temperature", temperature, bound, scores.dtype, count=length * length * length
         )
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
