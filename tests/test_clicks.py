@@ -551,3 +551,12 @@ def test_compiled_debiased_step_equals_eager() -> None:
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(module.t_plus, eager.t_plus)
         torch.testing.assert_close(module.statistics, eager.statistics)
+
+
+def test_int32_positions_and_bool_clicks_give_the_same_step() -> None:
+    preds, clicks, positions = _sessions(11)
+    expected_fn, got_fn = (UnbiasedLambdaRankLoss(num_positions=6) for _ in range(2))
+    expected = expected_fn(preds, clicks, positions)
+    got = got_fn(preds, clicks.bool(), positions.int())
+    assert torch.equal(got, expected)
+    assert torch.equal(got_fn.statistics, expected_fn.statistics)

@@ -190,10 +190,12 @@ def position_sums(values: Tensor, bins: Tensor, n_bins: int) -> Tensor:
 def closed_form_biases(sums: Tensor, exponent: float, previous: Tensor) -> Tensor:
     r"""Hu et al.'s closed-form bias update: $t_i = (S_i / S_0)^{1 / (p + 1)}$.
 
-    ``sums`` are the statistics $S_i$ per position and ``exponent`` is $1/(p + 1)$. A
-    position with no statistic (or all of them, when the top one has none) keeps its
-    ``previous`` bias: there is nothing to estimate it from.
+    ``sums`` are the statistics $S_i$ per position (the last dimension; ``[2, n]`` updates
+    the biases of clicks and non-clicks at once) and ``exponent`` is $1/(p + 1)$. A position
+    with no statistic (or all of them, when the top one has none) keeps its ``previous`` bias:
+    there is nothing to estimate it from.
     """
-    known = (sums > 0) & (sums[:1] > 0)
-    ratio = torch.where(known, sums / torch.where(known, sums[:1], 1), 1)
+    top = sums[..., :1]
+    known = (sums > 0) & (top > 0)
+    ratio = torch.where(known, sums / torch.where(known, top, 1), 1)
     return torch.where(known, ratio.pow(exponent), previous)

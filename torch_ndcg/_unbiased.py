@@ -181,11 +181,11 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             extra_checks=_clicks.value_checks(extra) if self.validate_args else None,
         )
         length = preds.shape[-1]
-        flat_positions = positions.reshape(-1, length).clamp(0, self.num_positions - 1)
-        clicked = (clicks.reshape(-1, length) > 0).to(lists.scores.dtype)
+        flat_positions = positions.reshape(-1, length).long().clamp(0, self.num_positions - 1)
+        clicked = clicks.reshape(-1, length) > 0
         biases = torch.stack([self.t_plus, self.t_minus]).to(lists.scores.dtype)
         # Each item's factor: 1 / t+ at its position if clicked, else 1 / t-.
-        item_bias = torch.where(clicked > 0, biases[0][flat_positions], biases[1][flat_positions])
+        item_bias = torch.where(clicked, biases[0][flat_positions], biases[1][flat_positions])
         per_list, shares = lambda_pairs(
             lists, self.options, item_factor=item_bias.reciprocal(), item_losses=self.training
         )
@@ -204,16 +204,17 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         """
         n = self.num_positions
         # Bins 0..n-1: clicked items by position; n..2n-1: unclicked; 2n: left out.
-        bins = positions + n * (1 - clicked.long())
+        bins = torch.where(clicked, positions, positions + n)
         if taken is not None:
             bins = torch.where(taken, bins, 2 * n)
         batch = _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(batch)
-        self.statistics.mul_(self.momentum).add_(batch.view(2, n), alpha=1 - self.momentum)
-        exponent = 1 / (1 + self.bias_norm)
-        self.t_plus.copy_(_clicks.closed_form_biases(self.statistics[0], exponent, self.t_plus))
-        self.t_minus.copy_(_clicks.closed_form_biases(self.statistics[1], exponent, self.t_minus))
+        self.statistics.lerp_(batch.view(2, n), 1 - self.momentum)
+        previous = torch.stack([self.t_plus, self.t_minus])
+        biases = _clicks.closed_form_biases(self.statistics, 1 / (1 + self.bias_norm), previous)
+        self.t_plus.copy_(biases[0])
+        self.t_minus.copy_(biases[1])
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
