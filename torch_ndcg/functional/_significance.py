@@ -111,10 +111,10 @@ def bootstrap_interval(
     ``"median"`` (the lower median, as ``torch.median``), ``"min"`` and ``"max"`` are
     computed on all the resamples of a chunk at once: the cost is $R \cdot n$ gathered values
     and one reduction over them (1,000 resamples of 10,000 queries: ``torch.median`` over a
-    ``[1000, 10000]`` tensor, taken in chunks of $2^{22}$ values). A callable is applied to each resample in
-    turn ($R$ calls). The resamples are drawn on the values' device by a generator seeded with
-    ``seed``: the same values and seed give the same interval. NaN bounds where a column has
-    no counted query.
+    ``[1000, 10000]`` tensor, taken in chunks of $2^{22}$ values). A callable is applied to
+    each resample in turn ($R$ calls). The resamples are drawn on the values' device by a
+    generator seeded with ``seed``: the same values and seed give the same interval. NaN
+    bounds where a column has no counted query.
 
     Args:
         values: ``[Q, C]`` per-query values, NaN for left-out queries.
