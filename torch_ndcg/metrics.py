@@ -31,7 +31,7 @@ from torch_ndcg._options import (
     compute_dtype,
 )
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
-from torch_ndcg.functional._significance import normal_interval
+from torch_ndcg.functional._significance import bootstrap_interval, normal_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -72,6 +72,10 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         ignore_index: label value that marks padded items.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
+        confidence: coverage of the normal-approximation interval of the mean (e.g. 0.95):
+            one more constant-size state (the sum of squares, all-reduced under DDP), and the
+            result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
+            per cut-off; NaN bounds below two lists. ``None``: no interval.
         metric_kwargs: passed to `torchmetrics.Metric` (``sync_on_compute``, ...).
 
     Result:
@@ -305,6 +309,19 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             per-query values.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
+        confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
+            as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
+            interval from the sum, count and sum of squares (one all-reduce under DDP).
+            ``"median"``, ``"min"``, ``"max"`` or a callable: a percentile bootstrap over the
+            queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
+            generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
+            cost is resamples × queries gathered values and one reduction over them per
+            cut-off; a callable is called once per resample).
+            Not with ``"none"``.
+        bootstrap_resamples: number of bootstrap resamples (with ``confidence`` and an
+            aggregation other than ``"mean"``).
+        bootstrap_seed: seed of the bootstrap resampling: the same rows give the same bounds,
+            on every rank.
         metric_kwargs: passed to `torchmetrics.Metric`.
 
     Result:
@@ -376,6 +393,8 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         aggregation: Aggregated = ...,
         validate_args: bool = ...,
         confidence: float | None = None,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -389,9 +408,11 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         ties: Ties = ...,
         empty_target_action: EmptyTargetAction = ...,
         ignore_index: int | None = ...,
-        aggregation: Literal["mean"] = ...,
+        aggregation: Aggregated = ...,
         validate_args: bool = ...,
         confidence: float,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -439,6 +460,8 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         aggregation: Aggregation = "mean",
         validate_args: bool = True,
         confidence: float | None = None,
+        bootstrap_resamples: int = 1000,
+        bootstrap_seed: int = 0,
         **metric_kwargs: Any,
     ) -> None:
         self._reject_ported_names(type(self).__name__, metric_kwargs)
@@ -447,12 +470,18 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
         _validation.check_aggregation(aggregation)
-        if confidence is not None and aggregation != "mean":
+        if confidence is not None and aggregation == "none":
             raise ValueError(
-                "Expected `aggregation`='mean' with `confidence` (the interval is of the mean), "
-                f"but got `aggregation`={aggregation!r}."
+                "Expected an aggregated `aggregation` with `confidence` (the interval is of the "
+                "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
+                "`aggregation`='none'."
             )
+        _validation.check_resampling(
+            bootstrap_resamples, bootstrap_seed, ("bootstrap_resamples", "bootstrap_seed")
+        )
         self.aggregation = aggregation
+        self.bootstrap_resamples = bootstrap_resamples
+        self.bootstrap_seed = bootstrap_seed
         self._add_options_state()
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
@@ -569,6 +598,14 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
         if self.aggregation != "mean":
             mean = aggregate(values, self.aggregation)
+            if opt.confidence is not None:  # every rank has every query's value: same draws
+                bounds = bootstrap_interval(
+                    values,
+                    self.aggregation,
+                    opt.confidence,
+                    n_resamples=self.bootstrap_resamples,
+                    seed=self.bootstrap_seed,
+                )
         return cast(ResultT, opt.shape(mean, self.result_dtype, bounds))
 
     def _sync_dist(
