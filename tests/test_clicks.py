@@ -407,7 +407,7 @@ def test_unbiased_loss_with_unit_biases_is_lambdarank_on_the_shown_items() -> No
             r"`positions` to be in \[0, 6\).*found 6",
         ),
         ({"positions": torch.full((5, 6), -2)}, ValueError, "found -2"),
-        ({"positions": torch.zeros(5, 6)}, TypeError, "`positions` to be a integer tensor"),
+        ({"positions": torch.zeros(5, 6)}, TypeError, "`positions` to be an integer tensor"),
         ({"positions": torch.zeros(5, 5, dtype=torch.long)}, ValueError, "`positions` to have"),
         ({"clicks": torch.full((5, 6), 2)}, ValueError, "`clicks` to be 0 or 1 .* found 2"),
         ({"clicks": torch.full((5, 6), 0.5)}, ValueError, "`clicks` to be 0 or 1 .* found 0.5"),

@@ -76,7 +76,10 @@ def _check_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Ten
     if (kind == "floating" and not value.is_floating_point()) or (
         kind == "integer" and not integer
     ):
-        raise TypeError(f"Expected `{name}` to be a {kind} tensor, but got dtype {value.dtype}.")
+        article = "an" if kind == "integer" else "a"
+        raise TypeError(
+            f"Expected `{name}` to be {article} {kind} tensor, but got dtype {value.dtype}."
+        )
     if value.shape != shape:
         raise ValueError(
             f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
