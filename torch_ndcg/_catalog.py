@@ -49,9 +49,13 @@ from torch_ndcg._options import Discount, Gain, Ties
 # hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
 PLACEHOLDER = (1 << 32) - 1
 MAX_ITEMS = PLACEHOLDER
-# Items per group of the one-pass candidate selection: a group maximum over 32 contiguous
-# floats is one vectorised reduction, and K + 1 groups of 32 are a few hundred candidates.
+# The one-pass candidate selection splits a block into slices of SLICE items (2048 items of 256
+# users: 2 MiB of float32, which stays in a core's cache between the product that writes it and
+# the reduction that reads it), each into GROUPS_PER_SLICE groups of GROUP items: K + 1 groups
+# of 32 are a few hundred candidates.
+SLICE = 2048
 GROUP = 32
+GROUPS_PER_SLICE = SLICE // GROUP
 
 
 @dataclass
@@ -144,6 +148,27 @@ def _excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
 _NAN_MESSAGE = "Expected the scores to have no NaN, but a block of scores has one."
 
 
+def group_maxima(block: Tensor) -> Tensor | None:
+    """``[B, C / GROUP]`` maxima of a block's candidate groups, or ``None`` if it has none.
+
+    A block of whole slices (`SLICE` items) whose rows are contiguous: one reduction. Group
+    ``j`` of slice ``s`` holds the items ``s * SLICE + j + m * GROUPS_PER_SLICE``,
+    ``m < GROUP``: strided groups make the reduction an element-wise maximum of vectors.
+    """
+    users, width = block.shape
+    if width % SLICE or block.stride(-1) != 1 or width == 0:
+        return None
+    slices = block.unflatten(1, (width // SLICE, GROUP, GROUPS_PER_SLICE))
+    return slices.amax(2).flatten(1)
+
+
+def group_items(groups: Tensor) -> Tensor:
+    """``[B, G * GROUP]`` block columns of the items of groups ``[B, G]`` (see `group_maxima`)."""
+    first = (groups // GROUPS_PER_SLICE) * SLICE + groups % GROUPS_PER_SLICE
+    offsets = torch.arange(GROUP, device=groups.device) * GROUPS_PER_SLICE
+    return first[:, :, None].add(offsets).flatten(1)
+
+
 def absorb(
     state: TopState,
     block: Tensor,
@@ -152,6 +177,7 @@ def absorb(
     excluded_sorted: Tensor | None,
     *,
     owned: bool,
+    maxima: Tensor | None = None,
 ) -> None:
     """Absorb the scores ``block`` (``[B, C]``) of global items ``start .. start + C - 1``.
 
@@ -164,6 +190,7 @@ def absorb(
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
         owned: whether ``block`` may be modified.
+        maxima: the block's `group_maxima`, if already taken (before exclusions).
     """
     users, width = block.shape
     kmax = state.scores.shape[-1]
@@ -171,39 +198,115 @@ def absorb(
     seen = block.gather(1, local)
     state.rel_scores = torch.where(inside, seen, state.rel_scores)
     state.rel_seen = state.rel_seen | inside
+    read_back = _host.may_read_back(block.device)
     if excluded_sorted is not None:
         if not owned:
             block = block.clone()
         ex_local, ex_inside = _in_block(excluded_sorted, start, width)
         mark = torch.where(ex_inside, float("-inf"), float("inf")).to(block.dtype)
         block.scatter_reduce_(1, ex_local, mark, reduce="amin")
-    read_back = _host.may_read_back(block.device)
-    groups = width // GROUP
-    grouped = read_back and width % GROUP == 0 and groups > kmax + 1
-    if grouped:
-        group_max = block.view(users, groups, GROUP).amax(-1)
-        best = group_max.topk(kmax + 1, dim=-1, sorted=True)
-        spill = best.values[:, kmax].eq(best.values[:, kmax - 1])
-        offsets = torch.arange(GROUP, device=block.device)
-        cand_local = best.indices[:, :kmax, None].mul(GROUP).add(offsets).reshape(users, -1)
-        cand_scores = block.gather(1, cand_local)
-        flags = torch.stack([spill.any(), cand_scores.isneginf().any(), cand_scores.isnan().any()])
-        spilled, neg_inf, nan = (bool(v) for v in flags.tolist())
-        if nan:
-            raise ValueError(_NAN_MESSAGE)
-        grouped = not spilled
-    if grouped:
-        cand_index = cand_local.add(start)
-        if excluded_sorted is not None and neg_inf:
-            cand_index = torch.where(_excluded(cand_index, excluded_sorted), PLACEHOLDER, cand_index)
-    else:  # the whole block is the candidate set
-        cand_scores = block
-        cand_index = torch.arange(start, start + width, device=block.device).expand(users, width)
-        if read_back and bool(block.isnan().any()):
-            raise ValueError(_NAN_MESSAGE)
-        if excluded_sorted is not None:
-            cand_index = torch.where(_excluded(cand_index, excluded_sorted), PLACEHOLDER, cand_index)
-    _merge(state, cand_scores, cand_index)
+    # (A group whose maximum was an excluded item is still selected: harmless, its items are
+    # gathered from the block as it is now.)
+    if maxima is None and read_back:
+        maxima = group_maxima(block)
+    if maxima is not None:
+        candidates = _passing_groups(state, block, maxima, start)
+        if candidates is None:
+            return  # no item of the block reaches the top K
+        if candidates is not False:
+            cand_scores, cand_index, neg_inf = candidates
+            if excluded_sorted is not None and neg_inf:
+                cand_index = _excluded_to_placeholders(cand_index, excluded_sorted)
+            _merge(state, cand_scores, cand_index)
+            return
+    # The whole block is the candidate set.
+    cand_index = torch.arange(start, start + width, device=block.device).expand(users, width)
+    if read_back and bool(block.isnan().any()):
+        raise ValueError(_NAN_MESSAGE)
+    if excluded_sorted is not None:
+        cand_index = _excluded_to_placeholders(cand_index, excluded_sorted)
+    _merge(state, block, cand_index)
+
+
+def _excluded_to_placeholders(index: Tensor, excluded_sorted: Tensor) -> Tensor:
+    """Candidate indices with the excluded ones replaced by `PLACEHOLDER` (they take no rank)."""
+    return torch.where(_excluded(index, excluded_sorted), PLACEHOLDER, index)
+
+
+def _best_groups(
+    block: Tensor, maxima: Tensor, start: int, kmax: int
+) -> tuple[Tensor, Tensor, bool] | bool:
+    """The items of the ``kmax`` groups with the largest maxima.
+
+    They hold the block's top ``kmax``, and every other item lies below the new boundary,
+    except where the ``kmax``-th and ``(kmax+1)``-th maxima are equal: another group may then
+    hold an item tied with it, and the answer is ``False`` (take the whole block).
+    """
+    if maxima.shape[1] <= kmax + 1:
+        return False
+    best = maxima.contiguous().topk(kmax + 1, dim=-1, sorted=True)
+    if bool(best.values[:, kmax].eq(best.values[:, kmax - 1]).any()):
+        return False
+    columns = group_items(best.indices[:, :kmax])
+    scores = block.gather(1, columns)
+    return scores, columns + start, bool(scores.isneginf().any())
+
+
+def _compacted(mask: Tensor, counts: Tensor, width: int, *values: tuple[Tensor, float | int]) -> list[Tensor]:
+    """The ``True`` entries of ``[B, M]`` ``mask`` packed to the left of ``[B, width]`` rows.
+
+    Each ``(tensor, fill)`` of ``values`` gives a ``[B, width]`` tensor of its entries where
+    ``mask`` holds, in order, and ``fill`` after them. ``counts`` is ``mask.sum(1)``.
+    """
+    users = mask.shape[0]
+    rows, columns = mask.nonzero().unbind(1)
+    position = torch.arange(rows.numel(), device=rows.device) - (counts.cumsum(0) - counts)[rows]
+    packed = []
+    for tensor, fill in values:
+        out = torch.full((users, width), fill, dtype=tensor.dtype, device=tensor.device)
+        out[rows, position] = tensor[rows, columns]
+        packed.append(out)
+    return packed
+
+
+def _passing_groups(
+    state: TopState, block: Tensor, maxima: Tensor, start: int
+) -> tuple[Tensor, Tensor, bool] | bool | None:
+    """The items at or above the current ``K``-th best score, found through group maxima.
+
+    Every such item is in a group whose maximum reaches the boundary, and the new boundary is
+    not below it: these candidates are all the merge needs, ties included. The groups are
+    selected first, then their items. Reads back the largest numbers of groups and items per
+    user (and whether a candidate is ``-inf``, which may be an excluded item): CPU only.
+
+    Returns:
+        ``(scores, global index, any -inf)`` of the ``[B, m]`` candidates (padding: a
+        placeholder at ``-inf``); ``None`` when no item passes; ``False`` when the whole
+        block is to be taken (see `_best_groups`).
+    """
+    boundary = state.scores[:, -1:]
+    passing = maxima.ge(boundary)
+    counts = passing.sum(1)
+    most, nan = torch.stack([counts.max(), maxima.isnan().any().to(counts.dtype)]).tolist()
+    if nan:
+        raise ValueError(_NAN_MESSAGE)
+    if most == 0:
+        return None
+    kmax = state.scores.shape[-1]
+    if most > kmax + 1:
+        return _best_groups(block, maxima, start, kmax)
+    (groups,) = _compacted(passing, counts, most, (torch.arange(maxima.shape[1], device=maxima.device).expand_as(maxima), -1))
+    columns = group_items(groups.clamp(min=0))
+    scores = block.gather(1, columns)
+    kept = scores.ge(boundary) & groups.ge(0).repeat_interleave(GROUP, dim=1)
+    kept_counts = kept.sum(1)
+    width, neg_inf = torch.stack([kept_counts.max(), (kept & scores.isneginf()).any().to(kept_counts.dtype)]).tolist()
+    if width == 0:
+        return None
+    cand_scores, cand_index = _compacted(
+        kept, kept_counts, width, (scores, float("-inf")), (columns + start, PLACEHOLDER)
+    )
+    return cand_scores, cand_index, bool(neg_inf)
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:

@@ -19,10 +19,10 @@ __all__ = ["catalog_ndcg"]
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 # Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise:
-# [128, 16384] float32 scores, small enough to stay in a CPU's last-level cache.
-DEFAULT_BLOCK_BYTES = 8 << 20
+# [256, 16384] float32 scores (scored and reduced slice by slice, see `embedding_blocks`).
+DEFAULT_BLOCK_BYTES = 16 << 20
 # Users per block by default: enough rows to keep a matrix product efficient.
-DEFAULT_USERS_PER_BLOCK = 128
+DEFAULT_USERS_PER_BLOCK = 256
 _INT64_MAX = torch.iinfo(torch.int64).max
 
 
@@ -259,14 +259,17 @@ def _blocking(
     return max(1, min(users, elements // chunk_size)), chunk_size
 
 
+Block = tuple[int, int, int, Tensor, bool, "Tensor | None"]
+
+
 def stream_state(
-    blocks: Iterator[tuple[int, int, int, Tensor, bool]],
+    blocks: Iterator[Block],
     target: CatalogTarget,
     kmax: int,
     dtype: torch.dtype,
     device: torch.device,
 ) -> _catalog.TopState:
-    """Absorb score blocks ``(first user, last user + 1, first item, block, owned)``.
+    """Absorb score blocks ``(first user, last user + 1, first item, block, owned, maxima)``.
 
     Blocks come user block by user block, each over all of its item chunks in order.
     """
@@ -274,7 +277,7 @@ def stream_state(
     done: list[_catalog.TopState] = []
     state: _catalog.TopState | None = None
     current = (-1, -1)
-    for first, stop, start, block, owned in blocks:
+    for first, stop, start, block, owned, maxima in blocks:
         if (first, stop) != current:
             if state is not None:
                 done.append(state)
@@ -282,7 +285,11 @@ def stream_state(
             state = _catalog.new_state(stop - first, kmax, target.ids.shape[1], dtype, device)
         assert state is not None
         rows = target.rows(first, stop)
-        _catalog.absorb(state, block.to(dtype), start, rows.ids, rows.excluded, owned=owned)
+        if block.dtype != dtype:
+            block, owned, maxima = block.to(dtype), True, None
+        _catalog.absorb(
+            state, block, start, rows.ids, rows.excluded, owned=owned, maxima=maxima
+        )
     if state is not None:
         done.append(state)
     if not done:
@@ -298,6 +305,23 @@ def stream_state(
     )
 
 
+def _whole_slices(chunk: int) -> int:
+    """``chunk`` rounded down to whole slices (at least one)."""
+    return max(chunk - chunk % _catalog.SLICE, _catalog.SLICE)
+
+
+def _chunks(n_items: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """``(start, width)`` of the item chunks: whole slices, then the last items on their own."""
+    whole = _whole_slices(chunk)
+    start = 0
+    while start < n_items:
+        width = min(whole, n_items - start)
+        if width < whole and width > _catalog.SLICE:
+            width -= width % _catalog.SLICE
+        yield start, width
+        start += width
+
+
 def embedding_blocks(
     queries: Tensor,
     items: Tensor,
@@ -305,47 +329,64 @@ def embedding_blocks(
     block_users: int,
     chunk: int,
     item_offset: int,
-) -> Iterator[tuple[int, int, int, Tensor, bool]]:
-    """Score blocks of ``queries`` against item chunks, by ``score_fn`` or one matrix product.
+) -> Iterator[Block]:
+    """Score blocks of ``queries`` against item chunks, by ``score_fn`` or matrix products.
 
-    The default product writes into one reused buffer.
+    The default scores each slice of a chunk (`_catalog.SLICE` items) with one product into
+    a reused buffer, transposed (``items @ queries.T``: a slice is then contiguous) and takes
+    its group maxima while the slice is still in cache.
     """
     users, n_items = queries.shape[0], items.shape[0]
-    buffer: Tensor | None = None
+    buffer = maxima = None
+    if score_fn is None:
+        width = max(min(_whole_slices(chunk), n_items), 1)
+        buffer = queries.new_empty((width, block_users))
+        maxima = queries.new_empty((width // _catalog.GROUP + 1, block_users))
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
         query_block = queries[first:stop]
-        for start in range(0, n_items, chunk):
-            item_chunk = items[start : start + chunk]
+        for start, width in _chunks(n_items, chunk):
+            item_chunk = items[start : start + width]
             if score_fn is not None:
                 block = score_fn(query_block, item_chunk)
-                expected = (stop - first, item_chunk.shape[0])
+                expected = (stop - first, width)
                 if tuple(block.shape) != expected:
                     raise ValueError(
                         f"Expected `score_fn` to return scores of shape {expected}, "
                         f"but got {tuple(block.shape)}."
                     )
-                yield first, stop, item_offset + start, block, False
+                yield first, stop, item_offset + start, block, False, None
                 continue
-            shape = (stop - first, item_chunk.shape[0])
-            if buffer is None or buffer.shape[0] < shape[0] or buffer.shape[1] < shape[1]:
-                buffer = queries.new_empty((block_users, chunk))
-            out = buffer[: shape[0], : shape[1]]
-            if not out.is_contiguous():
-                out = queries.new_empty(shape)
-            torch.mm(query_block, item_chunk.T, out=out)
-            yield first, stop, item_offset + start, out, True
+            assert buffer is not None and maxima is not None
+            rows = stop - first
+            out = buffer[:width, :rows] if rows == block_users else queries.new_empty((width, rows))
+            whole = width % _catalog.SLICE == 0
+            block_maxima = maxima[: width // _catalog.GROUP, :rows] if whole else None
+            for at in range(0, width, _catalog.SLICE):
+                part = out[at : at + _catalog.SLICE]
+                torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
+                if block_maxima is not None:
+                    slice_maxima = part.unflatten(0, (_catalog.GROUP, -1)).amax(0)
+                    block_maxima[at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP] = (
+                        slice_maxima
+                    )
+            yield (
+                first,
+                stop,
+                item_offset + start,
+                out.T,
+                True,
+                None if block_maxima is None else block_maxima.T,
+            )
 
 
-def score_blocks(
-    preds: Tensor, block_users: int, chunk: int
-) -> Iterator[tuple[int, int, int, Tensor, bool]]:
+def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]:
     """Blocks of an existing ``[B, N]`` score matrix: views, never modified."""
     users, n_items = preds.shape
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
-        for start in range(0, n_items, chunk):
-            yield first, stop, start, preds[first:stop, start : start + chunk], False
+        for start, width in _chunks(n_items, chunk):
+            yield first, stop, start, preds[first:stop, start : start + width], False, None
 
 
 def _pack(state: _catalog.TopState) -> Tensor:
@@ -411,7 +452,7 @@ def gather_shards(
 
 
 def catalog_values(
-    blocks: Iterator[tuple[int, int, int, Tensor, bool]],
+    blocks: Iterator[Block],
     target: CatalogTarget,
     *,
     n_items: int,
