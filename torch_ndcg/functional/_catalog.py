@@ -366,10 +366,8 @@ def embedding_blocks(
                 part = out[at : at + _catalog.SLICE]
                 torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
                 if block_maxima is not None:
-                    slice_maxima = part.unflatten(0, (_catalog.GROUP, -1)).amax(0)
-                    block_maxima[at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP] = (
-                        slice_maxima
-                    )
+                    rows_out = block_maxima[at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP]
+                    torch.amax(part.unflatten(0, (_catalog.GROUP, -1)), 0, out=rows_out)
             yield (
                 first,
                 stop,
@@ -598,6 +596,45 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
+    values = catalog_ndcg_values(
+        queries,
+        items,
+        relevant,
+        k=k,
+        exclude=exclude,
+        score_fn=score_fn,
+        chunk_size=chunk_size,
+        memory_budget=memory_budget,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        item_offset=item_offset,
+        process_group=process_group,
+        validate_args=validate_args,
+    )
+    return shape_values(values, k, queries.dtype)
+
+
+def catalog_ndcg_values(
+    queries: Tensor,
+    items: Tensor,
+    relevant: Tensor,
+    *,
+    k: int | Sequence[int] | None,
+    exclude: Tensor | None,
+    score_fn: ScoreFn | None,
+    chunk_size: int | None,
+    memory_budget: int | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    empty_target_action: EmptyTargetAction,
+    item_offset: int,
+    process_group: Any | None,
+    validate_args: bool,
+) -> Tensor:
+    """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype."""
     _check_embeddings(queries, items)
     ks = _validation.check_k(k)
     _validation.check_bool("validate_args", validate_args)
@@ -646,14 +683,50 @@ def catalog_ndcg(
             process_group=group,
             sharded=sharded,
         )
-    out = normalized(value, ideal, empty_target_action, gain).to(dtype)
+    return normalized(value, ideal, empty_target_action, gain)
+
+
+def is_sparse(target: Any) -> bool:
+    """Whether `ndcg` / `dcg` take the streamed path: a sparse target."""
+    return isinstance(target, Tensor) and target.layout != torch.strided
+
+
+def shape_values(values: Tensor, k: int | Sequence[int] | None, dtype: torch.dtype) -> Tensor:
+    """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
+    out = values.to(_options.compute_dtype(dtype))
     k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
     return out if k_is_sequence else out[:, 0]
 
 
-def is_catalog_target(target: Tensor, exclude: Tensor | None) -> bool:
-    """Whether `ndcg` / `dcg` take the streamed path: a sparse target."""
-    return target.layout != torch.strided
+def sparse_ndcg_values(
+    preds: Tensor,
+    target: Tensor,
+    exclude: Tensor | None,
+    mask: Tensor | None,
+    *,
+    k: int | Sequence[int] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    ignore_index: int | None,
+    empty_target_action: EmptyTargetAction,
+    validate_args: bool,
+) -> Tensor:
+    """`ndcg` of ``[B, N]`` scores against a sparse target: ``[B, len(k)]``, accumulation dtype."""
+    value, ideal, _ = sparse_values(
+        preds,
+        target,
+        exclude,
+        mask,
+        k=k,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        ignore_index=ignore_index,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
+    return normalized(value, ideal, empty_target_action, gain)
 
 
 def sparse_values(
