@@ -2,6 +2,7 @@
 
 from torch_ndcg.functional import (
     approx_ndcg_loss,
+    catalog_ndcg,
     dcg,
     lambdarank_loss,
     ndcg,
@@ -23,6 +24,7 @@ __all__ = [
     "RetrievalNDCG",
     "__version__",
     "approx_ndcg_loss",
+    "catalog_ndcg",
     "dcg",
     "lambdarank_loss",
     "ndcg",

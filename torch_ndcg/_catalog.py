@@ -1,12 +1,12 @@
-"""Streaming nDCG@k over a whole catalog: score blocks in, a running top ``k`` and counts out.
+r"""Streaming nDCG@k over a whole catalog: score blocks in, a running top ``k`` and counts out.
 
 Only ranks up to ``K = max(k)`` earn a discount, so a user's DCG needs, per relevant item
 ``i`` of score ``s_i``, two counts over the non-excluded catalog: ``a_i`` the items ranked
 before it and (for ``ties="average"``) ``t_i`` the items tied with it, itself included. Then
 
 $$
-\mathrm{DCG@}k = \sum_i \frac{g_i}{t_i} \big(D_k(a_i + t_i) - D_k(a_i)\big),
-\qquad D_k(m) = \sum_{r \le \min(m, k)} d(r),
+\\mathrm{DCG@}k = \\sum_i \frac{g_i}{t_i} \big(D_k(a_i + t_i) - D_k(a_i)\big),
+\\qquad D_k(m) = \\sum_{r \\le \\min(m, k)} d(r),
 $$
 
 which is the tie-averaged DCG of McSherry & Najork (every member of a tie group is credited
@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _host, _kernels
-from torch_ndcg._options import Discount, Gain, Ties
+from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
@@ -77,7 +77,9 @@ class TopState:
     rel_seen: Tensor
 
 
-def new_state(users: int, kmax: int, n_relevant: int, dtype: torch.dtype, device: torch.device) -> TopState:
+def new_state(
+    users: int, kmax: int, n_relevant: int, dtype: torch.dtype, device: torch.device
+) -> TopState:
     """An empty state: ``K`` empty slots per user, no relevant score seen."""
     return TopState(
         scores=torch.full((users, kmax), float("-inf"), dtype=dtype, device=device),
@@ -126,7 +128,9 @@ def _merge(state: TopState, cand_scores: Tensor, cand_index: Tensor) -> None:
     same = boundary.eq(old_boundary)
     # Items equal to a higher boundary all sit in the old top K or the candidates; items equal
     # to an unchanged one were counted before, or are candidates now.
-    before = torch.where(same, state.boundary_count, _count_equal(state.scores, state.index, boundary))
+    before = torch.where(
+        same, state.boundary_count, _count_equal(state.scores, state.index, boundary)
+    )
     state.boundary_count = before + _count_equal(cand_scores, cand_index, boundary)
     state.scores, state.index = scores, index
 
@@ -158,7 +162,7 @@ def group_maxima(block: Tensor) -> Tensor | None:
     users, width = block.shape
     if width % SLICE or block.stride(-1) != 1 or width == 0:
         return None
-    slices = block.unflatten(1, (width // SLICE, GROUP, GROUPS_PER_SLICE))
+    slices = block.view(users, width // SLICE, GROUP, GROUPS_PER_SLICE)
     return slices.amax(2).flatten(1)
 
 
@@ -193,7 +197,6 @@ def absorb(
         maxima: the block's `group_maxima`, if already taken (before exclusions).
     """
     users, width = block.shape
-    kmax = state.scores.shape[-1]
     local, inside = _in_block(rel_ids, start, width)
     seen = block.gather(1, local)
     state.rel_scores = torch.where(inside, seen, state.rel_scores)
@@ -213,7 +216,7 @@ def absorb(
         candidates = _passing_groups(state, block, maxima, start)
         if candidates is None:
             return  # no item of the block reaches the top K
-        if candidates is not False:
+        if isinstance(candidates, tuple):
             cand_scores, cand_index, neg_inf = candidates
             if excluded_sorted is not None and neg_inf:
                 cand_index = _excluded_to_placeholders(cand_index, excluded_sorted)
@@ -252,7 +255,9 @@ def _best_groups(
     return scores, columns + start, bool(scores.isneginf().any())
 
 
-def _compacted(mask: Tensor, counts: Tensor, width: int, *values: tuple[Tensor, float | int]) -> list[Tensor]:
+def _compacted(
+    mask: Tensor, counts: Tensor, width: int, *values: tuple[Tensor, float | int]
+) -> list[Tensor]:
     """The ``True`` entries of ``[B, M]`` ``mask`` packed to the left of ``[B, width]`` rows.
 
     Each ``(tensor, fill)`` of ``values`` gives a ``[B, width]`` tensor of its entries where
@@ -295,12 +300,19 @@ def _passing_groups(
     kmax = state.scores.shape[-1]
     if most > kmax + 1:
         return _best_groups(block, maxima, start, kmax)
-    (groups,) = _compacted(passing, counts, most, (torch.arange(maxima.shape[1], device=maxima.device).expand_as(maxima), -1))
+    (groups,) = _compacted(
+        passing,
+        counts,
+        most,
+        (torch.arange(maxima.shape[1], device=maxima.device).expand_as(maxima), -1),
+    )
     columns = group_items(groups.clamp(min=0))
     scores = block.gather(1, columns)
     kept = scores.ge(boundary) & groups.ge(0).repeat_interleave(GROUP, dim=1)
     kept_counts = kept.sum(1)
-    width, neg_inf = torch.stack([kept_counts.max(), (kept & scores.isneginf()).any().to(kept_counts.dtype)]).tolist()
+    width, neg_inf = torch.stack(
+        [kept_counts.max(), (kept & scores.isneginf()).any().to(kept_counts.dtype)]
+    ).tolist()
     if width == 0:
         return None
     cand_scores, cand_index = _compacted(
@@ -314,7 +326,9 @@ def merge_states(states: Sequence[TopState]) -> TopState:
     first = states[0]
     kmax = first.scores.shape[-1]
     scores, index = best_k(
-        torch.cat([s.scores for s in states], dim=-1), torch.cat([s.index for s in states], dim=-1), kmax
+        torch.cat([s.scores for s in states], dim=-1),
+        torch.cat([s.index for s in states], dim=-1),
+        kmax,
     )
     boundary = scores[:, -1]
     # A full shard's boundary is never above the union's; where equal, its count holds the
@@ -323,7 +337,9 @@ def merge_states(states: Sequence[TopState]) -> TopState:
     count = sum(
         (
             torch.where(
-                s.scores[:, -1].eq(boundary), s.boundary_count, _count_equal(s.scores, s.index, boundary)
+                s.scores[:, -1].eq(boundary),
+                s.boundary_count,
+                _count_equal(s.scores, s.index, boundary),
             )
             for s in states
         ),
@@ -359,7 +375,7 @@ def state_dcg(
         ``[B, len(ks)]`` in the accumulation dtype.
     """
     kmax = state.scores.shape[-1]
-    acc = _kernels.accumulate_dtype(rel_gains.device)
+    acc = accumulate_dtype(rel_gains.device)
     real = state.index.ne(PLACEHOLDER)[:, None, :]
     top, rel = state.scores[:, None, :], state.rel_scores[:, :, None]
     boundary = state.scores[:, -1:]
@@ -368,9 +384,7 @@ def state_dcg(
         top_index, rel_index = state.index[:, None, :], rel_ids[:, :, None]
         before = above + (top.eq(rel) & top_index.lt(rel_index) & real).sum(-1)
         last = state.index[:, -1:]
-        inside = state.rel_scores.gt(boundary) | (
-            state.rel_scores.eq(boundary) & rel_ids.le(last)
-        )
+        inside = state.rel_scores.gt(boundary) | (state.rel_scores.eq(boundary) & rel_ids.le(last))
         tied = torch.ones_like(before)
     else:
         before = above
@@ -395,10 +409,22 @@ def relevant_gains(grades: Tensor, valid: Tensor, gain: Gain, dtype: torch.dtype
 
 
 def relevant_ideal(
-    grades: Tensor, valid: Tensor, ks: Sequence[int], gain: Gain, discount: Discount, dtype: torch.dtype
+    grades: Tensor,
+    valid: Tensor,
+    ks: Sequence[int],
+    gain: Gain,
+    discount: Discount,
+    dtype: torch.dtype,
 ) -> Tensor:
     """``[B, len(ks)]`` ideal DCG from the relevant grades alone (other items have gain 0)."""
     kmax = min(max(ks), grades.shape[-1])
     return _kernels.ideal_dcg(
-        grades, valid, ks, kmax, gain, discount, dtype, item_gains=relevant_gains(grades, valid, gain, dtype)
+        grades,
+        valid,
+        ks,
+        kmax,
+        gain,
+        discount,
+        dtype,
+        item_gains=relevant_gains(grades, valid, gain, dtype),
     )

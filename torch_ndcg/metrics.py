@@ -19,6 +19,7 @@ from typing_extensions import TypeVar
 
 from torch_ndcg import _distributed, _kernels, _options, _validation
 from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
 from torch_ndcg.functional._significance import normal_interval
 
@@ -472,18 +473,44 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
             return _options.accumulate_dtype(self.device)
         return super()._state_dtype(name, value)
 
-    def update(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
+    def update(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        exclude: Tensor | None = None,
+    ) -> None:
         """Add the nDCG of every list of the batch.
 
         Args:
             preds: ``[..., L]`` floating scores, one list per row (a 1-D tensor is one list).
-            target: ``[..., L]`` non-negative labels.
+            target: ``[..., L]`` non-negative labels; for ``[B, N]`` scores also a sparse COO
+                or CSR ``[B, N]`` tensor of grades (see `torch_ndcg.ndcg`).
             mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+            exclude: items that take no rank, for ``[B, N]`` scores (see `torch_ndcg.dcg`).
         """
         opt = self.options
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
+            if _catalog.is_sparse(target):
+                values = _catalog.sparse_ndcg_values(
+                    preds,
+                    target,
+                    exclude,
+                    mask,
+                    k=opt.k,
+                    gain=opt.gain,
+                    discount=opt.discount,
+                    ties=opt.ties,
+                    ignore_index=opt.ignore_index,
+                    empty_target_action=opt.empty_target_action,
+                    validate_args=opt.validate_args,
+                )
+                self._add_values(values, None)
+                return
+            if exclude is not None:
+                mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds.shape)
             lists = _prepare_lists(
                 preds,
                 target,
@@ -503,16 +530,77 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
                 ties=opt.ties,
                 empty_target_action=opt.empty_target_action,
             )
+        self._add_values(values, lists.mask)
+
+    def update_catalog(
+        self,
+        queries: Tensor,
+        items: Tensor,
+        relevant: Tensor,
+        *,
+        exclude: Tensor | None = None,
+        score_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+        chunk_size: int | None = None,
+        memory_budget: int | None = None,
+        item_offset: int = 0,
+        process_group: Any | None = None,
+    ) -> None:
+        """Add the nDCG of every user against the whole catalog, from embeddings.
+
+        The values of `torch_ndcg.functional.catalog_ndcg` with this metric's options (see
+        there for the arguments): the ``[B, N]`` scores are never held. Under DDP with the
+        users split across ranks (each rank its own ``queries``, every rank the whole
+        ``items``) the state is synchronised as for `update`. With item shards
+        (``process_group`` given, every rank the same users), every rank computes every
+        user's value and adds those of its share of users (user ``u`` on rank
+        ``u mod world``), so that the synchronised mean counts each user once.
+
+        Example:
+            >>> import torch
+            >>> from torch_ndcg import NDCG
+            >>> metric = NDCG(k=2)
+            >>> queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+            >>> items = torch.tensor([[0.1, 0.9], [0.5, 0.5], [0.9, 0.8], [0.0, 0.0]])
+            >>> metric.update_catalog(queries, items, torch.tensor([[2], [0]]))
+            >>> metric.compute()
+            tensor(1.)
+        """
+        opt = self.options
+        with torch.inference_mode():
+            values = _catalog.catalog_ndcg_values(
+                queries,
+                items,
+                relevant,
+                k=opt.k,
+                exclude=exclude,
+                score_fn=score_fn,
+                chunk_size=chunk_size,
+                memory_budget=memory_budget,
+                gain=opt.gain,
+                discount=opt.discount,
+                ties=opt.ties,
+                empty_target_action=opt.empty_target_action,
+                item_offset=item_offset,
+                process_group=process_group,
+                validate_args=opt.validate_args,
+            )
+            share = _catalog.user_share(values.shape[0], process_group, values.device)
+        self._add_values(values, share)
+
+    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
+        """Add ``[N, len(k)]`` nDCG values to the state; ``real`` marks lists that count."""
+        opt = self.options
+        with torch.inference_mode():
             values = values.to(self.sum_ndcg.dtype)
             batch_count: Tensor | int
             counted: Tensor | None = None
-            if lists.mask is None and opt.empty_target_action != "skip":
+            if real is None and opt.empty_target_action != "skip":
                 batch_sum, batch_count = values.sum(0), values.shape[0]
             else:
                 counted = ~values.isnan()
-                if lists.mask is not None:
+                if real is not None:
                     # A list of padding only is no list (RetrievalNDCG never sees its rows).
-                    counted &= lists.mask.any(-1, keepdim=True)
+                    counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
                 batch_sum, batch_count = _kernels.counted_sum(values, counted)
             if opt.confidence is not None:
                 squares = values * values

@@ -70,7 +70,9 @@ def _entries(matrix: Tensor, name: str) -> tuple[Tensor, Tensor, Tensor]:
     )
 
 
-def _padded(rows: Tensor, cols: Tensor, values: Tensor, users: int, fill: int) -> tuple[Tensor, Tensor]:
+def _padded(
+    rows: Tensor, cols: Tensor, values: Tensor, users: int, fill: int
+) -> tuple[Tensor, Tensor]:
     """Entries laid out per user: ``[B, P]`` ids (``fill`` for padding) and values (0).
 
     Entries are sorted by (user, id); ``P`` is the largest count (at least 1): one read-back.
@@ -90,8 +92,10 @@ def _padded(rows: Tensor, cols: Tensor, values: Tensor, users: int, fill: int) -
 
 
 def _check_matrix_shape(name: str, matrix: Tensor, users: int, n_items: int | None) -> None:
-    if matrix.dim() != 2 or matrix.shape[0] != users or (
-        n_items is not None and matrix.shape[1] != n_items
+    if (
+        matrix.dim() != 2
+        or matrix.shape[0] != users
+        or (n_items is not None and matrix.shape[1] != n_items)
     ):
         expected = f"[{users}, {'N' if n_items is None else n_items}]"
         raise ValueError(
@@ -115,9 +119,9 @@ def relevance_target(
         return ids, grades
     if relevant.is_floating_point() or relevant.dtype == torch.bool or relevant.dim() != 2:
         raise TypeError(
-            "Expected `relevant` as a sparse [B, N] tensor of grades or an integer [B, P] tensor "
-            f"of item ids, but got a dense {relevant.dtype} tensor of shape {tuple(relevant.shape)}; "
-            "pass a dense grade matrix as `relevant.to_sparse()`."
+            "Expected `relevant` as a sparse [B, N] tensor of grades or an integer [B, P] "
+            f"tensor of item ids, but got a dense {relevant.dtype} tensor of shape "
+            f"{tuple(relevant.shape)}; pass a dense grade matrix as `relevant.to_sparse()`."
         )
     if relevant.shape[0] != users:
         raise ValueError(
@@ -287,9 +291,7 @@ def stream_state(
         rows = target.rows(first, stop)
         if block.dtype != dtype:
             block, owned, maxima = block.to(dtype), True, None
-        _catalog.absorb(
-            state, block, start, rows.ids, rows.excluded, owned=owned, maxima=maxima
-        )
+        _catalog.absorb(state, block, start, rows.ids, rows.excluded, owned=owned, maxima=maxima)
     if state is not None:
         done.append(state)
     if not done:
@@ -357,7 +359,8 @@ def embedding_blocks(
                     )
                 yield first, stop, item_offset + start, block, False, None
                 continue
-            assert buffer is not None and maxima is not None
+            assert buffer is not None
+            assert maxima is not None
             rows = stop - first
             out = buffer[:width, :rows] if rows == block_users else queries.new_empty((width, rows))
             whole = width % _catalog.SLICE == 0
@@ -366,8 +369,10 @@ def embedding_blocks(
                 part = out[at : at + _catalog.SLICE]
                 torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
                 if block_maxima is not None:
-                    rows_out = block_maxima[at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP]
-                    torch.amax(part.unflatten(0, (_catalog.GROUP, -1)), 0, out=rows_out)
+                    rows_out = block_maxima[
+                        at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP
+                    ]
+                    torch.amax(part.view(_catalog.GROUP, -1, rows), 0, out=rows_out)
             yield (
                 first,
                 stop,
@@ -403,17 +408,16 @@ def _pack(state: _catalog.TopState) -> Tensor:
 
 
 def _unpack(packed: Tensor, kmax: int, dtype: torch.dtype) -> _catalog.TopState:
+    """The inverse of `_pack`."""
     bits = torch.int64 if dtype == torch.float64 else torch.int32
-    scores, index, count, rel_scores, rel_seen = packed.split(
-        [kmax, kmax, 1, (packed.shape[-1] - 2 * kmax - 1) // 2, (packed.shape[-1] - 2 * kmax - 1) // 2],
-        dim=-1,
-    )
+    n_rel = (packed.shape[-1] - 2 * kmax - 1) // 2
+    rel_start = 2 * kmax + 1
     return _catalog.TopState(
-        scores=scores.to(bits).view(dtype),
-        index=index,
-        boundary_count=count[:, 0],
-        rel_scores=rel_scores.to(bits).view(dtype),
-        rel_seen=rel_seen.bool(),
+        scores=packed.narrow(-1, 0, kmax).to(bits).view(dtype),
+        index=packed.narrow(-1, kmax, kmax),
+        boundary_count=packed[:, 2 * kmax],
+        rel_scores=packed.narrow(-1, rel_start, n_rel).to(bits).view(dtype),
+        rel_seen=packed.narrow(-1, rel_start + n_rel, n_rel).bool(),
     )
 
 
@@ -495,7 +499,7 @@ def _check_int(name: str, value: Any, *, minimum: int) -> None:
 def normalized(
     value: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction, gain: Gain
 ) -> Tensor:
-    """nDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read)."""
+    """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read)."""
     if empty_target_action == "error":
         empty = (ideal == 0).any()
         message = (
@@ -756,7 +760,9 @@ def sparse_values(
             f"but got {ignore_index!r}; mark items that take no rank with `exclude`."
         )
     if not isinstance(preds, Tensor) or not preds.is_floating_point():
-        raise TypeError(f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}.")
+        raise TypeError(
+            f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}."
+        )
     if preds.dim() != 2 or tuple(target.shape) != tuple(preds.shape):
         raise ValueError(
             "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
@@ -798,9 +804,7 @@ def _union(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(repeated, _INT64_MAX, both).sort(dim=-1).values
 
 
-def dense_mask_with_exclusions(
-    exclude: Tensor, mask: Tensor | None, shape: torch.Size
-) -> Tensor:
+def dense_mask_with_exclusions(exclude: Tensor, mask: Tensor | None, shape: torch.Size) -> Tensor:
     """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed."""
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
@@ -813,3 +817,12 @@ def dense_mask_with_exclusions(
     rows, slots = real.nonzero().unbind(1)
     keep[rows, ids[rows, slots]] = False
     return keep if mask is None else keep & mask
+
+
+def user_share(users: int, process_group: Any | None, device: torch.device) -> Tensor | None:
+    """``[B]`` bool: the users this rank counts under item sharding (``u mod world == rank``)."""
+    if process_group is None:
+        return None
+    group = None if process_group == "default" else process_group
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    return torch.arange(users, device=device).remainder(world).eq(rank)
