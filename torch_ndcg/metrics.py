@@ -566,6 +566,9 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
             tensor(1.)
         """
         opt = self.options
+        # What torchmetrics' wrapper does around `update`: this is an update too.
+        self._computed = None
+        self._update_count += 1
         with torch.inference_mode():
             values = _catalog.catalog_ndcg_values(
                 queries,
