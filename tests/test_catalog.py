@@ -16,6 +16,8 @@ import pytest
 import torch
 from torch import Tensor
 
+from tests.conftest import take_accelerator_paths
+from tests.host_reads import count_host_reads
 from torch_ndcg import NDCG, catalog_ndcg, dcg, ndcg
 from torch_ndcg._catalog import SLICE
 
@@ -413,3 +415,18 @@ def test_state_is_small() -> None:
         torch.full = real_full
     assert made
     assert max(made) < big / 100
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_accelerator_path_reads_nothing_back_and_gives_the_cpu_numbers(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item ids for `relevant` and `exclude`: an `update_catalog` on an accelerator never waits."""
+    n_items = 2 * SLICE + 40
+    queries, items, relevant, _, excluded = catalog(37, 6, n_items, ties=True)
+    expected = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    take_accelerator_paths(monkeypatch)
+    with count_host_reads() as reads:
+        got = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    assert reads == []
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)

@@ -209,8 +209,10 @@ def absorb(
         mark = torch.where(ex_inside, float("-inf"), float("inf")).to(block.dtype)
         block.scatter_reduce_(1, ex_local, mark, reduce="amin")
     # (A group whose maximum was an excluded item is still selected: harmless, its items are
-    # gathered from the block as it is now.)
-    if maxima is None and read_back:
+    # gathered from the block as it is now.) The selection reads counts back: CPU only.
+    if not read_back:
+        maxima = None
+    elif maxima is None:
         maxima = group_maxima(block)
     if maxima is not None:
         candidates = _passing_groups(state, block, maxima, start)
