@@ -377,6 +377,11 @@ def test_other_errors() -> None:
             torch.tensor([[1], [2]]),
             k=3,
         )
+    dense_target = torch.zeros(2, 40).index_fill(1, torch.tensor([5]), 1.0)
+    with pytest.raises(ValueError, match="both relevant and excluded"):
+        ndcg(queries @ items.T, dense_target, exclude=torch.tensor([[5], [-1]]))
+    with pytest.raises(ValueError, match=r"excluded item ids in \[0, 40\)"):
+        NDCG().update(queries @ items.T, dense_target, exclude=torch.tensor([[50], [-1]]))
     with pytest.raises(ValueError, match="ignore_index"):
         ndcg(queries @ items.T, torch.zeros(2, 40).to_sparse(), ignore_index=-1)
     with pytest.raises(ValueError, match="score_fn"):

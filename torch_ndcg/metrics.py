@@ -510,7 +510,9 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
                 self._add_values(values, None)
                 return
             if exclude is not None:
-                mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds.shape)
+                mask = _catalog.dense_mask_with_exclusions(
+                    exclude, mask, target, validate_args=opt.validate_args
+                )
             lists = _prepare_lists(
                 preds,
                 target,

@@ -224,14 +224,7 @@ def check_target(
                 "item takes no rank, so it cannot be found.",
             ),
         ]
-    flags = torch.stack([flag for flag, _ in checks])
-    if not _host.may_read_back(flags.device):
-        for flag, message in checks:
-            _host.assert_on_device(~flag, message)
-        return
-    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
-        if bad:
-            raise ValueError(message)
+    _raise_checks(checks)
 
 
 def catalog_target(
@@ -804,19 +797,54 @@ def _union(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(repeated, _INT64_MAX, both).sort(dim=-1).values
 
 
-def dense_mask_with_exclusions(exclude: Tensor, mask: Tensor | None, shape: torch.Size) -> Tensor:
-    """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed."""
+def dense_mask_with_exclusions(
+    exclude: Tensor, mask: Tensor | None, target: Tensor, *, validate_args: bool
+) -> Tensor:
+    """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed.
+
+    Makes one ``[B, N]`` bool tensor; reads back once on the CPU with ``validate_args`` (ids in
+    range, no item both relevant and excluded), never on an accelerator.
+    """
+    shape = target.shape
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
     users, n_items = shape
-    ids = excluded_ids(exclude, users, n_items)
+    ids = excluded_ids(exclude.to(target.device), users, n_items)
     real = ids.ne(_INT64_MAX)
-    if bool((real & (ids.lt(0) | ids.ge(n_items))).any()):
-        raise ValueError(f"Expected the excluded item ids in [0, {n_items}), but one is outside.")
-    keep = torch.ones(shape, dtype=torch.bool, device=ids.device)
-    rows, slots = real.nonzero().unbind(1)
-    keep[rows, ids[rows, slots]] = False
-    return keep if mask is None else keep & mask
+    keep = torch.ones(shape, dtype=torch.uint8, device=ids.device)
+    keep.scatter_reduce_(
+        1, torch.where(real, ids, 0).clamp(0, n_items - 1), (~real).to(torch.uint8), reduce="amin"
+    )
+    ranked = keep.bool()
+    if validate_args:
+        checks = [
+            (
+                (real & (ids.lt(0) | ids.ge(n_items))).any(),
+                f"Expected the excluded item ids in [0, {n_items}), but one is outside.",
+            ),
+            (
+                (target.ne(0) & ~ranked).any(),
+                "Expected no item both relevant and excluded, but a user has one: an excluded "
+                "item takes no rank, so it cannot be found.",
+            ),
+        ]
+        _raise_checks(checks)
+    return ranked if mask is None else ranked & mask
+
+
+def _raise_checks(checks: list[tuple[Tensor, str]]) -> None:
+    """Raise the message of the first failed check.
+
+    One read-back on the CPU; device-side assertions elsewhere.
+    """
+    flags = torch.stack([flag for flag, _ in checks])
+    if not _host.may_read_back(flags.device):
+        for flag, message in checks:
+            _host.assert_on_device(~flag, message)
+        return
+    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
+        if bad:
+            raise ValueError(message)
 
 
 def user_share(users: int, process_group: Any | None, device: torch.device) -> Tensor | None:

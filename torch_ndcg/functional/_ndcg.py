@@ -168,7 +168,9 @@ def dcg(
         )
         return _catalog.shape_values(value, k, preds.dtype)
     if exclude is not None:
-        mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds.shape)
+        mask = _catalog.dense_mask_with_exclusions(
+            exclude, mask, target, validate_args=validate_args
+        )
     lists = _prepare_lists(
         preds,
         target,
@@ -279,7 +281,9 @@ def ndcg(
         )
         return _catalog.shape_values(values, k, preds.dtype)
     if exclude is not None:
-        mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds.shape)
+        mask = _catalog.dense_mask_with_exclusions(
+            exclude, mask, target, validate_args=validate_args
+        )
     lists = _prepare_lists(
         preds,
         target,
