@@ -182,6 +182,26 @@ def test_minus_infinity_scores_and_a_catalog_shorter_than_k(ties: str) -> None:
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_excluded_items_that_score_best(ties: str) -> None:
+    """Seen items are often the best scored: they must not hide the groups that hold the top k."""
+    n_items = 4 * SLICE
+    queries, items, relevant, grades, _ = catalog(41, 12, n_items, ties=False)
+    scores = queries @ items.T
+    best = scores.topk(40, dim=1).indices
+    excluded = best[:, ::2].clone()  # every other of the 40 best items of each user
+    relevant = torch.where(torch.isin(relevant, excluded), -1, relevant)
+    relevant[:, -1] = best[:, 1]  # and a relevant item among them
+    target, mask = dense(relevant, grades, excluded, n_items)
+    sparse = sparse_relevance(relevant, grades, n_items)
+    for k in [1, 10, [3, 30]]:
+        expected = ndcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+        got = catalog_ndcg(queries, items, sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        got = ndcg(scores.float(), sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+        torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=0)
+
+
 def recbole_ndcg(
     scores: Tensor, relevant: list[set[int]], seen: list[set[int]], k: int
 ) -> list[float]:

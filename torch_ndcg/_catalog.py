@@ -180,81 +180,69 @@ def absorb(
     rel_ids: Tensor,
     excluded_sorted: Tensor | None,
     *,
-    owned: bool,
     maxima: Tensor | None = None,
 ) -> None:
-    """Absorb the scores ``block`` (``[B, C]``) of global items ``start .. start + C - 1``.
+    """Absorb the scores ``block`` (``[B, C]``, never modified) of items ``start .. start + C - 1``.
 
     Args:
         state: the users' state (updated in place).
-        block: the users' scores of the block's items; modified in place (exclusions) when
-            ``owned`` and exclusions are given, else copied first where needed.
+        block: the users' scores of the block's items (any strides).
         start: global index of the block's first item.
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
-        owned: whether ``block`` may be modified.
-        maxima: the block's `group_maxima`, if already taken (before exclusions).
+        maxima: the block's `group_maxima`, if already taken.
     """
     users, width = block.shape
     local, inside = _in_block(rel_ids, start, width)
     seen = block.gather(1, local)
     state.rel_scores = torch.where(inside, seen, state.rel_scores)
     state.rel_seen = state.rel_seen | inside
-    read_back = _host.may_read_back(block.device)
+    candidates = None
+    if _host.may_read_back(block.device):  # the selection reads counts back: CPU only
+        if maxima is None:
+            maxima = group_maxima(block)
+        if maxima is not None:
+            # An excluded item may be its group's maximum: each can stand in for one group.
+            excluded_here = None
+            if excluded_sorted is not None:
+                excluded_here = _in_block(excluded_sorted, start, width)[1].sum(1).max()
+            candidates = _passing_groups(state, block, maxima, start, excluded_here)
+            if candidates is not None and candidates[0].shape[1] == 0:
+                return  # no item of the block reaches the top K
+    if candidates is None:  # the whole block is the candidate set
+        candidates = (
+            block,
+            torch.arange(start, start + width, device=block.device).expand(users, width),
+        )
+        if _host.may_read_back(block.device) and bool(block.isnan().any()):
+            raise ValueError(_NAN_MESSAGE)
+    cand_scores, cand_index = candidates
     if excluded_sorted is not None:
-        if not owned:
-            block = block.clone()
-        ex_local, ex_inside = _in_block(excluded_sorted, start, width)
-        mark = torch.where(ex_inside, float("-inf"), float("inf")).to(block.dtype)
-        block.scatter_reduce_(1, ex_local, mark, reduce="amin")
-    # (A group whose maximum was an excluded item is still selected: harmless, its items are
-    # gathered from the block as it is now.) The selection reads counts back: CPU only.
-    if not read_back:
-        maxima = None
-    elif maxima is None:
-        maxima = group_maxima(block)
-    if maxima is not None:
-        candidates = _passing_groups(state, block, maxima, start)
-        if candidates is None:
-            return  # no item of the block reaches the top K
-        if isinstance(candidates, tuple):
-            cand_scores, cand_index, neg_inf = candidates
-            if excluded_sorted is not None and neg_inf:
-                cand_index = _excluded_to_placeholders(cand_index, excluded_sorted)
-            _merge(state, cand_scores, cand_index)
-            return
-    # The whole block is the candidate set.
-    cand_index = torch.arange(start, start + width, device=block.device).expand(users, width)
-    if read_back and bool(block.isnan().any()):
-        raise ValueError(_NAN_MESSAGE)
-    if excluded_sorted is not None:
-        cand_index = _excluded_to_placeholders(cand_index, excluded_sorted)
-    _merge(state, block, cand_index)
-
-
-def _excluded_to_placeholders(index: Tensor, excluded_sorted: Tensor) -> Tensor:
-    """Candidate indices with the excluded ones replaced by `PLACEHOLDER` (they take no rank)."""
-    return torch.where(_excluded(index, excluded_sorted), PLACEHOLDER, index)
+        excluded = _excluded(cand_index, excluded_sorted)
+        cand_scores = torch.where(excluded, float("-inf"), cand_scores)
+        cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
+    _merge(state, cand_scores, cand_index)
 
 
 def _best_groups(
-    block: Tensor, maxima: Tensor, start: int, kmax: int
-) -> tuple[Tensor, Tensor, bool] | bool:
-    """The items of the ``kmax`` groups with the largest maxima.
+    block: Tensor, maxima: Tensor, start: int, n_groups: int
+) -> tuple[Tensor, Tensor] | None:
+    """The items of the ``n_groups`` groups with the largest maxima.
 
-    They hold the block's top ``kmax``, and every other item lies below the new boundary,
-    except where the ``kmax``-th and ``(kmax+1)``-th maxima are equal: another group may then
-    hold an item tied with it, and the answer is ``False`` (take the whole block).
+    With ``n_groups = K + e`` (``e`` excluded items in the block, each of which may be the
+    maximum of a group that holds nothing as good) they hold the block's top ``K``, and every
+    other item lies below the new boundary, except where the ``n_groups``-th and
+    ``(n_groups + 1)``-th maxima are equal: another group may then hold an item tied with it,
+    and the answer is ``None`` (take the whole block).
     """
-    if maxima.shape[1] <= kmax + 1:
-        return False
-    best = maxima.contiguous().topk(kmax + 1, dim=-1, sorted=True)
-    if bool(best.values[:, kmax].eq(best.values[:, kmax - 1]).any()):
-        return False
-    columns = group_items(best.indices[:, :kmax])
-    scores = block.gather(1, columns)
-    return scores, columns + start, bool(scores.isneginf().any())
+    if maxima.shape[1] <= n_groups + 1:
+        return None
+    best = maxima.contiguous().topk(n_groups + 1, dim=-1, sorted=True)
+    if bool(best.values[:, n_groups].eq(best.values[:, n_groups - 1]).any()):
+        return None
+    columns = group_items(best.indices[:, :n_groups])
+    return block.gather(1, columns), columns + start
 
 
 def _compacted(
@@ -277,31 +265,34 @@ def _compacted(
 
 
 def _passing_groups(
-    state: TopState, block: Tensor, maxima: Tensor, start: int
-) -> tuple[Tensor, Tensor, bool] | bool | None:
+    state: TopState, block: Tensor, maxima: Tensor, start: int, excluded_here: Tensor | None
+) -> tuple[Tensor, Tensor] | None:
     """The items at or above the current ``K``-th best score, found through group maxima.
 
     Every such item is in a group whose maximum reaches the boundary, and the new boundary is
     not below it: these candidates are all the merge needs, ties included. The groups are
-    selected first, then their items. Reads back the largest numbers of groups and items per
-    user (and whether a candidate is ``-inf``, which may be an excluded item): CPU only.
+    selected first, then their items. Where more than ``K + 1 + e`` groups pass (early blocks),
+    the `_best_groups` instead. Reads back the largest numbers of groups and items per user:
+    CPU only.
 
     Returns:
-        ``(scores, global index, any -inf)`` of the ``[B, m]`` candidates (padding: a
-        placeholder at ``-inf``); ``None`` when no item passes; ``False`` when the whole
-        block is to be taken (see `_best_groups`).
+        ``(scores, global index)`` of the ``[B, m]`` candidates (padding: a placeholder at
+        ``-inf``); no candidate (``m = 0``) when no item passes; ``None`` when the whole block is to
+        be taken.
     """
     boundary = state.scores[:, -1:]
     passing = maxima.ge(boundary)
     counts = passing.sum(1)
-    most, nan = torch.stack([counts.max(), maxima.isnan().any().to(counts.dtype)]).tolist()
+    extra = counts.new_zeros(()) if excluded_here is None else excluded_here
+    flags = torch.stack([counts.max(), extra, maxima.isnan().any().to(counts.dtype)])
+    most, spare, nan = flags.tolist()
     if nan:
         raise ValueError(_NAN_MESSAGE)
-    if most == 0:
-        return None
     kmax = state.scores.shape[-1]
-    if most > kmax + 1:
-        return _best_groups(block, maxima, start, kmax)
+    if most > kmax + 1 + spare:
+        return _best_groups(block, maxima, start, kmax + spare)
+    if most == 0:
+        return block.new_empty((block.shape[0], 0)), maxima.new_empty((0, 0), dtype=torch.int64)
     (groups,) = _compacted(
         passing,
         counts,
@@ -312,15 +303,13 @@ def _passing_groups(
     scores = block.gather(1, columns)
     kept = scores.ge(boundary) & groups.ge(0).repeat_interleave(GROUP, dim=1)
     kept_counts = kept.sum(1)
-    width, neg_inf = torch.stack(
-        [kept_counts.max(), (kept & scores.isneginf()).any().to(kept_counts.dtype)]
-    ).tolist()
+    width = int(kept_counts.max())
     if width == 0:
-        return None
+        return scores[:, :0], columns[:, :0]
     cand_scores, cand_index = _compacted(
         kept, kept_counts, width, (scores, float("-inf")), (columns + start, PLACEHOLDER)
     )
-    return cand_scores, cand_index, bool(neg_inf)
+    return cand_scores, cand_index
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:

@@ -256,7 +256,7 @@ def _blocking(
     return max(1, min(users, elements // chunk_size)), chunk_size
 
 
-Block = tuple[int, int, int, Tensor, bool, "Tensor | None"]
+Block = tuple[int, int, int, Tensor, "Tensor | None"]
 
 
 def stream_state(
@@ -266,7 +266,7 @@ def stream_state(
     dtype: torch.dtype,
     device: torch.device,
 ) -> _catalog.TopState:
-    """Absorb score blocks ``(first user, last user + 1, first item, block, owned, maxima)``.
+    """Absorb score blocks ``(first user, last user + 1, first item, block, maxima)``.
 
     Blocks come user block by user block, each over all of its item chunks in order.
     """
@@ -274,7 +274,7 @@ def stream_state(
     done: list[_catalog.TopState] = []
     state: _catalog.TopState | None = None
     current = (-1, -1)
-    for first, stop, start, block, owned, maxima in blocks:
+    for first, stop, start, block, maxima in blocks:
         if (first, stop) != current:
             if state is not None:
                 done.append(state)
@@ -283,8 +283,8 @@ def stream_state(
         assert state is not None
         rows = target.rows(first, stop)
         if block.dtype != dtype:
-            block, owned, maxima = block.to(dtype), True, None
-        _catalog.absorb(state, block, start, rows.ids, rows.excluded, owned=owned, maxima=maxima)
+            block, maxima = block.to(dtype), None
+        _catalog.absorb(state, block, start, rows.ids, rows.excluded, maxima=maxima)
     if state is not None:
         done.append(state)
     if not done:
@@ -350,7 +350,7 @@ def embedding_blocks(
                         f"Expected `score_fn` to return scores of shape {expected}, "
                         f"but got {tuple(block.shape)}."
                     )
-                yield first, stop, item_offset + start, block, False, None
+                yield first, stop, item_offset + start, block, None
                 continue
             assert buffer is not None
             assert maxima is not None
@@ -371,7 +371,6 @@ def embedding_blocks(
                 stop,
                 item_offset + start,
                 out.T,
-                True,
                 None if block_maxima is None else block_maxima.T,
             )
 
@@ -382,7 +381,7 @@ def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
         for start, width in _chunks(n_items, chunk):
-            yield first, stop, start, preds[first:stop, start : start + width], False, None
+            yield first, stop, start, preds[first:stop, start : start + width], None
 
 
 def _pack(state: _catalog.TopState) -> Tensor:
