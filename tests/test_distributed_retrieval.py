@@ -82,6 +82,25 @@ def _plain(result: Any) -> Any:
     return result.tolist()
 
 
+def assert_same_result(actual: Any, expected: Any) -> None:
+    """Per-query ids exactly, each value to 1e-6 (NaN equal to NaN), at any nesting.
+
+    ``pytest.approx`` refuses nested structures (pytest >= 9.2), so a ``(values, ids)`` result
+    of ``aggregation="none"`` is compared part by part.
+    """
+    if isinstance(expected, tuple):
+        values, ids = actual
+        expected_values, expected_ids = expected
+        assert ids == expected_ids
+        assert_same_result(values, expected_values)
+    elif isinstance(expected, dict):
+        assert actual.keys() == expected.keys()
+        for name, value in expected.items():
+            assert actual[name] == pytest.approx(value, abs=1e-6, nan_ok=True), name
+    else:
+        assert actual == pytest.approx(expected, abs=1e-6, nan_ok=True)
+
+
 def _fed(metric: Any, rank: int, world: int) -> Any:
     preds, target, ids = rows()
     for part in rank_slices(world)[rank]:
@@ -177,7 +196,7 @@ def test_every_rank_gets_the_value_of_one_process(ranks: Any, name: str) -> None
     world, results = ranks
     expected = one_process(world, SCENARIOS[name])
     for result in results:
-        assert result[name] == pytest.approx(expected, abs=1e-6, nan_ok=True)
+        assert_same_result(result[name], expected)
 
 
 def test_one_process_equals_the_functional_retrieval_ndcg(ranks: Any) -> None:

@@ -41,6 +41,15 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{output}"
     assert (tmp_path / "index.html").is_file()
     assert (tmp_path / "api" / "index.html").is_file()
+    # Formulas are MathML written at build time: the pages load no script from elsewhere.
+    api = (tmp_path / "api" / "index.html").read_text("utf-8")
+    assert api.count("<math") > 20
+    assert "arithmatex" not in api
+    for page in tmp_path.rglob("*.html"):
+        text = page.read_text("utf-8")
+        assert not re.search(r"<script[^>]*mathjax|window\.MathJax", text, re.IGNORECASE), page
+        assert not re.search(r"<script[^>]+src=\"https?://", text), page
+    assert not (tmp_path / "hooks").exists()
 
 
 def test_docs_have_doctest_examples() -> None:

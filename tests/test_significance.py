@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from typing import Any
 
 import pytest
 import torch
@@ -231,7 +232,7 @@ def test_randomization_p_is_a_probability_and_symmetric(x: list[float], y: list[
     ("a", "b", "error", "match"),
     [
         (torch.rand(3), torch.rand(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
-        (torch.rand(2, 3), torch.rand(2, 3), ValueError, "1-D tensors of one shape"),
+        (torch.rand(2, 3), torch.rand(2, 3), ValueError, r"`a` to be a 1-D tensor .* \(2, 3\)"),
         (torch.ones(3, dtype=torch.long), torch.rand(3), TypeError, "`a` to be a floating"),
         ([0.1, 0.2], torch.rand(2), TypeError, "`a` to be a torch.Tensor"),
         (torch.tensor([0.1, float("nan")]), torch.rand(2), ValueError, "at least 2 pairs"),
@@ -250,3 +251,177 @@ def test_randomization_arguments_are_checked() -> None:
         paired_randomization_test(a, b, n_resamples=0)
     with pytest.raises(TypeError, match="`seed` to be an int"):
         paired_randomization_test(a, b, seed=1.5)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairing by query id, per cut-off, the named result
+
+
+def two_models(seed: int = 0, n: int = 80) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.rand(n, generator=gen, dtype=torch.float64)
+    b = (a - 0.03 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).clamp(0, 1)
+    ids = torch.randperm(10 * n, generator=gen)[:n] - 3 * n  # sparse, some negative
+    return a, b, ids
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: float) -> None:
+    a, b, _ = two_models()
+    result = paired_t_test(a, b, confidence=confidence)
+    assert isinstance(result, _significance.PairedTestResult)
+    expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
+    interval = expected.confidence_interval(confidence_level=confidence)
+    assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
+    assert result.pvalue.item() == pytest.approx(expected.pvalue, rel=1e-7)
+    assert result.df == expected.df == 79
+    assert result.n_pairs == 80
+    assert result.mean_difference.item() == pytest.approx((a - b).mean().item(), abs=1e-12)
+    assert result.low.item() == pytest.approx(interval.low, rel=1e-9)
+    assert result.high.item() == pytest.approx(interval.high, rel=1e-9)
+
+
+@pytest.mark.parametrize("q", [0.55, 0.9, 0.975, 0.995, 0.9999])
+@pytest.mark.parametrize("df", [1, 2, 7, 30, 1000])
+def test_student_t_quantile_equals_scipy(q: float, df: int) -> None:
+    assert _significance.student_t_quantile(q, df) == pytest.approx(
+        scipy_stats.t.ppf(q, df), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("test", [paired_t_test, paired_randomization_test])
+def test_shuffled_values_with_ids_give_the_aligned_answer(test: Any) -> None:
+    a, b, ids = two_models(seed=3)
+    aligned = test(a, b)
+    gen = torch.Generator().manual_seed(9)
+    order_a, order_b = torch.randperm(80, generator=gen), torch.randperm(80, generator=gen)
+    paired = test((a[order_a], ids[order_a]), (b[order_b], ids[order_b]))
+    for field in ("statistic", "pvalue", "mean_difference", "low", "high"):
+        assert getattr(paired, field).item() == pytest.approx(
+            getattr(aligned, field).item(), rel=1e-12, abs=1e-15
+        )
+    # Position pairing of the shuffled values is another, wrong, answer: ids are what save it.
+    shuffled = paired_t_test(a[order_a], b[order_b])
+    assert abs(shuffled.statistic.item() - paired_t_test(a, b).statistic.item()) > 1
+
+
+def test_ids_that_differ_raise_unless_the_intersection_is_asked_for() -> None:
+    a, b, ids = two_models(seed=4)
+    other_ids = ids.clone()
+    other_ids[:3] = 10_000 + torch.arange(3)  # three queries only the second model scored
+    with pytest.raises(ValueError, match=r"same query ids, but 3 are only in `a`.*3 only in `b`"):
+        paired_t_test((a, ids), (b, other_ids))
+    result = paired_t_test((a, ids), (b, other_ids), unmatched_ids="intersect")
+    assert isinstance(result, _significance.PairedTestResult)
+    expected = scipy_stats.ttest_rel(a[3:].numpy(), b[3:].numpy())
+    assert result.n_pairs == 77
+    assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "error", "match"),
+    [
+        (
+            (torch.rand(3), torch.tensor([1, 1, 2])),
+            (torch.rand(3), torch.tensor([1, 2, 3])),
+            ValueError,
+            r"ids of `a` to be distinct .* repeated ids \[1\]",
+        ),
+        ((torch.rand(3), torch.arange(3)), torch.rand(3), TypeError, "ids with `a` only"),
+        (
+            (torch.rand(3), torch.arange(3.0)),
+            (torch.rand(3), torch.arange(3)),
+            TypeError,
+            r"`a\[1\]` \(query ids\) to be an integer tensor",
+        ),
+        (
+            (torch.rand(3), torch.arange(4)),
+            (torch.rand(3), torch.arange(3)),
+            ValueError,
+            r"ids of `a` to have the shape of its values, \(3,\), but got \(4,\)",
+        ),
+        ((torch.rand(3), torch.arange(3), 0), torch.rand(3), ValueError, "tuple of 3 items"),
+        ({"ndcg@5": torch.rand(3)}, torch.rand(3), TypeError, "both to be dicts"),
+        (
+            {"ndcg@5": torch.rand(3)},
+            {"ndcg@10": torch.rand(3)},
+            ValueError,
+            r"same cut-offs, but got \['ndcg@5'\] and \['ndcg@10'\]",
+        ),
+    ],
+)
+def test_mispaired_input_is_named(a: object, b: object, error: type, match: str) -> None:
+    for test in (paired_t_test, paired_randomization_test):
+        with pytest.raises(error, match=match):
+            test(a, b)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`unmatched_ids`"):
+        paired_t_test(torch.rand(3), torch.rand(3), unmatched_ids="union")  # type: ignore[arg-type]
+
+
+def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
+    gen = torch.Generator().manual_seed(5)
+    target = torch.randint(0, 3, (900,), generator=gen)
+    indexes = torch.randint(0, 60, (900,), generator=gen)
+    good = target + 0.8 * torch.rand(900, generator=gen)
+    poor = torch.rand(900, generator=gen)
+    first = RetrievalNDCG(k=[1, 5], aggregation="none")(good, target, indexes)
+    order = torch.randperm(900, generator=gen)  # the second model saw the rows in another order
+    second = RetrievalNDCG(k=[1, 5], aggregation="none")(poor[order], target[order], indexes[order])
+    results = paired_t_test(first, second)
+    assert isinstance(results, dict)
+    assert set(results) == {"ndcg@1", "ndcg@5"}
+    for name, result in results.items():
+        expected = scipy_stats.ttest_rel(first[0][name].numpy(), second[0][name].numpy())
+        assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-6)
+        assert result.pvalue.item() == pytest.approx(expected.pvalue, rel=1e-5, abs=1e-300)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap intervals
+
+
+def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None:
+    """300 samples of 101 Beta(2, 5) values: the 90 % interval covers the median ~90 % of the
+    time; the tolerance is 3.5 standard deviations of a binomial share over 300 trials."""
+    distribution = scipy_stats.beta(2, 5)
+    trials, confidence = 300, 0.9
+    samples = torch.tensor(distribution.rvs(size=(101, trials), random_state=11))
+    low, high = _significance.bootstrap_interval(
+        samples, "median", confidence, n_resamples=400, seed=0
+    )
+    covered = ((low <= distribution.median()) & (distribution.median() <= high)).double()
+    tolerance = 3.5 * (confidence * (1 - confidence) / trials) ** 0.5
+    assert covered.mean().item() == pytest.approx(confidence, abs=tolerance)
+
+
+def test_bootstrap_statistics_by_name_equal_the_same_callables() -> None:
+    values = torch.rand(57, 2, generator=torch.Generator().manual_seed(2))
+    values[::5, 1] = float("nan")  # skipped queries are left out of the resamples
+    for name, function in (
+        ("median", lambda x: x.median()),
+        ("min", lambda x: x.min()),
+        ("max", lambda x: x.max()),
+    ):
+        by_name = _significance.bootstrap_interval(values, name, 0.8, n_resamples=300, seed=4)
+        by_callable = _significance.bootstrap_interval(
+            values, function, 0.8, n_resamples=300, seed=4
+        )
+        assert torch.equal(by_name[0], by_callable[0])
+        assert torch.equal(by_name[1], by_callable[1])
+        counted = values[:, 1][~values[:, 1].isnan()]
+        assert counted.min() <= by_name[0][1] <= by_name[1][1] <= counted.max()
+
+
+def test_bootstrap_is_seeded_chunked_and_nan_without_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = torch.rand(40, 1, generator=torch.Generator().manual_seed(3))
+    first = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
+    monkeypatch.setattr(_significance, "_BOOTSTRAP_CHUNK_ELEMENTS", 40 * 7)
+    chunked = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
+    assert torch.equal(first[0], chunked[0])  # one stream of draws, however it is cut
+    assert torch.equal(first[1], chunked[1])
+    empty = torch.full((5, 1), float("nan"))
+    low, high = _significance.bootstrap_interval(empty, "max", 0.9)
+    assert low.isnan().all()
+    assert high.isnan().all()

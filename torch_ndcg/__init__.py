@@ -1,6 +1,7 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
 from torch_ndcg.functional import (
+    PairedTestResult,
     approx_ndcg_loss,
     catalog_ndcg,
     dcg,
@@ -21,6 +22,7 @@ __all__ = [
     "ApproxNDCGLoss",
     "LambdaRankLoss",
     "NeuralNDCGLoss",
+    "PairedTestResult",
     "RetrievalNDCG",
     "__version__",
     "approx_ndcg_loss",

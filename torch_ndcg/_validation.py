@@ -535,21 +535,35 @@ def check_confidence(confidence: Any) -> None:
         )
 
 
-def check_paired_values(a: Any, b: Any) -> None:
-    """``a`` and ``b`` are 1-D floating tensors of one shape: per-query values of two models."""
-    for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
-            )
-        if not value.is_floating_point():
-            raise TypeError(
-                f"Expected `{name}` to be a floating tensor, but got dtype {value.dtype}."
-            )
-    if a.ndim != 1 or a.shape != b.shape:
+def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
+    """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(values).__name__}.")
+    if not values.is_floating_point():
+        raise TypeError(f"Expected `{name}` to be a floating tensor, but got dtype {values.dtype}.")
+    if values.ndim != 1:
         raise ValueError(
-            "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the same "
-            f"queries in the same order), but got {tuple(a.shape)} and {tuple(b.shape)}."
+            f"Expected `{name}` to be a 1-D tensor (a value per query), but got shape "
+            f"{tuple(values.shape)}."
+        )
+    if ids is not None and ids.shape != values.shape:
+        raise ValueError(
+            f"Expected the ids of `{name}` to have the shape of its values, "
+            f"{tuple(values.shape)}, but got {tuple(ids.shape)}."
+        )
+
+
+def check_query_ids(name: str, ids: Any) -> None:
+    """``ids`` is a 1-D integer tensor of query ids."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"Expected `{name}` (query ids) to be a torch.Tensor, but got {ids!r}.")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(
+            f"Expected `{name}` (query ids) to be an integer tensor, but got dtype {ids.dtype}."
+        )
+    if ids.ndim != 1:
+        raise ValueError(
+            f"Expected `{name}` (query ids) to be 1-D, but got shape {tuple(ids.shape)}."
         )
 
 

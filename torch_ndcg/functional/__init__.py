@@ -7,9 +7,14 @@ loss modules are thin layers over it.
 from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
-from torch_ndcg.functional._significance import paired_randomization_test, paired_t_test
+from torch_ndcg.functional._significance import (
+    PairedTestResult,
+    paired_randomization_test,
+    paired_t_test,
+)
 
 __all__ = [
+    "PairedTestResult",
     "approx_ndcg_loss",
     "catalog_ndcg",
     "dcg",
