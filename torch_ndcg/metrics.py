@@ -494,7 +494,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
             if _catalog.is_sparse(target):
-                values = _catalog.sparse_ndcg_values(
+                values = _catalog.sparse_values(
                     preds,
                     target,
                     exclude,
@@ -506,6 +506,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
                     ignore_index=opt.ignore_index,
                     empty_target_action=opt.empty_target_action,
                     validate_args=opt.validate_args,
+                    normalize=True,
                 )
                 self._add_values(values, None)
                 return

@@ -694,37 +694,6 @@ def shape_values(values: Tensor, k: int | Sequence[int] | None, dtype: torch.dty
     return out if k_is_sequence else out[:, 0]
 
 
-def sparse_ndcg_values(
-    preds: Tensor,
-    target: Tensor,
-    exclude: Tensor | None,
-    mask: Tensor | None,
-    *,
-    k: int | Sequence[int] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    ignore_index: int | None,
-    empty_target_action: EmptyTargetAction,
-    validate_args: bool,
-) -> Tensor:
-    """`ndcg` of ``[B, N]`` scores against a sparse target: ``[B, len(k)]``, accumulation dtype."""
-    value, ideal, _ = sparse_values(
-        preds,
-        target,
-        exclude,
-        mask,
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        ignore_index=ignore_index,
-        empty_target_action=empty_target_action,
-        validate_args=validate_args,
-    )
-    return normalized(value, ideal, empty_target_action, gain)
-
-
 def sparse_values(
     preds: Tensor,
     target: Tensor,
@@ -738,10 +707,11 @@ def sparse_values(
     ignore_index: int | None,
     empty_target_action: EmptyTargetAction,
     validate_args: bool,
-) -> tuple[Tensor, Tensor, tuple[int, ...] | None]:
-    """DCG and ideal DCG of dense ``[B, N]`` scores against a sparse target.
+    normalize: bool,
+) -> Tensor:
+    """The nDCG (``normalize``) or the DCG of dense ``[B, N]`` scores against a sparse target.
 
-    Returns ``(dcg, ideal, ks)``, ``[B, len(k)]`` in the accumulation dtype.
+    ``[B, len(k)]`` in the accumulation dtype; ``mask`` (``False``: padding) excludes too.
     """
     ks = _validation.check_k(k)
     _validation.check_bool("validate_args", validate_args)
@@ -785,7 +755,7 @@ def sparse_values(
             dtype=dtype,
             device=preds.device,
         )
-    return value, ideal, ks
+    return normalized(value, ideal, empty_target_action, gain) if normalize else value
 
 
 def _union(a: Tensor, b: Tensor) -> Tensor:

@@ -153,7 +153,7 @@ def dcg(
     """
     _validation.reject_ported_names("dcg", ported_names, _validation.METRIC_PORTED_NAMES)
     if _catalog.is_sparse(target):
-        value, _, _ = _catalog.sparse_values(
+        value = _catalog.sparse_values(
             preds,
             target,
             exclude,
@@ -165,6 +165,7 @@ def dcg(
             ignore_index=ignore_index,
             empty_target_action="neg",
             validate_args=validate_args,
+            normalize=False,
         )
         return _catalog.shape_values(value, k, preds.dtype)
     if exclude is not None:
@@ -266,7 +267,7 @@ def ndcg(
     """
     _validation.reject_ported_names("ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
     if _catalog.is_sparse(target):
-        values = _catalog.sparse_ndcg_values(
+        values = _catalog.sparse_values(
             preds,
             target,
             exclude,
@@ -278,6 +279,7 @@ def ndcg(
             ignore_index=ignore_index,
             empty_target_action=empty_target_action,
             validate_args=validate_args,
+            normalize=True,
         )
         return _catalog.shape_values(values, k, preds.dtype)
     if exclude is not None:
