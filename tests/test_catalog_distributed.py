@@ -87,6 +87,17 @@ def _worker(rank: int, port: int, out_dir: str, world: int) -> None:
         process_group="default",
     )
     results["metric"] = {name: value.item() for name, value in metric.compute().items()}
+    try:  # an id past the whole catalog: known to be bad only once the shards are gathered
+        catalog_ndcg(
+            queries,
+            shard,
+            torch.full((USERS, 1), N_ITEMS),
+            k=3,
+            item_offset=offset,
+            process_group="default",
+        )
+    except ValueError as error:
+        results["error"] = str(error)
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
@@ -123,3 +134,11 @@ def test_metric_counts_each_user_once(world_results: tuple[int, list[dict[str, A
     for result in results:
         got = torch.tensor([result["metric"][f"ndcg@{k}"] for k in KS], dtype=torch.float64)
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+def test_ids_past_the_catalog_are_an_error_on_every_rank(
+    world_results: tuple[int, list[dict[str, Any]]],
+) -> None:
+    _, results = world_results
+    for result in results:
+        assert f"relevant item ids in [0, {N_ITEMS})" in result["error"]

@@ -459,13 +459,16 @@ def catalog_values(
     item_offset: int = 0,
     process_group: Any | None = None,
     sharded: bool = False,
+    validate_args: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks."""
     cutoffs = [n_items] if ks is None else list(ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
     state = stream_state(blocks, target, kmax, dtype, device)
     if sharded:
-        state, _ = gather_shards(state, n_items, item_offset, process_group)
+        state, total = gather_shards(state, n_items, item_offset, process_group)
+        # The catalog's size is known now: the id checks that needed it.
+        check_target(target, total, gain, validate_args=validate_args)
     gains = _catalog.relevant_gains(target.grades, target.valid, gain, dtype)
     value = _catalog.state_dcg(state, target.ids, gains, ks=cutoffs, discount=discount, ties=ties)
     ideal = _catalog.relevant_ideal(target.grades, target.valid, cutoffs, gain, discount, dtype)
@@ -678,6 +681,7 @@ def catalog_ndcg_values(
             item_offset=item_offset,
             process_group=group,
             sharded=sharded,
+            validate_args=validate_args,
         )
     return normalized(value, ideal, empty_target_action, gain)
 
