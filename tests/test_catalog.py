@@ -455,3 +455,18 @@ def test_accelerator_path_reads_nothing_back_and_gives_the_cpu_numbers(
         got = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
     assert reads == []
     torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_update_catalog_after_to_dtype(dtype: torch.dtype) -> None:
+    """A metric moved to another dtype (Lightning's precisions) keeps float64 sums."""
+    n_items = SLICE + 10
+    queries, items, relevant, _, excluded = catalog(43, 9, n_items, ties=False)
+    queries, items = queries.to(dtype), items.to(dtype)
+    metric = NDCG(k=5).to(dtype)
+    metric.update_catalog(queries, items, relevant, exclude=excluded)
+    scores = (queries @ items.T).float()
+    target, mask = dense(relevant, torch.ones(relevant.shape), excluded, n_items)
+    expected = ndcg(scores, target, k=5, mask=mask).mean()
+    assert metric.compute().dtype == metric.result_dtype
+    assert metric.compute().item() == pytest.approx(expected.item(), abs=1e-6)
