@@ -5,8 +5,8 @@ Only ranks up to ``K = max(k)`` earn a discount, so a user's DCG needs, per rele
 before it and (for ``ties="average"``) ``t_i`` the items tied with it, itself included. Then
 
 $$
-\\mathrm{DCG@}k = \\sum_i \frac{g_i}{t_i} \big(D_k(a_i + t_i) - D_k(a_i)\big),
-\\qquad D_k(m) = \\sum_{r \\le \\min(m, k)} d(r),
+\mathrm{DCG@}k = \sum_i \frac{g_i}{t_i} \big(D_k(a_i + t_i) - D_k(a_i)\big),
+\qquad D_k(m) = \sum_{r \le \min(m, k)} d(r),
 $$
 
 which is the tie-averaged DCG of McSherry & Najork (every member of a tie group is credited
@@ -20,19 +20,20 @@ The state per user is therefore the ``K`` best items seen so far (score and glob
 ordered by score descending, then index ascending), the number of items seen whose score
 equals the ``K``-th best (ties may spill past ``K``), and the score of each relevant item once
 its block has been seen. A block is absorbed by selecting its candidates and merging them
-with the top ``K``. Selection costs about one read of the block: the block's items are split
-into groups of `GROUP` consecutive items, the group maxima taken (one pass), and only the
-``K + 1`` best groups are looked at: every item of the block's top ``K`` lies in one of the
-``K`` best groups. Where the ``K``-th and ``(K+1)``-th group maxima are equal an unselected
-group may hold an item tied with the boundary, and that block is absorbed whole. States of
-item shards merge exactly (`merge_states`): the top ``K`` of the union is the top ``K`` of
-the shards' top ``K``s, and the boundary counts add up.
+with the top ``K``. Selection costs about one read of the block: the maxima of groups of
+`GROUP` items (one pass), then only the groups whose maximum reaches the current ``K``-th
+best score (after the first blocks, almost none), then only their items that reach it. In
+the first blocks, where many groups pass, the ``K`` best groups hold the block's top ``K``;
+where the ``K``-th and ``(K+1)``-th group maxima are equal an unselected group may hold an
+item tied with the boundary, and that block is absorbed whole. States of item shards merge
+exactly (`merge_states`): the top ``K`` of the union is the top ``K`` of the shards' top
+``K``s, and the boundary counts add up.
 
-Excluded items take no rank: their scores are set to ``-inf`` in the block before selection,
-and a candidate at ``-inf`` that is excluded is turned into a placeholder (index
-`PLACEHOLDER`), which the counts never include, so that a genuine ``-inf`` score still ranks.
+Excluded items take no rank: a candidate that is excluded becomes a placeholder (score
+``-inf``, index `PLACEHOLDER`), which ranks after every real item and which the counts never
+include, so that a genuine ``-inf`` score still ranks. (An excluded item may be the maximum
+of its group: the best-groups selection takes one more group per excluded item.)
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -48,7 +49,6 @@ from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
 # hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
 PLACEHOLDER = (1 << 32) - 1
-MAX_ITEMS = PLACEHOLDER
 # The one-pass candidate selection splits a block into slices of SLICE items (2048 items of 256
 # users: 2 MiB of float32, which stays in a core's cache between the product that writes it and
 # the reduction that reads it), each into GROUPS_PER_SLICE groups of GROUP items: K + 1 groups

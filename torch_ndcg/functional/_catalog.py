@@ -559,9 +559,11 @@ def catalog_ndcg(
             entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
         score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
             than a dot product; must score the same pair the same way in every block.
-        chunk_size: items per chunk; by default chosen with the users per block from
-            ``memory_budget``.
-        memory_budget: bytes of one block of scores (default 8 MiB).
+        chunk_size: items per chunk (rounded down to whole slices of 2,048 items, the last
+            chunk taking the rest); by default chosen from ``memory_budget`` with up to 256
+            users per block.
+        memory_budget: bytes of one block of scores (default 16 MiB); with ``chunk_size`` it
+            sets the users per block.
         gain: ``"exponential"``, ``"linear"`` or a callable.
         discount: ``"log2"``, ``"jarvelin"`` or a callable.
         ties: ``"average"`` or ``"first"``.
@@ -639,6 +641,11 @@ def catalog_ndcg_values(
     _validation.check_bool("validate_args", validate_args)
     _validation.check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
     _check_int("item_offset", item_offset, minimum=0)
+    if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
+        raise ValueError(
+            f"Expected a catalog of fewer than {_catalog.PLACEHOLDER} items, but `item_offset` "
+            f"{item_offset} + {items.shape[0]} items reach past it."
+        )
     if chunk_size is not None:
         _check_int("chunk_size", chunk_size, minimum=1)
     if memory_budget is not None:
