@@ -238,7 +238,7 @@ def _best_groups(
     """
     if maxima.shape[1] <= n_groups + 1:
         return None
-    best = maxima.contiguous().topk(n_groups + 1, dim=-1, sorted=True)
+    best = maxima.topk(n_groups + 1, dim=-1, sorted=True)
     if bool(best.values[:, n_groups].eq(best.values[:, n_groups - 1]).any()):
         return None
     columns = group_items(best.indices[:, :n_groups])
@@ -281,6 +281,7 @@ def _passing_groups(
         be taken.
     """
     boundary = state.scores[:, -1:]
+    maxima = maxima.contiguous()  # a transposed view from the scoring: read four times here
     passing = maxima.ge(boundary)
     counts = passing.sum(1)
     extra = counts.new_zeros(()) if excluded_here is None else excluded_here
