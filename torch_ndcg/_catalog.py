@@ -34,6 +34,7 @@ Excluded items take no rank: a candidate that is excluded becomes a placeholder 
 include, so that a genuine ``-inf`` score still ranks. (An excluded item may be the maximum
 of its group: the best-groups selection takes one more group per excluded item.)
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -281,7 +282,6 @@ def _passing_groups(
         be taken.
     """
     boundary = state.scores[:, -1:]
-    maxima = maxima.contiguous()  # a transposed view from the scoring: read four times here
     passing = maxima.ge(boundary)
     counts = passing.sum(1)
     extra = counts.new_zeros(()) if excluded_here is None else excluded_here

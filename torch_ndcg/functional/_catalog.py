@@ -336,7 +336,7 @@ def embedding_blocks(
     if score_fn is None:
         width = max(min(_whole_slices(chunk), n_items), 1)
         buffer = queries.new_empty((width, block_users))
-        maxima = queries.new_empty((width // _catalog.GROUP + 1, block_users))
+        maxima = queries.new_empty((block_users, width // _catalog.GROUP + 1))
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
         query_block = queries[first:stop]
@@ -357,22 +357,16 @@ def embedding_blocks(
             rows = stop - first
             out = buffer[:width, :rows] if rows == block_users else queries.new_empty((width, rows))
             whole = width % _catalog.SLICE == 0
-            block_maxima = maxima[: width // _catalog.GROUP, :rows] if whole else None
+            # Users by rows, as the selection reads them: each slice's maxima written transposed.
+            block_maxima = maxima[:rows, : width // _catalog.GROUP] if whole else None
             for at in range(0, width, _catalog.SLICE):
                 part = out[at : at + _catalog.SLICE]
                 torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
                 if block_maxima is not None:
-                    rows_out = block_maxima[
-                        at // _catalog.GROUP : (at + _catalog.SLICE) // _catalog.GROUP
-                    ]
-                    torch.amax(part.view(_catalog.GROUP, -1, rows), 0, out=rows_out)
-            yield (
-                first,
-                stop,
-                item_offset + start,
-                out.T,
-                None if block_maxima is None else block_maxima.T,
-            )
+                    groups = slice(at // _catalog.GROUP, (at + _catalog.SLICE) // _catalog.GROUP)
+                    slice_maxima = part.view(_catalog.GROUP, -1, rows).amax(0)
+                    block_maxima[:, groups] = slice_maxima.T
+            yield first, stop, item_offset + start, out.T, block_maxima
 
 
 def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]:
