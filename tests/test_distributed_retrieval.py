@@ -36,6 +36,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "min": {"k": 5, "aggregation": "min", "empty_target_action": "skip"},
     "max": {"k": [1, 5], "aggregation": "max"},
     "callable": {"k": 5, "aggregation": "squared_mean"},
+    "median bootstrap": {"k": [1, 5], "aggregation": "median", "confidence": 0.9},
 }
 
 

@@ -391,22 +391,6 @@ def test_merge_state_takes_a_state_dict_without_options_key() -> None:
     assert metric.compute().item() == pytest.approx(0.75)
 
 
-def test_retrieval_rows_saved_with_their_ignore_index_label_are_dropped() -> None:
-    # Earlier versions stored the rows of `ignore_index` with their label.
-    metric = RetrievalNDCG(ignore_index=-1)
-    metric.persistent(True)
-    preds = torch.tensor([0.9, 0.8, 0.7, 0.1])
-    old_state = {
-        "preds": [preds],
-        "target": [torch.tensor([0.0, -1.0, 1.0, 1.0])],
-        "indexes": [torch.zeros(4, dtype=torch.int64)],
-    }
-    for name, value in old_state.items():
-        setattr(metric, name, value)
-    expected = references.ndcg_one_list([0.9, 0.7, 0.1], [0, 1, 1], None)
-    assert metric.compute().item() == pytest.approx(expected, abs=1e-6)
-
-
 def test_retrieval_query_whose_gains_overflow_across_batches_raises_in_compute() -> None:
     metric = RetrievalNDCG().set_dtype(torch.float64)
     for score in (0.2, 0.1):  # one row per batch: each batch alone is within the limit

@@ -133,9 +133,45 @@ def test_bad_confidence_is_named(confidence: float) -> None:
         NDCG(confidence="0.95")  # type: ignore[call-overload]
 
 
-def test_retrieval_interval_needs_the_mean() -> None:
-    with pytest.raises(ValueError, match="`aggregation`='mean' with `confidence`"):
-        RetrievalNDCG(confidence=0.9, aggregation="median")  # type: ignore[call-overload]
+def test_retrieval_interval_is_not_for_per_query_values() -> None:
+    with pytest.raises(ValueError, match=r"aggregated `aggregation` with `confidence`.*'none'"):
+        RetrievalNDCG(confidence=0.9, aggregation="none")  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="`n_resamples` to be positive, but got 0"):
+        RetrievalNDCG(confidence=0.9, aggregation="median", bootstrap_resamples=0)
+
+
+def squared_mean(values: torch.Tensor) -> torch.Tensor:
+    return (values * values).mean()
+
+
+@pytest.mark.parametrize("aggregation", ["median", "min", "max", squared_mean])
+def test_retrieval_bootstrap_interval_for_other_aggregations(aggregation: Any) -> None:
+    """The aggregate as without ``confidence``, and the bounds of `bootstrap_interval` on the
+    per-query values (the same seed), around it."""
+    gen = torch.Generator().manual_seed(6)
+    preds, target = torch.rand(800, generator=gen), torch.randint(0, 3, (800,), generator=gen)
+    indexes = torch.randint(0, 80, (800,), generator=gen)
+    metric = RetrievalNDCG(
+        k=KS, aggregation=aggregation, confidence=0.9, bootstrap_resamples=300, bootstrap_seed=2
+    )
+    metric.update(preds[:300], target[:300], indexes[:300])
+    metric.update(preds[300:], target[300:], indexes[300:])
+    result = metric.compute()
+    plain = RetrievalNDCG(k=KS, aggregation=aggregation)(preds, target, indexes)
+    values, _ = retrieval_ndcg(preds, target, indexes, k=KS)
+    low, high = _significance.bootstrap_interval(
+        values,
+        aggregation if isinstance(aggregation, str) else squared_mean,
+        0.9,
+        n_resamples=300,
+        seed=2,
+    )
+    for column, k in enumerate(KS):
+        name = f"ndcg@{k}"
+        assert result[name].item() == pytest.approx(plain[name].item(), abs=1e-7)
+        assert result[f"{name}_low"].item() == pytest.approx(low[column].item(), abs=1e-6)
+        assert result[f"{name}_high"].item() == pytest.approx(high[column].item(), abs=1e-6)
+        assert result[f"{name}_low"] <= result[f"{name}_high"]
 
 
 # ---------------------------------------------------------------------------------------------

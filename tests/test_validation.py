@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
-from torch_ndcg import dcg, ndcg
+from torch_ndcg import NDCG, dcg, ndcg
 
 PREDS = torch.tensor([[0.3, 0.2, 0.1]])
 TARGET = torch.tensor([[1, 0, 2]])
@@ -171,3 +172,21 @@ def test_validate_args_false_skips_value_checks() -> None:
 def test_infinite_labels_are_rejected() -> None:
     with pytest.raises(ValueError, match=r"`target` to be finite, but found inf"):
         ndcg(PREDS, torch.tensor([[1.0, float("inf"), 0.0]]), gain="linear")
+
+
+def test_swapped_float_scores_and_labels_get_a_hint() -> None:
+    """Float labels passed first and scores second: whole-number "scores" from 0 to 3 and
+    fractional "labels" are the signs, read with the value checks (no read-back of their own)."""
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.rand(5, 8, generator=gen)
+    labels = torch.randint(0, 4, (5, 8), generator=gen).float()
+    with pytest.warns(UserWarning, match="were scores and labels swapped"):
+        ndcg(labels, scores, k=3)
+    with pytest.warns(UserWarning, match="whole numbers from 0 to 3"):
+        NDCG(k=3).update(labels, scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ndcg(scores, labels, k=3)  # the right order
+        ndcg(labels, labels)  # whole-number scores with whole-number labels: plausible
+        ndcg(labels + 40, scores)  # whole scores, but not label-like ones
+        ndcg(labels, scores, validate_args=False)  # no value is read: no hint

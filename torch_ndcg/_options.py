@@ -1,12 +1,16 @@
-"""Option literals, their names and dtype rules: the leaf module every other one may import.
+"""Option literals, their names, dtype rules and the checked configurations: the leaf module.
 
 One place says which values an option takes; the kernels read the literals, the checks the
-name tuples, and both the dtype rules.
+name tuples, and both the dtype rules. The frozen ``*Options`` dataclasses are what
+`torch_ndcg._validation` returns once it has checked the options a user gave (at a function
+call, or in a metric's or loss module's ``__init__``): internals take them and check nothing
+again, so a metric ``update`` or a loss step checks only its tensors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 import torch
@@ -41,3 +45,82 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def accumulate_dtype(device: torch.device) -> torch.dtype:
     """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
     return torch.float32 if device.type == "mps" else torch.float64
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """Checked cut-offs: what ``k`` was given as, and how results are shaped by it.
+
+    Attributes:
+        ks: the cut-offs in the order given, or ``None`` (the whole list).
+        is_sequence: whether ``k`` was a sequence (results get a trailing ``len(ks)`` dim, or a
+            dict by name in the metrics) rather than an int or ``None``.
+    """
+
+    ks: tuple[int, ...] | None
+    is_sequence: bool
+
+    @property
+    def count(self) -> int:
+        """The number of results per list: ``len(ks)``, 1 for the whole list."""
+        return 1 if self.ks is None else len(self.ks)
+
+    @property
+    def names(self) -> list[str]:
+        """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
+        return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
+
+    def resolve(self, length: int) -> tuple[list[int], int]:
+        """The cut-offs for lists of ``length`` (``None`` = the list) and the positions needed."""
+        ks = [length] if self.ks is None else list(self.ks)
+        return ks, min(max(ks), length)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """The checked options of `ndcg`, `dcg`, `retrieval_ndcg` and both metrics."""
+
+    cutoffs: Cutoffs
+    gain: Gain
+    discount: Discount
+    ties: Ties
+    empty_target_action: EmptyTargetAction
+    ignore_index: int | None
+    validate_args: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossOptions:
+    """The checked options every loss shares (``k``: the one cut-off, or ``None``)."""
+
+    k: int | None
+    gain: Gain
+    discount: Discount
+    reduction: Reduction
+    ignore_index: int | None
+    validate_args: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class LambdaRankOptions(LossOptions):
+    """The checked options of `lambdarank_loss` / `LambdaRankLoss`."""
+
+    sigma: float
+    weighting: Weighting
+    mu: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproxOptions(LossOptions):
+    """The checked options of `approx_ndcg_loss` / `ApproxNDCGLoss`."""
+
+    temperature: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeuralOptions(LossOptions):
+    """The checked options of `neural_ndcg_loss` / `NeuralNDCGLoss`."""
+
+    temperature: float
+    max_iter: int
+    tol: float

@@ -1,14 +1,20 @@
 """Every input check of torch_ndcg, with errors that name the argument and what was given.
 
-Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Public entry
-points call these once; the kernels never check anything.
+Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Options are
+checked once, where the user gives them (`check_list_options`, `check_lambdarank_options`,
+...), into a frozen configuration of `torch_ndcg._options`; per call only the tensors are checked
+(`check_lists`, `check_rows`). Metadata checks (types, dtypes, shapes, devices) always run:
+they read no value. ``validate_args=False`` skips only the checks that read values
+(`check_values`). The kernels never check anything.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -24,6 +30,11 @@ from torch_ndcg._options import (
     REDUCTIONS,
     TIES_NAMES,
     WEIGHTINGS,
+    ApproxOptions,
+    Cutoffs,
+    LambdaRankOptions,
+    ListOptions,
+    NeuralOptions,
     accumulate_dtype,
     compute_dtype,
 )
@@ -82,6 +93,36 @@ def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
         raise ValueError(
             f"Expected `k` to hold distinct cut-offs (each names one result), but got {k!r}."
         )
+
+
+def check_cutoffs(k: Any) -> Cutoffs:
+    """``k`` checked (see `check_k`), with whether it was a sequence."""
+    return Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
+
+
+def check_list_options(
+    k: Any,
+    gain: Any,
+    discount: Any,
+    ties: Any,
+    empty_target_action: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> ListOptions:
+    """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config."""
+    cutoffs = check_cutoffs(k)
+    check_bool("validate_args", validate_args)
+    check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
+    check_ignore_index(ignore_index)
+    return ListOptions(
+        cutoffs=cutoffs,
+        gain=gain,
+        discount=discount,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
 
 
 def check_ignore_index(ignore_index: Any) -> None:
@@ -188,6 +229,16 @@ class CheckedValues(NamedTuple):
     score_range: float | None
 
 
+def sum_may_overflow(length: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether ``length`` gains of ``dtype``, each finite, could sum past the accumulation dtype.
+
+    Only then does the gain limit depend on the list length (float64 scores, or float32 sums on
+    MPS); for float32 scores summed in float64 it never does. Integer arithmetic: a symbolic
+    length gives a guard, not a number.
+    """
+    return length > int(torch.finfo(accumulate_dtype(device)).max // torch.finfo(dtype).max)
+
+
 def largest_gain_label(
     gain: Any, dtype: torch.dtype, length: int, device: torch.device
 ) -> float | None:
@@ -268,111 +319,184 @@ def check_values(
     low, high = torch.aminmax(real_target)
     dtype = compute_dtype(preds.dtype)
     n_items = max(preds.shape[-1] if length is None else length, 1)
-    limit = largest_gain_label(gain, dtype, n_items, preds.device)
-
-    def messages() -> _ValueMessages:
-        return _ValueMessages(gain, dtype, n_items, limit, ignore_index)
-
-    if not _host.may_read_back(preds.device):
-        text = messages()
-        # One comparison a check where the dtype allows it (integer labels are never NaN or
-        # infinite); each check is one device-side assertion, in the order of the CPU's.
-        checks = [((low_pred == low_pred) & (high_pred == high_pred), text.nan_preds)]
-        if finite_preds:
-            finite = (low_pred > -torch.inf) & (high_pred < torch.inf)
-            checks.append((finite | (low_pred > high_pred), text.infinite_preds))
-        if real_target.is_floating_point():
-            checks.append(((low == low) & (high == high), text.nan_target))
-            checks.append((~high.isinf(), text.infinite_target))
-        checks.append((low >= 0, text.negative_target))
-        if limit is not None:
-            # Compared in the labels' dtype, against the largest value of it within the limit.
-            checks.append((high <= largest_value_at_most(limit, high.dtype), text.gain_overflow))
-        for ok, message in checks:
-            assert_on_device(ok, message.format(found="a value"))
-        return None
-    extremes = torch.cat(
-        [
-            torch.stack([low_pred, high_pred]).to(torch.float64),
-            torch.stack([low, high]).to(torch.float64),
-        ]
+    # A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
+    # number (which would break the graph or specialise it to one length) where it need not be.
+    sums_bind = sum_may_overflow(n_items, dtype, preds.device)
+    limit = largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, preds.device)
+    shown_items = n_items if isinstance(n_items, int) else None
+    # The rules of an input kind are built once (a training loop meets few kinds); a graph that
+    # torch.compile traces builds its own. Only a named gain enters a message.
+    rules_of = _value_rules if torch.compiler.is_compiling() else _kept_value_rules
+    rules = rules_of(
+        None if limit is None else gain,
+        dtype,
+        shown_items,
+        limit,
+        ignore_index,
+        finite_preds,
+        real_target.is_floating_point(),
     )
+    if not _host.may_read_back(preds.device):
+        for rule in rules:
+            ok = rule.ok(low_pred, high_pred, low, high)
+            assert_on_device(ok, rule.message.format(found=rule.on_device))
+        return None
+    parts = [
+        torch.stack([low_pred, high_pred]).to(torch.float64),
+        torch.stack([low, high]).to(torch.float64),
+    ]
     integer_labels = not real_target.is_floating_point()
+    if not integer_labels:  # read with the extremes: no read-back of its own
+        parts.append(_swap_signs(preds, real_target, mask))
+    extremes = torch.cat(parts)
 
     def judge(values: list[float]) -> CheckedValues:
-        low_pred, high_pred, low, high = values
+        low_pred, high_pred, low, high = values[:4]
         if integer_labels:
             low, high = int(low), int(high)
-        if low_pred != low_pred or high_pred != high_pred:
-            raise ValueError(messages().nan_preds)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
-        if finite_preds and not (math.isfinite(low_pred) and math.isfinite(high_pred)):
-            infinite = low_pred if math.isinf(low_pred) else high_pred
-            raise ValueError(messages().infinite_preds.format(found=repr(infinite)))
-        if low != low or high != high:
-            raise ValueError(messages().nan_target)
-        if math.isinf(high):
-            raise ValueError(messages().infinite_target.format(found=repr(high)))
-        if low < 0:
-            raise ValueError(messages().negative(low))
-        if limit is not None and high > limit:
-            raise ValueError(messages().gain_overflow.format(found=repr(high)))
+        for rule in rules:
+            found = rule.found(low_pred, high_pred, low, high)
+            if found is not None:
+                raise ValueError(rule.message.format(found=found))
+        if not integer_labels:
+            _hint_swapped_arguments(values[4:], low_pred, high_pred)
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
 
 
-class _ValueMessages:
-    """The messages of `check_values`, with ``{found}`` for the value found."""
+# Scores that are whole numbers in [0, this] look like graded labels (LETOR grades go to 4,
+# Yahoo's to 4, MSLR's to 4; a few data sets to 31).
+_LABEL_LIKE_LARGEST = 31
 
-    nan_preds = "Expected `preds` to contain no NaN, but found NaN scores."
-    infinite_preds = "Expected `preds` to be finite, but found {found}."
-    nan_target = "Expected `target` to contain no NaN, but found NaN labels."
-    infinite_target = "Expected `target` to be finite, but found {found}."
 
-    def __init__(
-        self,
-        gain: Any,
-        dtype: torch.dtype,
-        n_items: int,
-        limit: float | None,
-        ignore_index: int | None,
-    ) -> None:
-        self.ignore_index = ignore_index
-        other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-        padding_hint = (
-            "" if ignore_index is not None else " (if -1 marks padding, pass `ignore_index`=-1)"
+def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tensor:
+    """``[all real scores whole, some real label fractional]`` as float64 0/1 values.
+
+    Both hold when float scores and float labels were passed in swapped order (labels first,
+    as scikit-learn and TF-Ranking take them); read with the value checks' extremes.
+    """
+    real_preds = preds if mask is None else torch.where(mask, preds, 0)
+    scores_whole = (real_preds == real_preds.round()).all()
+    labels_fractional = (real_target != real_target.round()).any()
+    return torch.stack([scores_whole, labels_fractional]).to(torch.float64)
+
+
+def _hint_swapped_arguments(signs: list[float], low_pred: float, high_pred: float) -> None:
+    """Warn when the scores look like graded labels and the labels like scores."""
+    scores_whole, labels_fractional = signs
+    if scores_whole and labels_fractional and low_pred >= 0 and high_pred <= _LABEL_LIKE_LARGEST:
+        warnings.warn(
+            f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and `target` "
+            "fractional values: were scores and labels swapped? Scores come first, labels "
+            "second (scikit-learn and TF-Ranking take the labels first).",
+            UserWarning,
+            stacklevel=2,
         )
-        self.negative_target = (
-            f"Expected `target` to be non-negative{other_than}, but found a negative label"
-            f"{padding_hint}."
+
+
+class _Rule(NamedTuple):
+    """One value check of `check_values`: its message, and how each side judges it.
+
+    Attributes:
+        message: the error, with ``{found}`` for what was found.
+        ok: on the device, from the extremes ``(low_pred, high_pred, low, high)`` as tensors: a
+            bool scalar tensor, False on bad input (a device-side assertion).
+        found: on the host, from the extremes read back: ``None`` on good input, else the text
+            that stands for ``{found}``.
+        on_device: what the device-side assertion says was found (no value is read there).
+    """
+
+    message: str
+    ok: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+    found: Callable[[float, float, float, float], str | None]
+    on_device: str = "a value"
+
+
+def _value_rules(
+    gain: Any,
+    dtype: torch.dtype,
+    n_items: int | None,
+    limit: float | None,
+    ignore_index: int | None,
+    finite_preds: bool,
+    float_labels: bool,
+) -> list[_Rule]:
+    """The rules of `check_values` that apply to this input, in the order they are checked.
+
+    One comparison a rule where the dtype allows it (integer labels are never NaN or infinite).
+    """
+    rules = [
+        _Rule(
+            "Expected `preds` to contain no NaN, but found {found}.",
+            lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
+            lambda lp, hp, lo, hi: None if lp == lp and hp == hp else "NaN scores",
+            on_device="NaN scores",
         )
-        shown = ""
-        if limit is not None:
-            shown = (
-                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+    ]
+    if finite_preds:
+        rules.append(
+            _Rule(
+                "Expected `preds` to be finite, but found {found}.",
+                # With no real score the smallest comes out above the largest: nothing to check.
+                lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
+                lambda lp, hp, lo, hi: (
+                    None
+                    if math.isfinite(lp) and math.isfinite(hp)
+                    else repr(lp if math.isinf(lp) else hp)
+                ),
             )
+        )
+    if float_labels:
+        rules.append(
+            _Rule(
+                "Expected `target` to contain no NaN, but found {found}.",
+                lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
+                lambda lp, hp, lo, hi: None if lo == lo and hi == hi else "NaN labels",
+                on_device="NaN labels",
+            )
+        )
+        rules.append(
+            _Rule(
+                "Expected `target` to be finite, but found {found}.",
+                lambda lp, hp, lo, hi: ~hi.isinf(),
+                lambda lp, hp, lo, hi: repr(hi) if math.isinf(hi) else None,
+            )
+        )
+    other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+    padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
+    rules.append(
+        _Rule(
+            f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
+            lambda lp, hp, lo, hi: lo >= 0,
+            lambda lp, hp, lo, hi: (
+                None if lo >= 0 else f"the value {lo!r}" + (padding_hint if lo == -1 else "")
+            ),
+            on_device="a negative label" + padding_hint,
+        )
+    )
+    if limit is not None:
+        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
         advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
-        self.gain_overflow = (
-            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain must "
-            f"be finite in {dtype} and a list's {n_items} gains must sum to a finite float64), "
-            f"but found {{found}}; {advice} the labels."
+        count = "" if n_items is None else f"{n_items} "
+        rules.append(
+            _Rule(
+                f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
+                f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
+                f"float64), but found {{found}}; {advice} the labels.",
+                # Compared in the labels' dtype, against its largest value within the limit.
+                lambda lp, hp, lo, hi: hi <= largest_value_at_most(limit, hi.dtype),
+                lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
+            )
         )
+    return rules
 
-    def negative(self, low: float) -> str:
-        """The message for the smallest label ``low`` < 0, with a hint for padding by -1."""
-        other_than = (
-            "" if self.ignore_index is None else f" other than `ignore_index`={self.ignore_index}"
-        )
-        hint = (
-            " (if -1 marks padding, pass `ignore_index`=-1)"
-            if self.ignore_index is None and low == -1
-            else ""
-        )
-        return (
-            f"Expected `target` to be non-negative{other_than}, but found the value {low!r}{hint}."
-        )
+
+# Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
+_KEPT_RULE_LISTS = 256
+_kept_value_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
@@ -381,7 +505,9 @@ class _ValueMessages:
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
     """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``)."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    ok = is_real and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    # `value - value == 0` is `math.isfinite(value)` in plain arithmetic, which torch.compile
+    # also traces where it makes a float argument a symbol (dynamic=True).
+    ok = is_real and value - value == 0 and (value >= 0 if allow_zero else value > 0)
     if not ok:
         what = "non-negative" if allow_zero else "positive"
         raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
@@ -396,55 +522,108 @@ def check_loss_k(k: Any) -> int | None:
     raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
 
 
+def _check_loss_options(
+    k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
+) -> dict[str, Any]:
+    """The options every loss shares, checked; as keyword arguments of its config."""
+    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
+    cutoff = check_loss_k(k)
+    check_options(gain, discount)
+    check_ignore_index(ignore_index)
+    check_bool("validate_args", validate_args)
+    return {
+        "k": cutoff,
+        "gain": gain,
+        "discount": discount,
+        "reduction": reduction,
+        "ignore_index": ignore_index,
+        "validate_args": validate_args,
+    }
+
+
+# The loss checkers take their options in the order of the functions' signatures.
+
+
 def check_lambdarank_options(
-    *, k: Any, sigma: Any, weighting: Any, mu: Any, reduction: Any
-) -> int | None:
-    """The hyper-parameters of `lambdarank_loss` (function and module); returns ``k``."""
+    k: Any,
+    sigma: Any,
+    weighting: Any,
+    mu: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> LambdaRankOptions:
+    """The options of `lambdarank_loss` (function and module), checked once."""
     check_positive("sigma", sigma)
     check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
     check_positive("mu", mu, allow_zero=True)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return LambdaRankOptions(sigma=sigma, weighting=weighting, mu=mu, **shared)
 
 
-def check_approx_options(*, k: Any, temperature: Any, reduction: Any) -> int | None:
-    """The hyper-parameters of `approx_ndcg_loss` (function and module); returns ``k``."""
+def check_approx_options(
+    temperature: Any,
+    k: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> ApproxOptions:
+    """The options of `approx_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return ApproxOptions(temperature=temperature, **shared)
 
 
 def check_neural_options(
-    *, k: Any, temperature: Any, max_iter: Any, tol: Any, reduction: Any
-) -> int | None:
-    """The hyper-parameters of `neural_ndcg_loss` (function and module); returns ``k``."""
+    temperature: Any,
+    k: Any,
+    max_iter: Any,
+    tol: Any,
+    gain: Any,
+    discount: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
+) -> NeuralOptions:
+    """The options of `neural_ndcg_loss` (function and module), checked once."""
     check_positive("temperature", temperature)
     if not (isinstance(max_iter, numbers.Integral) and not isinstance(max_iter, bool)) or (
         max_iter < 0
     ):
         raise ValueError(f"Expected `max_iter` to be a non-negative int, but got {max_iter!r}.")
     check_positive("tol", tol, allow_zero=True)
-    check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    return check_loss_k(k)
+    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
+    return NeuralOptions(temperature=temperature, max_iter=int(max_iter), tol=tol, **shared)
 
 
-def check_finite_scale(name: str, value: float, bound: float | Tensor, dtype: torch.dtype) -> None:
-    """Raise naming ``name`` when ``bound``, a bound on the loss and its gradient, overflows.
+def check_finite_scale(
+    name: str, value: float, bound: float | Tensor, dtype: torch.dtype, *, count: int = 1
+) -> None:
+    """Raise naming ``name`` when ``bound * count``, bounding the loss and gradient, overflows.
 
-    A tensor ``bound`` (computed on the device) is checked by a device-side assertion.
+    ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
+    traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
+    float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
+    by a device-side assertion.
     """
     advice = (
         f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
     )
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
     message = (
         f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{value!r} (with this input they could reach {{bound}}); {advice}"
+        f"{shown} (with this input they could reach {{bound}}); {advice}"
     )
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        assert_on_device(bound < largest, message.format(bound="past the largest float"))
-    elif not bound < largest:
-        raise ValueError(message.format(bound=f"{bound:.3g}"))
+        assert_on_device(bound * count < largest, message.format(bound="past the largest float"))
+    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
+        raise ValueError(message.format(bound=f"{bound * count:.3g}"))
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
@@ -608,17 +787,32 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
         )
 
 
+def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
+    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back)."""
+    check_preds_target(preds, target)
+    check_indexes(indexes, preds.shape)
+
+
+def check_device(preds: Tensor, device: torch.device) -> None:
+    """``preds`` lie on the metric's ``device`` (that of its states): a metric is moved whole."""
+    if preds.device != device:
+        raise ValueError(
+            f"Expected `preds` on the metric's device {device}, but got {preds.device}; move "
+            "the metric with `.to(device)` (or the input to its device)."
+        )
+
+
 def check_rows(
-    preds: Any,
-    target: Any,
-    indexes: Any,
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
     *,
     gain: Any,
     ignore_index: int | None,
     validate_args: bool,
     scores: Tensor | None = None,
 ) -> Tensor | None:
-    """Every check of flat query rows ``(preds, target, indexes)``; the mask of rows to keep.
+    """The value checks of flat query rows (see `check_row_metadata`); the mask of rows to keep.
 
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
     gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
@@ -628,9 +822,6 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
-    if validate_args:
-        check_preds_target(preds, target)
-        check_indexes(indexes, preds.shape)
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, ignore_index)
     if validate_args:
@@ -662,24 +853,18 @@ def check_lists(
     mask: Any,
     *,
     gain: Any,
-    discount: Any,
-    ignore_index: Any,
-    validate_args: Any,
-    ties: Any = None,
-    empty_target_action: Any = None,
+    ignore_index: int | None,
+    validate_args: bool,
     finite_preds: bool = False,
 ) -> CheckedLists:
-    """Every check of a ``[..., L]`` entry point, in order.
+    """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
 
-    With ``validate_args=False`` nothing is checked: only the mask is built. ``finite_preds``
-    as in `check_values`.
+    Types, dtypes and shapes are always checked (they read nothing back); with
+    ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
+    `check_values`.
     """
-    check_bool("validate_args", validate_args)
-    if validate_args:
-        check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
-        check_ignore_index(ignore_index)
-        check_preds_target(preds, target)
-        check_mask(mask, preds.shape)
+    check_preds_target(preds, target)
+    check_mask(mask, preds.shape)
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return CheckedLists(real, None)

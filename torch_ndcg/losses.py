@@ -2,49 +2,84 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, NoReturn
 
 from torch import Tensor, nn
 
-from torch_ndcg._options import Discount, Gain, Reduction, Weighting
+from torch_ndcg._options import (
+    Discount,
+    Gain,
+    LossOptions,
+    Reduction,
+    Weighting,
+)
 from torch_ndcg._validation import (
     APPROX_PORTED_NAMES,
     LAMBDARANK_PORTED_NAMES,
     NEURAL_PORTED_NAMES,
     check_approx_options,
-    check_bool,
-    check_ignore_index,
     check_lambdarank_options,
     check_neural_options,
-    check_options,
     reject_ported_names,
 )
-from torch_ndcg.functional import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
+from torch_ndcg.functional._losses import _approx, _lambdarank, _neural
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss"]
 
 
-class _RankingLoss(nn.Module):
-    """The options both losses share: checked once here, kept for ``forward``."""
+def _option(name: str) -> Any:
+    """A hyper-parameter of the module, read from its checked options.
 
-    def __init__(
-        self,
-        *,
-        gain: Gain,
-        discount: Discount,
-        reduction: Reduction,
-        ignore_index: int | None,
-        validate_args: bool,
-    ) -> None:
+    Setting it checks the new value (with the others) into new options, as ``__init__`` did.
+    """
+
+    def get(self: _RankingLoss) -> Any:
+        return getattr(self.options, name)
+
+    def set_(self: _RankingLoss, value: Any) -> None:
+        given = {field.name: getattr(self.options, field.name) for field in fields(self.options)}
+        self.options = type(self)._check(**{**given, name: value})
+
+    return property(get, set_, doc=f"``{name}``, as checked into `options`.")
+
+
+class _RankingLoss(nn.Module):
+    """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
+
+    Subclasses name their checker (``_check``), the function's unchecked core (``_core``) and
+    the hyper-parameters ``repr`` shows (``_shown``).
+    """
+
+    options: LossOptions
+    _check: Callable[..., LossOptions]
+    _core: Callable[[Tensor, Tensor, Tensor | None, Any], Tensor]
+    _shown: tuple[str, ...]
+
+    k = _option("k")
+    gain = _option("gain")
+    discount = _option("discount")
+    reduction = _option("reduction")
+    ignore_index = _option("ignore_index")
+    validate_args = _option("validate_args")
+
+    def __init__(self, options: LossOptions) -> None:
         super().__init__()
-        check_options(gain, discount)
-        check_ignore_index(ignore_index)
-        check_bool("validate_args", validate_args)
-        self.gain: Gain = gain
-        self.discount: Discount = discount
-        self.reduction: Reduction = reduction
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
+        self.options = options
+
+    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
+        return type(self)._core(preds, target, mask, self.options)
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return ", ".join(
+            f"{name}={getattr(self.options, name)!r}"
+            if isinstance(getattr(self.options, name), str)
+            else f"{name}={getattr(self.options, name)}"
+            for name in self._shown
+        )
 
 
 class LambdaRankLoss(_RankingLoss):
@@ -89,6 +124,13 @@ class LambdaRankLoss(_RankingLoss):
         tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
     """
 
+    _check = staticmethod(check_lambdarank_options)
+    _core = staticmethod(_lambdarank)
+    _shown = ("k", "sigma", "weighting", "mu")
+    sigma = _option("sigma")
+    weighting = _option("weighting")
+    mu = _option("mu")
+
     def __init__(
         self,
         *,
@@ -104,39 +146,11 @@ class LambdaRankLoss(_RankingLoss):
         **ported_names: NoReturn,
     ) -> None:
         reject_ported_names("LambdaRankLoss", ported_names, LAMBDARANK_PORTED_NAMES)
-        check_lambdarank_options(k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction)
         super().__init__(
-            gain=gain,
-            discount=discount,
-            reduction=reduction,
-            ignore_index=ignore_index,
-            validate_args=validate_args,
+            check_lambdarank_options(
+                k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
+            )
         )
-        self.k = k
-        self.sigma = sigma
-        self.weighting: Weighting = weighting
-        self.mu = mu
-
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
-        return lambdarank_loss(
-            preds,
-            target,
-            k=self.k,
-            sigma=self.sigma,
-            weighting=self.weighting,
-            mu=self.mu,
-            gain=self.gain,
-            discount=self.discount,
-            reduction=self.reduction,
-            mask=mask,
-            ignore_index=self.ignore_index,
-            validate_args=self.validate_args,
-        )
-
-    def extra_repr(self) -> str:
-        """Hyper-parameters shown by ``repr``."""
-        return f"k={self.k}, sigma={self.sigma}, weighting={self.weighting!r}, mu={self.mu}"
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -168,6 +182,11 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
+    _check = staticmethod(check_approx_options)
+    _core = staticmethod(_approx)
+    _shown = ("temperature", "k")
+    temperature = _option("temperature")
+
     def __init__(
         self,
         *,
@@ -181,35 +200,11 @@ class ApproxNDCGLoss(_RankingLoss):
         **ported_names: NoReturn,
     ) -> None:
         reject_ported_names("ApproxNDCGLoss", ported_names, APPROX_PORTED_NAMES)
-        check_approx_options(k=k, temperature=temperature, reduction=reduction)
         super().__init__(
-            gain=gain,
-            discount=discount,
-            reduction=reduction,
-            ignore_index=ignore_index,
-            validate_args=validate_args,
+            check_approx_options(
+                temperature, k, gain, discount, reduction, ignore_index, validate_args
+            )
         )
-        self.temperature = temperature
-        self.k = k
-
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
-        return approx_ndcg_loss(
-            preds,
-            target,
-            temperature=self.temperature,
-            k=self.k,
-            gain=self.gain,
-            discount=self.discount,
-            reduction=self.reduction,
-            mask=mask,
-            ignore_index=self.ignore_index,
-            validate_args=self.validate_args,
-        )
-
-    def extra_repr(self) -> str:
-        """Hyper-parameters shown by ``repr``."""
-        return f"temperature={self.temperature}, k={self.k}"
 
 
 class NeuralNDCGLoss(_RankingLoss):
@@ -245,6 +240,13 @@ class NeuralNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
+    _check = staticmethod(check_neural_options)
+    _core = staticmethod(_neural)
+    _shown = ("temperature", "k", "max_iter", "tol")
+    temperature = _option("temperature")
+    max_iter = _option("max_iter")
+    tol = _option("tol")
+
     def __init__(
         self,
         *,
@@ -260,40 +262,16 @@ class NeuralNDCGLoss(_RankingLoss):
         **ported_names: NoReturn,
     ) -> None:
         reject_ported_names("NeuralNDCGLoss", ported_names, NEURAL_PORTED_NAMES)
-        check_neural_options(
-            k=k, temperature=temperature, max_iter=max_iter, tol=tol, reduction=reduction
-        )
         super().__init__(
-            gain=gain,
-            discount=discount,
-            reduction=reduction,
-            ignore_index=ignore_index,
-            validate_args=validate_args,
-        )
-        self.temperature = temperature
-        self.k = k
-        self.max_iter = max_iter
-        self.tol = tol
-
-    def forward(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items."""
-        return neural_ndcg_loss(
-            preds,
-            target,
-            temperature=self.temperature,
-            k=self.k,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            gain=self.gain,
-            discount=self.discount,
-            reduction=self.reduction,
-            mask=mask,
-            ignore_index=self.ignore_index,
-            validate_args=self.validate_args,
-        )
-
-    def extra_repr(self) -> str:
-        """Hyper-parameters shown by ``repr``."""
-        return (
-            f"temperature={self.temperature}, k={self.k}, max_iter={self.max_iter}, tol={self.tol}"
+            check_neural_options(
+                temperature,
+                k,
+                max_iter,
+                tol,
+                gain,
+                discount,
+                reduction,
+                ignore_index,
+                validate_args,
+            )
         )

@@ -4,326 +4,44 @@ Both classes only store options and state; the numbers come from `torch_ndcg.ndc
 `torch_ndcg._kernels`.
 """
 
-import numbers
-import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypeAlias, cast, overload
+from typing import Any, Generic, Literal, cast, overload
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric, MetricCollection
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar
 
 from torch_ndcg import _distributed, _kernels, _options, _validation
-from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._metric_base import (
+    MetricOptions,
+    NDCGMetricBase,
+    aggregate,
+    plot_distribution,
+)
+from torch_ndcg._options import (
+    Aggregated,
+    Aggregation,
+    Discount,
+    EmptyTargetAction,
+    Gain,
+    Ties,
+    compute_dtype,
+)
 from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
-from torch_ndcg.functional._significance import normal_interval
+from torch_ndcg.functional._significance import bootstrap_interval, normal_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
-
-MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
 #: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads); a bare
 #: ``NDCG`` annotation leaves it open (``Any``).
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
 
 
-def _float_state_dtype(metric_dtype: torch.dtype) -> torch.dtype:
-    """float64 for a float64 metric, float32 otherwise: half precision never lowers a value."""
-    return torch.float64 if metric_dtype == torch.float64 else torch.float32
-
-
-class _Options:
-    """Validated options shared by both metrics, and the shaping of their output by cut-off."""
-
-    def __init__(
-        self,
-        k: int | Sequence[int] | None,
-        gain: Gain,
-        discount: Discount,
-        ties: Ties,
-        empty_target_action: EmptyTargetAction,
-        ignore_index: int | None,
-        validate_args: bool,
-        confidence: float | None = None,
-    ) -> None:
-        self.ks = _validation.check_k(k)
-        _validation.check_distinct_k(k, self.ks)
-        _validation.check_options(
-            gain, discount, ties=ties, empty_target_action=empty_target_action
-        )
-        _validation.check_ignore_index(ignore_index)
-        _validation.check_bool("validate_args", validate_args)
-        _validation.check_confidence(confidence)
-        self.k = k
-        self.k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
-        self.gain = gain
-        self.discount = discount
-        self.ties = ties
-        self.empty_target_action = empty_target_action
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
-        self.confidence = confidence
-        # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
-        self.reported: str | None = None
-
-    @property
-    def n_cutoffs(self) -> int:
-        return 1 if self.ks is None else len(self.ks)
-
-    @property
-    def names(self) -> list[str]:
-        """``"ndcg@k"`` per cut-off, ``"ndcg"`` for the whole list."""
-        return ["ndcg"] if self.ks is None else [f"ndcg@{k}" for k in self.ks]
-
-    @property
-    def result_names(self) -> list[str]:
-        """The keys of a result: `names`, each followed by its interval's bounds."""
-        if self.confidence is None:
-            return self.names
-        return [name + end for name in self.names for end in ("", "_low", "_high")]
-
-    def shape(
-        self, values: Tensor, dtype: torch.dtype, bounds: tuple[Tensor, Tensor] | None = None
-    ) -> MetricValue:
-        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
-
-        With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict of
-        `result_names`. A member of ``per_cutoff()`` gets its reported value alone.
-        """
-        values = values.to(dtype)
-        result: MetricValue
-        if bounds is not None:
-            low, high = (bound.to(dtype) for bound in bounds)
-            result = {}
-            for i, name in enumerate(self.names):
-                result[name] = values[..., i]
-                result[f"{name}_low"], result[f"{name}_high"] = low[..., i], high[..., i]
-        elif self.k_is_sequence:
-            result = {name: values[..., i] for i, name in enumerate(self.names)}
-        else:
-            result = values[..., 0]
-        if self.reported is not None and isinstance(result, dict):
-            return result[self.reported]
-        return result
-
-
-def _aggregate(values: Tensor, aggregation: Any) -> Tensor:
-    """``[Q, C]`` per-query values to ``[C]`` by ``"median"``, ``"min"``, ``"max"`` or a callable.
-
-    Per cut-off, over the counted queries (not NaN: ``"skip"`` leaves queries out); 0 where
-    none is counted. ``"median"`` is the lower median (``torch.median``), as torchmetrics'.
-    """
-    reduce = {"median": torch.median, "min": torch.min, "max": torch.max}.get(
-        aggregation, aggregation
-    )
-    out = []
-    for column in values.unbind(-1):
-        counted = column[~column.isnan()]
-        out.append(reduce(counted) if counted.numel() else column.new_zeros(()))
-    return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
-
-
-def _plot_distribution(values: dict[str, Tensor], ax: Any, title: str) -> Any:
-    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out."""
-    import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
-
-    fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
-    for name, column in values.items():
-        counted = column.detach().reshape(-1).float().cpu()
-        counted = counted[~counted.isnan()]
-        ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
-    ax.set_xlim(0.0, 1.0)
-    ax.set_xlabel("nDCG per query")
-    ax.set_ylabel("queries")
-    ax.set_title(title)
-    ax.legend()
-    return fig, ax
-
-
-class _NDCGMetric(Metric):
-    """What both metrics share: their options, the dtypes of their states, their result dtype.
-
-    **Dtypes.** torchmetrics casts every floating state to the dtype a module is converted to
-    (``module.to(torch.bfloat16)``, which Lightning's ``"bf16-true"`` and ``"16-true"``
-    precisions call) and only ``set_dtype`` otherwise. Here each state has a dtype of its own
-    (`_state_dtype`), which a cast never lowers: states follow the metric's device, and
-    its dtype only as far as `_state_dtype` says. Results are float32, or float64 when the
-    metric's dtype is float64.
-
-    **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
-    ``update`` share one state (only the group's first metric is updated). The first state,
-    ``options_key``, digests the options that shape the other states, so only metrics that
-    would store the same states are merged. It holds the digest as 8 bytes: torchmetrics
-    compares states with ``allclose``, whose relative tolerance would let two large integers
-    pass as equal. Bytes 0-3 digest the named options, bytes 4-7 the identity of a callable
-    gain or discount (0 without one): metrics with different functions never share a state,
-    while ``merge_state``, which may take a metric from another process, compares bytes 0-3.
-    """
-
-    options: _Options
-    options_key: Tensor
-
-    def _state_options(self) -> tuple[Any, ...]:
-        """The options (and dtypes) that shape the states: equal for metrics that may share them."""
-        raise NotImplementedError
-
-    def _options_key(self) -> Tensor:
-        """``[8]`` uint8 bytes: a digest of `_state_options`, then of its callables."""
-        options = self._state_options()
-        named = tuple("<callable>" if callable(option) else option for option in options)
-        functions = tuple(option for option in options if callable(option))
-        digests = (
-            zlib.crc32(repr(named).encode()),
-            zlib.crc32(repr(functions).encode()) if functions else 0,
-        )
-        key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
-        return torch.tensor(key, dtype=torch.uint8, device=self.device)
-
-    def _add_options_state(self) -> None:
-        # "max" keeps the (equal) keys of all ranks; it holds no data.
-        self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
-
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        """The dtype state ``name`` keeps, whatever the module was cast to."""
-        return value.dtype if not value.is_floating_point() else _float_state_dtype(self.dtype)
-
-    def _apply_to_state(self, fn: Callable[..., Any], name: str, value: Any) -> Any:
-        """``fn`` of a state (a tensor or a list of them), in the state's own dtype.
-
-        Where ``fn`` changes the dtype to another than `_state_dtype`, the state is taken
-        from its original values to the device ``fn`` chose, never through the lower dtype.
-        """
-        if not isinstance(value, Tensor):
-            return [self._apply_to_state(fn, name, item) for item in value]
-        applied = fn(value)
-        wanted = self._state_dtype(name, value)
-        if applied.dtype == wanted:
-            return applied
-        return value.to(device=applied.device, dtype=wanted)
-
-    def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
-        # torchmetrics applies `fn` to the other states and sets the metric's device and dtype
-        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype.
-        own = tuple(name for name in self._defaults if name not in exclude_state)
-        super()._apply(fn, exclude_state=(*exclude_state, *own))
-        for name in own:
-            self._defaults[name] = self._apply_to_state(fn, name, self._defaults[name])
-            setattr(self, name, self._apply_to_state(fn, name, getattr(self, name)))
-        if "options_key" in own:
-            # A state dtype may have changed with the metric's dtype.
-            self._defaults["options_key"] = self._options_key()
-            self.options_key = self._options_key()
-        self._computed = None  # recomputed from the states, in the result dtype
-        return self
-
-    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """Merge another metric's state (or a state dict) into this one; see torchmetrics.
-
-        Args:
-            incoming_state: a metric of the same class and options, or its ``metric_state``
-                (a dict without ``options_key``, as saved by earlier versions, is taken as is).
-
-        Raises:
-            ValueError: a metric of another class or other options.
-        """
-        incoming: Any = incoming_state
-        if isinstance(incoming_state, type(self)):
-            incoming = incoming_state.metric_state
-        if isinstance(incoming, dict):
-            key = incoming.get("options_key")
-            if key is None:
-                incoming_state = {**incoming, "options_key": self.options_key}
-            elif not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
-                raise ValueError(
-                    "Expected `incoming_state` from a metric with the same options, but its "
-                    f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
-                    f"metric's {self.options_key.tolist()}."
-                )
-        super().merge_state(incoming_state)
-        self._computed = None  # torchmetrics would return the value cached before the merge
-
-    @property
-    def result_dtype(self) -> torch.dtype:
-        """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
-        return _float_state_dtype(self.dtype)
-
-    @staticmethod
-    def _reject_ported_names(owner: str, metric_kwargs: dict[str, Any]) -> None:
-        """Point other libraries' names (``top_k``, ...) to ours; torchmetrics checks the rest."""
-        ported = _validation.METRIC_PORTED_NAMES
-        _validation.reject_ported_names(
-            owner, {name: value for name, value in metric_kwargs.items() if name in ported}, ported
-        )
-
-    def per_cutoff(
-        self, *, prefix: str | None = None, postfix: str | None = None
-    ) -> MetricCollection:
-        r"""One metric per cut-off, each reporting a scalar tensor: for Lightning's ``log_dict``.
-
-        A metric with a sequence ``k`` returns a dict, which Lightning's ``self.log`` does not
-        take. This returns a `torchmetrics.MetricCollection` keyed ``"ndcg@1"``,
-        ``"ndcg@5"``, ... (with ``prefix`` / ``postfix``, as torchmetrics names them) whose
-        members are copies of this metric (options and states), each reporting one cut-off.
-        They form one compute group: the collection's ``update`` scores each batch once, for
-        every cut-off, and every member shares the first one's states. Each member's
-        ``compute()`` is the exact value over all updates and DDP ranks, as this metric's; it
-        computes (and, under DDP, synchronises) on its own, and the collection's ``forward``
-        runs each member's ``forward``, as torchmetrics does for any collection. To merge
-        another metric's state, ``merge_state`` into this metric before calling this.
-
-        Args:
-            prefix: put before every key (``"val_"`` gives ``"val_ndcg@10"``).
-            postfix: put after every key.
-
-        Returns:
-            The collection: ``update`` / ``forward`` it with this metric's arguments, and log
-            it with ``self.log_dict(collection)``: Lightning computes and resets every member
-            at the end of the epoch.
-
-        Raises:
-            ValueError: for ``RetrievalNDCG(aggregation="none")``, whose values are per query.
-
-        Example:
-            The lists of the class example: nDCG@1 is the mean of 1 and 0, nDCG@3 of 1 and
-            $1/\log_2 3$.
-
-            >>> import torch
-            >>> from torch_ndcg import NDCG
-            >>> metrics = NDCG(k=[1, 3]).per_cutoff(prefix="val_")
-            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[2, 1, 0]]))
-            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0]]))
-            >>> metrics.compute()
-            {'val_ndcg@1': tensor(0.5000), 'val_ndcg@3': tensor(0.8155)}
-            >>> metrics["ndcg@3"].compute()
-            tensor(0.8155)
-
-            In a ``LightningModule``: ``self.val_ndcg = NDCG(k=[1, 5, 10]).per_cutoff(prefix=
-            "val_")`` in ``__init__``, then in ``validation_step``
-            ``self.val_ndcg.update(scores, labels)`` and ``self.log_dict(self.val_ndcg)``.
-        """
-        if getattr(self, "aggregation", None) == "none":
-            raise ValueError(
-                "Expected an aggregated metric for `per_cutoff`, but `aggregation` is 'none' "
-                "(per-query values): use `compute()` of the metric itself."
-            )
-        members: dict[str, Metric | MetricCollection] = {}
-        for name in self.options.result_names:
-            member = self.clone()
-            assert isinstance(member, _NDCGMetric)
-            member.options.reported = name
-            member._computed = member._forward_cache = None  # cached results are of all cut-offs
-            members[name] = member
-        return MetricCollection(
-            members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]
-        )
-
-
-class NDCG(_NDCGMetric, Generic[ResultT]):
+class NDCG(NDCGMetricBase, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     $$
@@ -355,6 +73,10 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         ignore_index: label value that marks padded items.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
+        confidence: coverage of the normal-approximation interval of the mean (e.g. 0.95):
+            one more constant-size state (the sum of squares, all-reduced under DDP), and the
+            result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
+            per cut-off; NaN bounds below two lists. ``None``: no interval.
         metric_kwargs: passed to `torchmetrics.Metric` (``sync_on_compute``, ...).
 
     Result:
@@ -450,7 +172,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
     ) -> None:
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
-        self.options = _Options(
+        self.options = MetricOptions(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
         opt = self.options
@@ -494,19 +216,9 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
             if _catalog.is_sparse(target):
+                _validation.check_device(preds, self.sum_ndcg.device)
                 values = _catalog.sparse_values(
-                    preds,
-                    target,
-                    exclude,
-                    mask,
-                    k=opt.k,
-                    gain=opt.gain,
-                    discount=opt.discount,
-                    ties=opt.ties,
-                    ignore_index=opt.ignore_index,
-                    empty_target_action=opt.empty_target_action,
-                    validate_args=opt.validate_args,
-                    normalize=True,
+                    preds, target, exclude, mask, opt.lists, normalize=True
                 )
                 self._add_values(values, None)
                 return
@@ -514,25 +226,9 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
                 mask = _catalog.dense_mask_with_exclusions(
                     exclude, mask, target, validate_args=opt.validate_args
                 )
-            lists = _prepare_lists(
-                preds,
-                target,
-                k=opt.k,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                mask=mask,
-                ignore_index=opt.ignore_index,
-                empty_target_action=opt.empty_target_action,
-                validate_args=opt.validate_args,
-            )
-            values = _ndcg_of_lists(
-                lists,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                empty_target_action=opt.empty_target_action,
-            )
+            lists = _prepare_lists(preds, target, mask, opt.lists)
+            _validation.check_device(preds, self.sum_ndcg.device)
+            values = _ndcg_of_lists(lists, opt.lists)
         self._add_values(values, lists.mask)
 
     def update_catalog(
@@ -573,22 +269,18 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         self._computed = None
         self._update_count += 1
         with torch.inference_mode():
+            _validation.check_device(queries, self.sum_ndcg.device)
             values = _catalog.catalog_ndcg_values(
                 queries,
                 items,
                 relevant,
-                k=opt.k,
+                opt.lists,
                 exclude=exclude,
                 score_fn=score_fn,
                 chunk_size=chunk_size,
                 memory_budget=memory_budget,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                empty_target_action=opt.empty_target_action,
                 item_offset=item_offset,
                 process_group=process_group,
-                validate_args=opt.validate_args,
             )
             share = _catalog.user_share(values.shape[0], process_group, values.device)
         self._add_values(values, share)
@@ -647,7 +339,7 @@ class NDCG(_NDCGMetric, Generic[ResultT]):
         return self._plot(val, ax)
 
 
-class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
+class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     $$
@@ -697,6 +389,19 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             per-query values.
         validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
             assertions (``RuntimeError``, no read-back) on an accelerator.
+        confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
+            as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
+            interval from the sum, count and sum of squares (one all-reduce under DDP).
+            ``"median"``, ``"min"``, ``"max"`` or a callable: a percentile bootstrap over the
+            queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
+            generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
+            cost is resamples × queries gathered values per cut-off, about 0.3 s for the
+            median of 10,000 queries on one CPU core; a callable is called once per resample).
+            Not with ``"none"``.
+        bootstrap_resamples: number of bootstrap resamples (with ``confidence`` and an
+            aggregation other than ``"mean"``).
+        bootstrap_seed: seed of the bootstrap resampling: the same rows give the same bounds,
+            on every rank.
         metric_kwargs: passed to `torchmetrics.Metric`.
 
     Result:
@@ -768,6 +473,8 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         aggregation: Aggregated = ...,
         validate_args: bool = ...,
         confidence: float | None = None,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -781,9 +488,11 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         ties: Ties = ...,
         empty_target_action: EmptyTargetAction = ...,
         ignore_index: int | None = ...,
-        aggregation: Literal["mean"] = ...,
+        aggregation: Aggregated = ...,
         validate_args: bool = ...,
         confidence: float,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
         **metric_kwargs: Any,
     ) -> None: ...
 
@@ -831,20 +540,26 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         aggregation: Aggregation = "mean",
         validate_args: bool = True,
         confidence: float | None = None,
+        bootstrap_resamples: int = 1000,
+        bootstrap_seed: int = 0,
         **metric_kwargs: Any,
     ) -> None:
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
-        self.options = _Options(
+        self.options = MetricOptions(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
         _validation.check_aggregation(aggregation)
-        if confidence is not None and aggregation != "mean":
+        if confidence is not None and aggregation == "none":
             raise ValueError(
-                "Expected `aggregation`='mean' with `confidence` (the interval is of the mean), "
-                f"but got `aggregation`={aggregation!r}."
+                "Expected an aggregated `aggregation` with `confidence` (the interval is of the "
+                "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
+                "`aggregation`='none'."
             )
+        _validation.check_resampling(bootstrap_resamples, bootstrap_seed)
         self.aggregation = aggregation
+        self.bootstrap_resamples = bootstrap_resamples
+        self.bootstrap_seed = bootstrap_seed
         self._add_options_state()
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
@@ -863,8 +578,9 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             indexes: integer query ids, the shape of ``preds``.
         """
         opt = self.options
-        row_dtype = _float_state_dtype(self.dtype)
-        stored_preds = preds.detach().reshape(-1).to(row_dtype)
+        _validation.check_row_metadata(preds, target, indexes)
+        _validation.check_device(preds, self.options_key.device)
+        stored_preds = preds.detach().reshape(-1).to(compute_dtype(self.dtype))
         # Checked as stored: the gains' overflow limit is that of the stored dtype.
         real = _validation.check_rows(
             preds,
@@ -875,7 +591,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
             validate_args=opt.validate_args,
             scores=stored_preds,
         )
-        stored_target = target.detach().reshape(-1).to(row_dtype)
+        stored_target = target.detach().reshape(-1).to(stored_preds.dtype)
         if real is not None:
             # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
             # drops: a stored float label could round onto `ignore_index` or off it.
@@ -887,7 +603,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
     def _state_options(self) -> tuple[Any, ...]:
         # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
         # metrics with other `k`, gains, ... may share them in a MetricCollection.
-        return (self.options.ignore_index, _float_state_dtype(self.dtype))
+        return (self.options.ignore_index, compute_dtype(self.dtype))
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
@@ -895,19 +611,13 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
     def _stored_rows(self) -> tuple[Tensor, Tensor, Tensor]:
         """The stored rows as three flat tensors (ignored rows still marked)."""
         if isinstance(self.preds, list) and not self.preds:
-            empty = torch.empty(0, dtype=_float_state_dtype(self.dtype), device=self.device)
+            empty = torch.empty(0, dtype=compute_dtype(self.dtype), device=self.device)
             return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
         return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
 
     def _kept_rows(self, target: Tensor) -> Tensor | None:
-        """The stored rows to score: not marked as ``ignore_index`` (``None``: every row)."""
-        ignore_index = self.options.ignore_index
-        if ignore_index is None:
-            return None
-        keep = ~target.isnan()
-        if _validation.label_dtype_holds(target.dtype, ignore_index):
-            keep &= target != ignore_index  # rows stored by earlier versions keep the label
-        return keep
+        """The stored rows to score: not marked (NaN label) as ``ignore_index`` (``None``: all)."""
+        return None if self.options.ignore_index is None else ~target.isnan()
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
@@ -925,16 +635,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         try:
             preds, target, indexes = self._stored_rows()
             values, ids = _retrieval_values(
-                preds,
-                target,
-                indexes,
-                self._kept_rows(target),
-                ks=opt.ks,
-                gain=opt.gain,
-                discount=opt.discount,
-                ties=opt.ties,
-                empty_target_action=opt.empty_target_action,
-                validate_args=opt.validate_args,
+                preds, target, indexes, self._kept_rows(target), opt.lists
             )
         except Exception as error:
             if not partitioned:
@@ -974,7 +675,15 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         if self.aggregation == "none":
             return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
         if self.aggregation != "mean":
-            mean = _aggregate(values, self.aggregation)
+            mean = aggregate(values, self.aggregation)
+            if opt.confidence is not None:  # every rank has every query's value: same draws
+                bounds = bootstrap_interval(
+                    values,
+                    self.aggregation,
+                    opt.confidence,
+                    n_resamples=self.bootstrap_resamples,
+                    seed=self.bootstrap_seed,
+                )
         return cast(ResultT, opt.shape(mean, self.result_dtype, bounds))
 
     def _sync_dist(
@@ -1004,7 +713,7 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
         for name in ("preds", "target", "indexes"):
             value = getattr(self, name)
             if isinstance(value, list) and not value:
-                dtype = torch.int64 if name == "indexes" else _float_state_dtype(self.dtype)
+                dtype = torch.int64 if name == "indexes" else compute_dtype(self.dtype)
                 setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
         super()._sync_dist(dist_sync_fn, process_group)
 
@@ -1048,4 +757,4 @@ class RetrievalNDCG(_NDCGMetric, Generic[ResultT]):
                 f"`aggregation`='none', but got {type(result).__name__}."
             )
         values = result[0] if isinstance(result[0], dict) else {self.options.names[0]: result[0]}
-        return _plot_distribution(values, ax, type(self).__name__)
+        return plot_distribution(values, ax, type(self).__name__)

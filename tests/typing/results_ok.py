@@ -26,3 +26,4 @@ assert_type(ndcg(torch.rand(2, 3), torch.ones(2, 3), k=3), Tensor)
 assert_type(NDCG(k=5, confidence=0.95).compute(), dict[str, Tensor])
 low: Tensor = NDCG(confidence=0.9).compute()["ndcg_low"]
 assert_type(RetrievalNDCG(k=5, confidence=0.95).compute(), dict[str, Tensor])
+assert_type(RetrievalNDCG(k=5, aggregation="median", confidence=0.9).compute(), dict[str, Tensor])

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _catalog, _host, _kernels, _options, _validation
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 
 __all__ = ["catalog_ndcg"]
 
@@ -591,49 +591,44 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
+    options = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, None, validate_args
+    )
     values = catalog_ndcg_values(
         queries,
         items,
         relevant,
-        k=k,
+        options,
         exclude=exclude,
         score_fn=score_fn,
         chunk_size=chunk_size,
         memory_budget=memory_budget,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
         item_offset=item_offset,
         process_group=process_group,
-        validate_args=validate_args,
     )
-    return shape_values(values, k, queries.dtype)
+    return shape_values(values, options.cutoffs, queries.dtype)
 
 
 def catalog_ndcg_values(
     queries: Tensor,
     items: Tensor,
     relevant: Tensor,
+    options: ListOptions,
     *,
-    k: int | Sequence[int] | None,
     exclude: Tensor | None,
     score_fn: ScoreFn | None,
     chunk_size: int | None,
     memory_budget: int | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    empty_target_action: EmptyTargetAction,
     item_offset: int,
     process_group: Any | None,
-    validate_args: bool,
 ) -> Tensor:
-    """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype."""
+    """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype.
+
+    ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
+    streaming arguments are checked here.
+    """
     _check_embeddings(queries, items)
-    ks = _validation.check_k(k)
-    _validation.check_bool("validate_args", validate_args)
-    _validation.check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
+    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
     _check_int("item_offset", item_offset, minimum=0)
     if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
         raise ValueError(
@@ -675,8 +670,8 @@ def catalog_ndcg_values(
             n_items=n_items,
             ks=ks,
             gain=gain,
-            discount=discount,
-            ties=ties,
+            discount=options.discount,
+            ties=options.ties,
             dtype=dtype,
             device=queries.device,
             item_offset=item_offset,
@@ -684,7 +679,7 @@ def catalog_ndcg_values(
             sharded=sharded,
             validate_args=validate_args,
         )
-    return normalized(value, ideal, empty_target_action, gain)
+    return normalized(value, ideal, options.empty_target_action, gain)
 
 
 def is_sparse(target: Any) -> bool:
@@ -692,11 +687,10 @@ def is_sparse(target: Any) -> bool:
     return isinstance(target, Tensor) and target.layout != torch.strided
 
 
-def shape_values(values: Tensor, k: int | Sequence[int] | None, dtype: torch.dtype) -> Tensor:
+def shape_values(values: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
     """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
     out = values.to(_options.compute_dtype(dtype))
-    k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
-    return out if k_is_sequence else out[:, 0]
+    return out if cutoffs.is_sequence else out[:, 0]
 
 
 def sparse_values(
@@ -704,23 +698,17 @@ def sparse_values(
     target: Tensor,
     exclude: Tensor | None,
     mask: Tensor | None,
+    options: ListOptions,
     *,
-    k: int | Sequence[int] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    ignore_index: int | None,
-    empty_target_action: EmptyTargetAction,
-    validate_args: bool,
     normalize: bool,
 ) -> Tensor:
     """The nDCG (``normalize``) or the DCG of dense ``[B, N]`` scores against a sparse target.
 
     ``[B, len(k)]`` in the accumulation dtype; ``mask`` (``False``: padding) excludes too.
+    ``options`` are checked.
     """
-    ks = _validation.check_k(k)
-    _validation.check_bool("validate_args", validate_args)
-    _validation.check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
+    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
+    ignore_index = options.ignore_index
     if ignore_index is not None:
         raise ValueError(
             f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
@@ -755,12 +743,14 @@ def sparse_values(
             n_items=n_items,
             ks=ks,
             gain=gain,
-            discount=discount,
-            ties=ties,
+            discount=options.discount,
+            ties=options.ties,
             dtype=dtype,
             device=preds.device,
         )
-    return normalized(value, ideal, empty_target_action, gain) if normalize else value
+    if not normalize:
+        return value
+    return normalized(value, ideal, options.empty_target_action, gain)
 
 
 def _union(a: Tensor, b: Tensor) -> Tensor:

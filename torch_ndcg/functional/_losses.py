@@ -9,13 +9,22 @@ with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 from torch import Tensor
 
 from torch_ndcg import _kernels, _options, _pairwise, _sinkhorn, _validation
-from torch_ndcg._options import Discount, Gain, Reduction, Weighting
+from torch_ndcg._options import (
+    ApproxOptions,
+    Discount,
+    Gain,
+    LambdaRankOptions,
+    LossOptions,
+    NeuralOptions,
+    Reduction,
+    Weighting,
+)
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
@@ -45,31 +54,25 @@ class _LossInput:
 
 
 def _prepare(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    k: int | None,
-    gain: Any,
-    discount: Any,
-    mask: Tensor | None,
-    ignore_index: int | None,
-    validate_args: bool,
+    preds: Tensor, target: Tensor, mask: Tensor | None, options: LossOptions
 ) -> _LossInput:
-    """Check the input of a loss, flatten it to ``[N, L]``, and take its gains over ideal DCG.
+    """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
+
+    The options are checked already (``options``).
 
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels.
     """
+    k, gain, discount = options.k, options.gain, options.discount
     real, check = _validation.check_lists(
         preds,
         target,
         mask,
         gain=gain,
-        discount=discount,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
         finite_preds=True,
     )
     # A loss step reads back only the input checks, and only on the CPU (see _host).
@@ -222,19 +225,19 @@ def lambdarank_loss(
     _validation.reject_ported_names(
         "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
     )
-    cutoff = _validation.check_lambdarank_options(
-        k=k, sigma=sigma, weighting=weighting, mu=mu, reduction=reduction
+    options = _validation.check_lambdarank_options(
+        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
     )
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
-    )
+    return _lambdarank(preds, target, mask, options)
+
+
+def _lambdarank(
+    preds: Tensor, target: Tensor, mask: Tensor | None, options: LambdaRankOptions
+) -> Tensor:
+    """`lambdarank_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options)
+    sigma, weighting, mu = options.sigma, options.weighting, options.mu
+    discount, reduction, validate_args = options.discount, options.reduction, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
         # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), its loss at most the weight
@@ -242,7 +245,9 @@ def lambdarank_loss(
         score_range = _score_range(lists)
         weight_bound = 1 + (mu if weighting != "lambdarank" else 0)
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
-        _validation.check_finite_scale("sigma", sigma, pair_bound * length * length, scores.dtype)
+        _validation.check_finite_scale(
+            "sigma", sigma, pair_bound, scores.dtype, count=length * length
+        )
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
@@ -351,25 +356,25 @@ def approx_ndcg_loss(
     _validation.reject_ported_names(
         "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
     )
-    cutoff = _validation.check_approx_options(k=k, temperature=temperature, reduction=reduction)
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+    options = _validation.check_approx_options(
+        temperature, k, gain, discount, reduction, ignore_index, validate_args
     )
+    return _approx(preds, target, mask, options)
+
+
+def _approx(preds: Tensor, target: Tensor, mask: Tensor | None, options: ApproxOptions) -> Tensor:
+    """`approx_ndcg_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options)
+    temperature, discount, reduction = options.temperature, options.discount, options.reduction
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
     _validation.check_finite_scale(
         "temperature",
         temperature,
-        length * length * (1 + 1 / temperature) / temperature,
+        (1 + 1 / temperature) / temperature,
         scores.dtype,
+        count=length * length,
     )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
@@ -480,25 +485,25 @@ def neural_ndcg_loss(
     _validation.reject_ported_names(
         "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
     )
-    cutoff = _validation.check_neural_options(
-        k=k, temperature=temperature, max_iter=max_iter, tol=tol, reduction=reduction
+    options = _validation.check_neural_options(
+        temperature, k, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
     )
-    lists = _prepare(
-        preds,
-        target,
-        k=cutoff,
-        gain=gain,
-        discount=discount,
-        mask=mask,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
-    )
+    return _neural(preds, target, mask, options)
+
+
+def _neural(preds: Tensor, target: Tensor, mask: Tensor | None, options: NeuralOptions) -> Tensor:
+    """`neural_ndcg_loss` with checked options: only the tensors are checked."""
+    lists = _prepare(preds, target, mask, options)
+    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+    max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
-        bound = 2 * length * length * length * (score_range + 1) / temperature
-        _validation.check_finite_scale("temperature", temperature, bound, scores.dtype)
+        bound = 2 * (score_range + 1) / temperature
+        _validation.check_finite_scale(
+            "temperature", temperature, bound, scores.dtype, count=length * length * length
+        )
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)

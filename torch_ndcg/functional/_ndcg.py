@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -12,7 +11,7 @@ from torch import Tensor
 
 from torch_ndcg import _grouping, _host, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
@@ -20,59 +19,40 @@ __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 @dataclass(frozen=True)
 class _Lists:
-    """Validated input flattened to ``[N, L]``, with what is needed to shape the output back."""
+    """Checked input flattened to ``[N, L]``, with what is needed to shape the output back."""
 
     preds: Tensor
     target: Tensor
     mask: Tensor | None
-    ks: tuple[int, ...] | None
     leading_shape: torch.Size
-    k_is_sequence: bool
     check: DeferredCheck | None
 
-    def shape_output(self, per_list: Tensor, dtype: torch.dtype) -> Tensor:
+    def shape_output(self, per_list: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
         out = per_list.to(dtype)
-        if not self.k_is_sequence:
+        if not cutoffs.is_sequence:
             out = out.squeeze(-1)
-        tail = out.shape[1:]
-        return out.reshape((*self.leading_shape, *tail))
+        return out.reshape((*self.leading_shape, *out.shape[1:]))
 
 
 def _prepare_lists(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    k: int | Sequence[int] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    mask: Tensor | None,
-    ignore_index: int | None,
-    empty_target_action: EmptyTargetAction,
-    validate_args: bool,
+    preds: Tensor, target: Tensor, mask: Tensor | None, options: ListOptions
 ) -> _Lists:
-    """Check the input of `dcg` / `ndcg` (see there) and flatten it to ``[N, L]``."""
-    ks = _validation.check_k(k)
+    """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``."""
     real, check = _validation.check_lists(
         preds,
         target,
         mask,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        gain=options.gain,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
     )
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
-        ks=ks,
         leading_shape=preds.shape[:-1],
-        k_is_sequence=k is not None and not isinstance(k, numbers.Integral),
         check=check,
     )
 
@@ -152,49 +132,28 @@ def dcg(
         tensor([3.0000, 5.7619])
     """
     _validation.reject_ported_names("dcg", ported_names, _validation.METRIC_PORTED_NAMES)
+    options = _validation.check_list_options(
+        k, gain, discount, ties, "neg", ignore_index, validate_args
+    )
     if _catalog.is_sparse(target):
-        value = _catalog.sparse_values(
-            preds,
-            target,
-            exclude,
-            mask,
-            k=k,
-            gain=gain,
-            discount=discount,
-            ties=ties,
-            ignore_index=ignore_index,
-            empty_target_action="neg",
-            validate_args=validate_args,
-            normalize=False,
-        )
-        return _catalog.shape_values(value, k, preds.dtype)
+        value = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=False)
+        return _catalog.shape_values(value, options.cutoffs, preds.dtype)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(
             exclude, mask, target, validate_args=validate_args
         )
-    lists = _prepare_lists(
-        preds,
-        target,
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        mask=mask,
-        ignore_index=ignore_index,
-        empty_target_action="neg",
-        validate_args=validate_args,
-    )
+    lists = _prepare_lists(preds, target, mask, options)
     value = _kernels.ranked_dcg(
         lists.preds,
         lists.target,
         lists.mask,
-        k=lists.ks,
+        k=options.cutoffs.ks,
         gain=gain,
         discount=discount,
         ties=ties,
         check=lists.check,
     )
-    return lists.shape_output(value, _options.compute_dtype(preds.dtype))
+    return lists.shape_output(value, options.cutoffs, _options.compute_dtype(preds.dtype))
 
 
 def ndcg(
@@ -266,52 +225,22 @@ def ndcg(
         tensor([[1.0000, 0.8950]])
     """
     _validation.reject_ported_names("ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
+    options = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    )
     if _catalog.is_sparse(target):
-        values = _catalog.sparse_values(
-            preds,
-            target,
-            exclude,
-            mask,
-            k=k,
-            gain=gain,
-            discount=discount,
-            ties=ties,
-            ignore_index=ignore_index,
-            empty_target_action=empty_target_action,
-            validate_args=validate_args,
-            normalize=True,
-        )
-        return _catalog.shape_values(values, k, preds.dtype)
+        values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=True)
+        return _catalog.shape_values(values, options.cutoffs, preds.dtype)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(
             exclude, mask, target, validate_args=validate_args
         )
-    lists = _prepare_lists(
-        preds,
-        target,
-        k=k,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        mask=mask,
-        ignore_index=ignore_index,
-        empty_target_action=empty_target_action,
-        validate_args=validate_args,
-    )
-    normalized = _ndcg_of_lists(
-        lists, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action
-    )
-    return lists.shape_output(normalized, _options.compute_dtype(preds.dtype))
+    lists = _prepare_lists(preds, target, mask, options)
+    normalized = _ndcg_of_lists(lists, options)
+    return lists.shape_output(normalized, options.cutoffs, _options.compute_dtype(preds.dtype))
 
 
-def _ndcg_of_lists(
-    lists: _Lists,
-    *,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    empty_target_action: EmptyTargetAction,
-) -> Tensor:
+def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     """`ndcg` of lists from `_prepare_lists`, before shaping: ``[N, len(k)]``.
 
     The values stay in the accumulation dtype (float64 where the device has it); the metric
@@ -321,13 +250,13 @@ def _ndcg_of_lists(
         lists.preds,
         lists.target,
         lists.mask,
-        k=lists.ks,
-        gain=gain,
-        discount=discount,
-        ties=ties,
+        k=options.cutoffs.ks,
+        gain=options.gain,
+        discount=options.discount,
+        ties=options.ties,
         check=lists.check,
     )
-    if empty_target_action == "error":
+    if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, lists.mask).any()
         message = (
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
@@ -336,7 +265,7 @@ def _ndcg_of_lists(
             assert_on_device(~empty, message)
         elif bool(empty):
             raise ValueError(message)
-    return _kernels.normalize(value, ideal, empty_target_action, gain)
+    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
 def retrieval_ndcg(
@@ -403,45 +332,22 @@ def retrieval_ndcg(
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
     _validation.reject_ported_names("retrieval_ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
-    ks = _validation.check_k(k)
-    _validation.check_bool("validate_args", validate_args)
-    if validate_args:
-        _validation.check_options(
-            gain, discount, ties=ties, empty_target_action=empty_target_action
-        )
-        _validation.check_ignore_index(ignore_index)
+    options = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    )
+    _validation.check_row_metadata(preds, target, indexes)
     real = _validation.check_rows(
         preds, target, indexes, gain=gain, ignore_index=ignore_index, validate_args=validate_args
     )
     values, ids = _retrieval_values(
-        preds.reshape(-1),
-        target.reshape(-1),
-        indexes.reshape(-1).to(torch.int64),
-        real,
-        ks=ks,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        validate_args=validate_args,
+        preds.reshape(-1), target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, options
     )
     values = values.to(_options.compute_dtype(preds.dtype))
-    k_is_sequence = k is not None and not isinstance(k, numbers.Integral)
-    return (values if k_is_sequence else values[:, 0]), ids
+    return (values if options.cutoffs.is_sequence else values[:, 0]), ids
 
 
 def _retrieval_values(
-    preds: Tensor,
-    target: Tensor,
-    indexes: Tensor,
-    real: Tensor | None,
-    *,
-    ks: tuple[int, ...] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    empty_target_action: EmptyTargetAction,
-    validate_args: bool,
+    preds: Tensor, target: Tensor, indexes: Tensor, real: Tensor | None, options: ListOptions
 ) -> tuple[Tensor, Tensor]:
     """`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
 
@@ -452,15 +358,21 @@ def _retrieval_values(
         preds, target = preds.index_select(0, kept), target.index_select(0, kept)
         indexes = indexes.index_select(0, kept)
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
-        preds, target, indexes, k=ks, gain=gain, discount=discount, ties=ties
+        preds,
+        target,
+        indexes,
+        k=options.cutoffs.ks,
+        gain=options.gain,
+        discount=options.discount,
+        ties=options.ties,
     )
-    if validate_args and not bool(ideal.isfinite().all()):
+    if options.validate_args and not bool(ideal.isfinite().all()):
         raise ValueError(
             "Expected the gains of each query to sum to a finite float64, but a query's "
             "ideal DCG overflows; rescale the labels (or use `gain`='linear')."
         )
-    if empty_target_action == "error" and bool((ideal == 0).any()):
+    if options.empty_target_action == "error" and bool((ideal == 0).any()):
         raise ValueError(
             "Found a query with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-    return _kernels.normalize(dcg, ideal, empty_target_action, gain), ids
+    return _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain), ids

@@ -1,0 +1,300 @@
+"""The torchmetrics machinery both metrics share: options, state dtypes, compute groups.
+
+`NDCGMetricBase` holds what `torch_ndcg.NDCG` and `torch_ndcg.RetrievalNDCG` have in common
+on top of `torchmetrics.Metric`: their checked options (`MetricOptions`) and the shaping of
+results by cut-off, the dtype each state keeps through ``.to(dtype)`` casts, the compute-group
+key (``options_key``) and ``merge_state``, and ``per_cutoff``. The overrides of torchmetrics
+internals (``_apply``, ``_computed``, ``_forward_cache``) all live here.
+"""
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric, MetricCollection
+
+from torch_ndcg import _validation
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties, compute_dtype
+
+MetricValue: TypeAlias = Tensor | dict[str, Tensor]
+
+
+class MetricOptions:
+    """A metric's checked options (`ListOptions`), its interval, and the shaping of results."""
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None,
+        gain: Gain,
+        discount: Discount,
+        ties: Ties,
+        empty_target_action: EmptyTargetAction,
+        ignore_index: int | None,
+        validate_args: bool,
+        confidence: float | None = None,
+    ) -> None:
+        self.lists = _validation.check_list_options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        _validation.check_distinct_k(k, self.lists.cutoffs.ks)
+        _validation.check_confidence(confidence)
+        self.cutoffs = self.lists.cutoffs
+        self.ks = self.cutoffs.ks
+        self.k = k
+        self.gain = gain
+        self.discount = discount
+        self.ties = ties
+        self.empty_target_action = empty_target_action
+        self.ignore_index = ignore_index
+        self.validate_args = validate_args
+        self.confidence = confidence
+        # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
+        self.reported: str | None = None
+        # Names and their interval bounds, worked out once.
+        self.names = self.cutoffs.names
+        self.result_names = (
+            self.names
+            if confidence is None
+            else [name + end for name in self.names for end in ("", "_low", "_high")]
+        )
+
+    @property
+    def n_cutoffs(self) -> int:
+        return self.cutoffs.count
+
+    def shape(
+        self, values: Tensor, dtype: torch.dtype, bounds: tuple[Tensor, Tensor] | None = None
+    ) -> MetricValue:
+        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
+
+        With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict of
+        `result_names`. A member of ``per_cutoff()`` gets its reported value alone.
+        """
+        values = values.to(dtype)
+        result: MetricValue
+        if bounds is not None:
+            low, high = (bound.to(dtype) for bound in bounds)
+            result = {}
+            for i, name in enumerate(self.names):
+                result[name] = values[..., i]
+                result[f"{name}_low"], result[f"{name}_high"] = low[..., i], high[..., i]
+        elif self.cutoffs.is_sequence:
+            result = {name: values[..., i] for i, name in enumerate(self.names)}
+        else:
+            result = values[..., 0]
+        if self.reported is not None and isinstance(result, dict):
+            return result[self.reported]
+        return result
+
+
+def aggregate(values: Tensor, aggregation: Any) -> Tensor:
+    """``[Q, C]`` per-query values to ``[C]`` by ``"median"``, ``"min"``, ``"max"`` or a callable.
+
+    Per cut-off, over the counted queries (not NaN: ``"skip"`` leaves queries out); 0 where
+    none is counted. ``"median"`` is the lower median (``torch.median``), as torchmetrics'.
+    """
+    reduce = {"median": torch.median, "min": torch.min, "max": torch.max}.get(
+        aggregation, aggregation
+    )
+    out = []
+    for column in values.unbind(-1):
+        counted = column[~column.isnan()]
+        out.append(reduce(counted) if counted.numel() else column.new_zeros(()))
+    return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
+
+
+def plot_distribution(values: dict[str, Tensor], ax: Any, title: str) -> Any:
+    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out."""
+    import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
+
+    fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
+    for name, column in values.items():
+        counted = column.detach().reshape(-1).float().cpu()
+        counted = counted[~counted.isnan()]
+        ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("nDCG per query")
+    ax.set_ylabel("queries")
+    ax.set_title(title)
+    ax.legend()
+    return fig, ax
+
+
+class NDCGMetricBase(Metric):
+    """What both metrics share: their options, the dtypes of their states, their result dtype.
+
+    **Dtypes.** torchmetrics casts every floating state to the dtype a module is converted to
+    (``module.to(torch.bfloat16)``, which Lightning's ``"bf16-true"`` and ``"16-true"``
+    precisions call) and only ``set_dtype`` otherwise. Here each state has a dtype of its own
+    (`_state_dtype`), which a cast never lowers: states follow the metric's device, and
+    its dtype only as far as `_state_dtype` says. Results are float32, or float64 when the
+    metric's dtype is float64.
+
+    **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
+    ``update`` share one state (only the group's first metric is updated). The first state,
+    ``options_key``, digests the options that shape the other states, so only metrics that
+    would store the same states are merged. It holds the digest as 8 bytes: torchmetrics
+    compares states with ``allclose``, whose relative tolerance would let two large integers
+    pass as equal. Bytes 0-3 digest the named options, bytes 4-7 the identity of a callable
+    gain or discount (0 without one): metrics with different functions never share a state,
+    while ``merge_state``, which may take a metric from another process, compares bytes 0-3.
+    """
+
+    options: MetricOptions
+    options_key: Tensor
+
+    def _state_options(self) -> tuple[Any, ...]:
+        """The options (and dtypes) that shape the states: equal for metrics that may share them."""
+        raise NotImplementedError
+
+    def _options_key(self) -> Tensor:
+        """``[8]`` uint8 bytes: a digest of `_state_options`, then of its callables."""
+        options = self._state_options()
+        named = tuple("<callable>" if callable(option) else option for option in options)
+        functions = tuple(option for option in options if callable(option))
+        digests = (
+            zlib.crc32(repr(named).encode()),
+            zlib.crc32(repr(functions).encode()) if functions else 0,
+        )
+        key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
+        return torch.tensor(key, dtype=torch.uint8, device=self.device)
+
+    def _add_options_state(self) -> None:
+        # "max" keeps the (equal) keys of all ranks; it holds no data.
+        self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        """The dtype state ``name`` keeps, whatever the module was cast to."""
+        return value.dtype if not value.is_floating_point() else compute_dtype(self.dtype)
+
+    def _apply_to_state(self, fn: Callable[..., Any], name: str, value: Any) -> Any:
+        """``fn`` of a state (a tensor or a list of them), in the state's own dtype.
+
+        Where ``fn`` changes the dtype to another than `_state_dtype`, the state is taken
+        from its original values to the device ``fn`` chose, never through the lower dtype.
+        """
+        if not isinstance(value, Tensor):
+            return [self._apply_to_state(fn, name, item) for item in value]
+        applied = fn(value)
+        wanted = self._state_dtype(name, value)
+        if applied.dtype == wanted:
+            return applied
+        return value.to(device=applied.device, dtype=wanted)
+
+    def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
+        # torchmetrics applies `fn` to the other states and sets the metric's device and dtype
+        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype.
+        own = tuple(name for name in self._defaults if name not in exclude_state)
+        super()._apply(fn, exclude_state=(*exclude_state, *own))
+        for name in own:
+            self._defaults[name] = self._apply_to_state(fn, name, self._defaults[name])
+            setattr(self, name, self._apply_to_state(fn, name, getattr(self, name)))
+        if "options_key" in own:
+            # A state dtype may have changed with the metric's dtype.
+            self._defaults["options_key"] = self._options_key()
+            self.options_key = self._options_key()
+        self._computed = None  # recomputed from the states, in the result dtype
+        return self
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """Merge another metric's state (or a state dict) into this one; see torchmetrics.
+
+        Args:
+            incoming_state: a metric of the same class and options, or its ``metric_state``
+                (a dict without ``options_key``, as saved by earlier versions, is taken as is).
+
+        Raises:
+            ValueError: a metric of another class or other options.
+        """
+        incoming: Any = incoming_state
+        if isinstance(incoming_state, type(self)):
+            incoming = incoming_state.metric_state
+        if isinstance(incoming, dict):
+            key = incoming.get("options_key")
+            if key is None:
+                incoming_state = {**incoming, "options_key": self.options_key}
+            elif not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
+                raise ValueError(
+                    "Expected `incoming_state` from a metric with the same options, but its "
+                    f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
+                    f"metric's {self.options_key.tolist()}."
+                )
+        super().merge_state(incoming_state)
+        self._computed = None  # torchmetrics would return the value cached before the merge
+
+    @property
+    def result_dtype(self) -> torch.dtype:
+        """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
+        return compute_dtype(self.dtype)
+
+    @staticmethod
+    def _reject_ported_names(owner: str, metric_kwargs: dict[str, Any]) -> None:
+        """Point other libraries' names (``top_k``, ...) to ours; torchmetrics checks the rest."""
+        ported = _validation.METRIC_PORTED_NAMES
+        _validation.reject_ported_names(
+            owner, {name: value for name, value in metric_kwargs.items() if name in ported}, ported
+        )
+
+    def per_cutoff(
+        self, *, prefix: str | None = None, postfix: str | None = None
+    ) -> MetricCollection:
+        r"""One metric per cut-off, each reporting a scalar tensor: for Lightning's ``log_dict``.
+
+        A metric with a sequence ``k`` returns a dict, which Lightning's ``self.log`` does not
+        take. This returns a `torchmetrics.MetricCollection` keyed ``"ndcg@1"``,
+        ``"ndcg@5"``, ... (with ``prefix`` / ``postfix``, as torchmetrics names them) whose
+        members are copies of this metric (options and states), each reporting one cut-off.
+        They form one compute group: the collection's ``update`` scores each batch once, for
+        every cut-off, and every member shares the first one's states. Each member's
+        ``compute()`` is the exact value over all updates and DDP ranks, as this metric's; it
+        computes (and, under DDP, synchronises) on its own, and the collection's ``forward``
+        runs each member's ``forward``, as torchmetrics does for any collection. To merge
+        another metric's state, ``merge_state`` into this metric before calling this.
+
+        Args:
+            prefix: put before every key (``"val_"`` gives ``"val_ndcg@10"``).
+            postfix: put after every key.
+
+        Returns:
+            The collection: ``update`` / ``forward`` it with this metric's arguments, and log
+            it with ``self.log_dict(collection)``: Lightning computes and resets every member
+            at the end of the epoch.
+
+        Raises:
+            ValueError: for ``RetrievalNDCG(aggregation="none")``, whose values are per query.
+
+        Example:
+            The lists of the class example: nDCG@1 is the mean of 1 and 0, nDCG@3 of 1 and
+            $1/\log_2 3$.
+
+            >>> import torch
+            >>> from torch_ndcg import NDCG
+            >>> metrics = NDCG(k=[1, 3]).per_cutoff(prefix="val_")
+            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[2, 1, 0]]))
+            >>> metrics.update(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0]]))
+            >>> metrics.compute()
+            {'val_ndcg@1': tensor(0.5000), 'val_ndcg@3': tensor(0.8155)}
+            >>> metrics["ndcg@3"].compute()
+            tensor(0.8155)
+
+            In a ``LightningModule``: ``self.val_ndcg = NDCG(k=[1, 5, 10]).per_cutoff(prefix=
+            "val_")`` in ``__init__``, then in ``validation_step``
+            ``self.val_ndcg.update(scores, labels)`` and ``self.log_dict(self.val_ndcg)``.
+        """
+        if getattr(self, "aggregation", None) == "none":
+            raise ValueError(
+                "Expected an aggregated metric for `per_cutoff`, but `aggregation` is 'none' "
+                "(per-query values): use `compute()` of the metric itself."
+            )
+        members: dict[str, Metric | MetricCollection] = {}
+        for name in self.options.result_names:
+            member = self.clone()
+            assert isinstance(member, NDCGMetricBase)
+            member.options.reported = name
+            member._computed = member._forward_cache = None  # cached results are of all cut-offs
+            members[name] = member
+        return MetricCollection(
+            members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]
+        )
