@@ -215,7 +215,7 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            if _catalog.is_sparse(target):
+            if target.layout != torch.strided:  # a sparse target: streamed, see `ndcg`
                 _validation.check_device(preds, self.sum_ndcg.device)
                 values = _catalog.sparse_values(
                     preds, target, exclude, mask, opt.lists, normalize=True
@@ -229,7 +229,7 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
             lists = _prepare_lists(preds, target, mask, opt.lists)
             _validation.check_device(preds, self.sum_ndcg.device)
             values = _ndcg_of_lists(lists, opt.lists)
-        self._add_values(values, lists.mask)
+            self._add_values(values, lists.mask)
 
     def update_catalog(
         self,
@@ -283,33 +283,34 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
                 process_group=process_group,
             )
             share = _catalog.user_share(values.shape[0], process_group, values.device)
-        self._add_values(values, share)
+            self._add_values(values, share)
 
     def _add_values(self, values: Tensor, real: Tensor | None) -> None:
-        """Add ``[N, len(k)]`` nDCG values to the state; ``real`` marks lists that count."""
+        """Add ``[N, len(k)]`` nDCG values to the state; ``real`` marks lists that count.
+
+        Called in the caller's inference mode (in-place additions to the states are allowed
+        there).
+        """
         opt = self.options
-        with torch.inference_mode():
-            values = values.to(self.sum_ndcg.dtype)
-            batch_count: Tensor | int
-            counted: Tensor | None = None
-            if real is None and opt.empty_target_action != "skip":
-                batch_sum, batch_count = values.sum(0), values.shape[0]
-            else:
-                counted = ~values.isnan()
-                if real is not None:
-                    # A list of padding only is no list (RetrievalNDCG never sees its rows).
-                    counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
-                batch_sum, batch_count = _kernels.counted_sum(values, counted)
-            if opt.confidence is not None:
-                squares = values * values
-                batch_sum_sq = (
-                    squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
-                )
+        values = values.to(self.sum_ndcg.dtype)
+        batch_count: Tensor | int
+        counted: Tensor | None = None
+        if real is None and opt.empty_target_action != "skip":
+            batch_sum, batch_count = values.sum(0), values.shape[0]
+        else:
+            counted = ~values.isnan()
+            if real is not None:
+                # A list of padding only is no list (RetrievalNDCG never sees its rows).
+                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
+            batch_sum, batch_count = _kernels.counted_sum(values, counted)
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
         if opt.confidence is not None:
-            self.sum_sq_ndcg.add_(batch_sum_sq)
+            squares = values * values
+            self.sum_sq_ndcg.add_(
+                squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
+            )
 
     def compute(self) -> ResultT:
         """Mean nDCG of the lists seen so far (0 if none was counted), with its interval.
