@@ -50,6 +50,14 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
         assert not re.search(r"<script[^>]*mathjax|window\.MathJax", text, re.IGNORECASE), page
         assert not re.search(r"<script[^>]+src=\"https?://", text), page
     assert not (tmp_path / "hooks").exists()
+    # One clean signature per class: no overloads, no `**ported_names: NoReturn` catch-all.
+    assert "ported_names" not in api
+    assert "NoReturn" not in api
+    assert "= ..." not in api.replace("<span", "").replace("</span>", "")
+    signatures = re.findall(r'<div class="doc-signature[^"]*">.*?</div>', api, re.DOTALL)
+    names = [re.sub(r"<[^>]+>", "", s).split("(")[0].split()[-1] for s in signatures]
+    for name in ("NDCG", "RetrievalNDCG", "LambdaRankLoss", "ndcg"):
+        assert names.count(name) == 1, (name, names)
 
 
 def test_docs_have_doctest_examples() -> None:

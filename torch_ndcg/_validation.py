@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -384,16 +386,31 @@ def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tens
     return torch.stack([scores_whole, labels_fractional]).to(torch.float64)
 
 
+def _frames_to_the_caller() -> int:
+    """The ``stacklevel`` of the first frame outside torch_ndcg and torchmetrics.
+
+    A warning then points to the user's line (``skip_file_prefixes`` needs Python 3.12).
+    """
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(package) or "torchmetrics" in frame.f_code.co_filename
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _hint_swapped_arguments(signs: list[float], low_pred: float, high_pred: float) -> None:
     """Warn when the scores look like graded labels and the labels like scores."""
     scores_whole, labels_fractional = signs
-    if scores_whole and labels_fractional and low_pred >= 0 and high_pred <= _LABEL_LIKE_LARGEST:
+    label_like = 0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST  # all-equal scores are no sign
+    if scores_whole and labels_fractional and label_like:
         warnings.warn(
             f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and `target` "
             "fractional values: were scores and labels swapped? Scores come first, labels "
             "second (scikit-learn and TF-Ranking take the labels first).",
             UserWarning,
-            stacklevel=2,
+            stacklevel=_frames_to_the_caller(),
         )
 
 
@@ -741,19 +758,24 @@ def check_query_ids(name: str, ids: Any) -> None:
             f"Expected `{name}` (query ids) to be an integer tensor, but got dtype {ids.dtype}."
         )
     if ids.ndim != 1:
+        single = " (the result of a single query: a paired test needs 2 or more)"
         raise ValueError(
-            f"Expected `{name}` (query ids) to be 1-D, but got shape {tuple(ids.shape)}."
+            f"Expected `{name}` (query ids) to be 1-D, but got shape {tuple(ids.shape)}"
+            f"{single if ids.ndim == 0 else ''}."
         )
 
 
-def check_resampling(n_resamples: Any, seed: Any) -> None:
-    """``n_resamples`` is a positive int, ``seed`` an int."""
+def check_resampling(
+    n_resamples: Any, seed: Any, names: tuple[str, str] = ("n_resamples", "seed")
+) -> None:
+    """``n_resamples`` is a positive int, ``seed`` an int; ``names`` are the arguments' names."""
+    count_name, seed_name = names
     if not _is_int(n_resamples):
-        raise TypeError(f"Expected `n_resamples` to be an int, but got {n_resamples!r}.")
+        raise TypeError(f"Expected `{count_name}` to be an int, but got {n_resamples!r}.")
     if n_resamples < 1:
-        raise ValueError(f"Expected `n_resamples` to be positive, but got {n_resamples}.")
+        raise ValueError(f"Expected `{count_name}` to be positive, but got {n_resamples}.")
     if not _is_int(seed):
-        raise TypeError(f"Expected `seed` to be an int, but got {seed!r}.")
+        raise TypeError(f"Expected `{seed_name}` to be an int, but got {seed!r}.")
 
 
 # --- Checks of the metric classes' own arguments ------------------------------------------------

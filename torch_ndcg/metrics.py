@@ -396,8 +396,8 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             ``"median"``, ``"min"``, ``"max"`` or a callable: a percentile bootstrap over the
             queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
-            cost is resamples × queries gathered values per cut-off, about 0.3 s for the
-            median of 10,000 queries on one CPU core; a callable is called once per resample).
+            cost is resamples × queries gathered values and one reduction over them per
+            cut-off; a callable is called once per resample).
             Not with ``"none"``.
         bootstrap_resamples: number of bootstrap resamples (with ``confidence`` and an
             aggregation other than ``"mean"``).
@@ -557,7 +557,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
                 "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
                 "`aggregation`='none'."
             )
-        _validation.check_resampling(bootstrap_resamples, bootstrap_seed)
+        _validation.check_resampling(
+            bootstrap_resamples, bootstrap_seed, ("bootstrap_resamples", "bootstrap_seed")
+        )
         self.aggregation = aggregation
         self.bootstrap_resamples = bootstrap_resamples
         self.bootstrap_seed = bootstrap_seed
