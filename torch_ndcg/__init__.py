@@ -4,6 +4,7 @@ from torch_ndcg._unbiased import UnbiasedLambdaRankLoss
 from torch_ndcg.functional import (
     PairedTestResult,
     approx_ndcg_loss,
+    catalog_ndcg,
     dcg,
     examination_probability,
     lambdarank_loss,
@@ -29,6 +30,7 @@ __all__ = [
     "UnbiasedLambdaRankLoss",
     "__version__",
     "approx_ndcg_loss",
+    "catalog_ndcg",
     "dcg",
     "examination_probability",
     "lambdarank_loss",

@@ -15,9 +15,9 @@ import math
 import numbers
 import os
 import sys
+import types
 import warnings
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any, NamedTuple
 
 import torch
@@ -393,7 +393,7 @@ def _frames_to_the_caller() -> int:
     A warning then points to the user's line (``skip_file_prefixes`` needs Python 3.12).
     """
     package = os.path.dirname(os.path.abspath(__file__))
-    frame: FrameType | None = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and (
         frame.f_code.co_filename.startswith(package) or "torchmetrics" in frame.f_code.co_filename

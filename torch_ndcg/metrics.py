@@ -30,6 +30,7 @@ from torch_ndcg._options import (
     Ties,
     compute_dtype,
 )
+from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
 from torch_ndcg.functional._significance import bootstrap_interval, normal_interval
 
@@ -194,42 +195,122 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
             return _options.accumulate_dtype(self.device)
         return super()._state_dtype(name, value)
 
-    def update(self, preds: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
+    def update(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        exclude: Tensor | None = None,
+    ) -> None:
         """Add the nDCG of every list of the batch.
 
         Args:
             preds: ``[..., L]`` floating scores, one list per row (a 1-D tensor is one list).
-            target: ``[..., L]`` non-negative labels.
+            target: ``[..., L]`` non-negative labels; for ``[B, N]`` scores also a sparse COO
+                or CSR ``[B, N]`` tensor of grades (see `torch_ndcg.ndcg`).
             mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+            exclude: items that take no rank, for ``[B, N]`` scores (see `torch_ndcg.dcg`).
         """
         opt = self.options
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
+            if target.layout != torch.strided:  # a sparse target: streamed, see `ndcg`
+                _validation.check_device(preds, self.sum_ndcg.device)
+                values = _catalog.sparse_values(
+                    preds, target, exclude, mask, opt.lists, normalize=True
+                )
+                self._add_values(values, None)
+                return
+            if exclude is not None:
+                mask = _catalog.dense_mask_with_exclusions(
+                    exclude, mask, target, validate_args=opt.validate_args
+                )
             lists = _prepare_lists(preds, target, mask, opt.lists)
             _validation.check_device(preds, self.sum_ndcg.device)
             values = _ndcg_of_lists(lists, opt.lists)
-            values = values.to(self.sum_ndcg.dtype)
-            batch_count: Tensor | int
-            counted: Tensor | None = None
-            if lists.mask is None and opt.empty_target_action != "skip":
-                batch_sum, batch_count = values.sum(0), values.shape[0]
-            else:
-                counted = ~values.isnan()
-                if lists.mask is not None:
-                    # A list of padding only is no list (RetrievalNDCG never sees its rows).
-                    counted &= lists.mask.any(-1, keepdim=True)
-                batch_sum, batch_count = _kernels.counted_sum(values, counted)
-            if opt.confidence is not None:
-                squares = values * values
-                batch_sum_sq = (
-                    squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
-                )
+            self._add_values(values, lists.mask)
+
+    def update_catalog(
+        self,
+        queries: Tensor,
+        items: Tensor,
+        relevant: Tensor,
+        *,
+        exclude: Tensor | None = None,
+        score_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+        chunk_size: int | None = None,
+        memory_budget: int | None = None,
+        item_offset: int = 0,
+        process_group: Any | None = None,
+    ) -> None:
+        """Add the nDCG of every user against the whole catalog, from embeddings.
+
+        The values of `torch_ndcg.functional.catalog_ndcg` with this metric's options (see
+        there for the arguments): the ``[B, N]`` scores are never held. Under DDP with the
+        users split across ranks (each rank its own ``queries``, every rank the whole
+        ``items``) the state is synchronised as for `update`. With item shards
+        (``process_group`` given, every rank the same users), every rank computes every
+        user's value and adds those of its share of users (user ``u`` on rank
+        ``u mod world``), so that the synchronised mean counts each user once.
+
+        Example:
+            >>> import torch
+            >>> from torch_ndcg import NDCG
+            >>> metric = NDCG(k=2)
+            >>> queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+            >>> items = torch.tensor([[0.1, 0.9], [0.5, 0.5], [0.9, 0.8], [0.0, 0.0]])
+            >>> metric.update_catalog(queries, items, torch.tensor([[2], [0]]))
+            >>> metric.compute()
+            tensor(1.)
+        """
+        opt = self.options
+        # What torchmetrics' wrapper does around `update`: this is an update too.
+        self._computed = None
+        self._update_count += 1
+        with torch.inference_mode():
+            _validation.check_device(queries, self.sum_ndcg.device)
+            values = _catalog.catalog_ndcg_values(
+                queries,
+                items,
+                relevant,
+                opt.lists,
+                exclude=exclude,
+                score_fn=score_fn,
+                chunk_size=chunk_size,
+                memory_budget=memory_budget,
+                item_offset=item_offset,
+                process_group=process_group,
+            )
+            share = _catalog.user_share(values.shape[0], process_group, values.device)
+            self._add_values(values, share)
+
+    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
+        """Add ``[N, len(k)]`` nDCG values to the state; ``real`` marks lists that count.
+
+        Called in the caller's inference mode (in-place additions to the states are allowed
+        there).
+        """
+        opt = self.options
+        values = values.to(self.sum_ndcg.dtype)
+        batch_count: Tensor | int
+        counted: Tensor | None = None
+        if real is None and opt.empty_target_action != "skip":
+            batch_sum, batch_count = values.sum(0), values.shape[0]
+        else:
+            counted = ~values.isnan()
+            if real is not None:
+                # A list of padding only is no list (RetrievalNDCG never sees its rows).
+                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
+            batch_sum, batch_count = _kernels.counted_sum(values, counted)
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
         if opt.confidence is not None:
-            self.sum_sq_ndcg.add_(batch_sum_sq)
+            squares = values * values
+            self.sum_sq_ndcg.add_(
+                squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
+            )
 
     def compute(self) -> ResultT:
         """Mean nDCG of the lists seen so far (0 if none was counted), with its interval.

@@ -4,6 +4,7 @@ Every public function of the package that takes tensors lives here; the metric c
 loss modules are thin layers over it.
 """
 
+from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
 from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
@@ -16,6 +17,7 @@ from torch_ndcg.functional._significance import (
 __all__ = [
     "PairedTestResult",
     "approx_ndcg_loss",
+    "catalog_ndcg",
     "dcg",
     "examination_probability",
     "lambdarank_loss",

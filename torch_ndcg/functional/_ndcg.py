@@ -12,6 +12,7 @@ from torch import Tensor
 from torch_ndcg import _grouping, _host, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
+from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
@@ -66,6 +67,7 @@ def dcg(
     ties: Ties = "average",
     mask: Tensor | None = None,
     ignore_index: int | None = None,
+    exclude: Tensor | None = None,
     validate_args: bool = True,
     **ported_names: NoReturn,
 ) -> Tensor:
@@ -83,7 +85,10 @@ def dcg(
     Args:
         preds: ``[..., L]`` floating scores; the last dimension is the list. A 1-D tensor is one
             list. float16/bfloat16 are computed in float32.
-        target: ``[..., L]`` non-negative relevance labels (bool, int or float).
+        target: ``[..., L]`` non-negative relevance labels (bool, int or float); or, for
+            ``[B, N]`` scores, a sparse COO or CSR ``[B, N]`` tensor of grades (absent = 0),
+            scored without a dense target (see `torch_ndcg.functional.catalog_ndcg`; ties
+            ``"first"`` then follow the item index).
         k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` for the
             whole list. A ``k`` larger than the list means the whole list.
         gain: ``"exponential"`` ($2^y - 1$), ``"linear"`` ($y$) or an element-wise
@@ -93,6 +98,9 @@ def dcg(
         ties: ``"average"`` or ``"first"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
         ignore_index: label value that marks padded items (for example ``-1``).
+        exclude: items that take no rank (already seen), for ``[B, N]`` scores: a bool
+            ``[B, N]`` tensor, a sparse ``[B, N]`` tensor, or an integer ``[B, E]`` tensor of
+            item ids (negative: padding). An item both relevant and excluded is an error.
         validate_args: check the values (NaN, negative labels, gain overflow). On the CPU the
             checks and the kernel's fast-path flags (a tie touching the top ``k``, the labels'
             range) are read back together, once per call; on an accelerator and under
@@ -127,6 +135,13 @@ def dcg(
     options = _validation.check_list_options(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
+    if _catalog.is_sparse(target):
+        value = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=False)
+        return _catalog.shape_values(value, options.cutoffs, preds.dtype)
+    if exclude is not None:
+        mask = _catalog.dense_mask_with_exclusions(
+            exclude, mask, target, validate_args=validate_args
+        )
     lists = _prepare_lists(preds, target, mask, options)
     value = _kernels.ranked_dcg(
         lists.preds,
@@ -152,6 +167,7 @@ def ndcg(
     mask: Tensor | None = None,
     ignore_index: int | None = None,
     empty_target_action: EmptyTargetAction = "neg",
+    exclude: Tensor | None = None,
     validate_args: bool = True,
     **ported_names: NoReturn,
 ) -> Tensor:
@@ -182,6 +198,7 @@ def ndcg(
         ignore_index: label value that marks padded items.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
+        exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`).
         validate_args: check the values (see `dcg`).
         **ported_names: none is taken; a name from another library (``top_k``,
             ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
@@ -211,6 +228,13 @@ def ndcg(
     options = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
+    if _catalog.is_sparse(target):
+        values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=True)
+        return _catalog.shape_values(values, options.cutoffs, preds.dtype)
+    if exclude is not None:
+        mask = _catalog.dense_mask_with_exclusions(
+            exclude, mask, target, validate_args=validate_args
+        )
     lists = _prepare_lists(preds, target, mask, options)
     normalized = _ndcg_of_lists(lists, options)
     return lists.shape_output(normalized, options.cutoffs, _options.compute_dtype(preds.dtype))

@@ -1,0 +1,472 @@
+"""Full-catalog nDCG: `catalog_ndcg`, sparse targets and `exclude`, against the dense `ndcg`.
+
+Every value is compared with `torch_ndcg.ndcg` on the dense ``[B, N]`` scores and target of the
+same data (excluded items masked out), and the RecBole convention with a loop written from its
+formula. Small catalogs with small blocks exercise what large ones do: many chunks and user
+blocks, ties inside and across the top ``k`` (integer embeddings), ``-inf`` scores, catalogs
+shorter than ``k``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import Tensor
+
+from tests.conftest import take_accelerator_paths
+from tests.host_reads import count_host_reads
+from torch_ndcg import NDCG, catalog_ndcg, dcg, ndcg
+from torch_ndcg._catalog import SLICE
+
+Data = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+
+
+def catalog(
+    seed: int, users: int, n_items: int, *, ties: bool, n_relevant: int = 6, n_excluded: int = 9
+) -> Data:
+    """Embeddings, relevant ids (-1 padding) with grades, and excluded ids, all distinct per user.
+
+    With ``ties`` the embeddings are small integers: many exactly equal scores.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    dim = 4
+    if ties:
+        queries = torch.randint(-2, 3, (users, dim), generator=gen).double()
+        items = torch.randint(-2, 3, (n_items, dim), generator=gen).double()
+    else:
+        queries = torch.randn(users, dim, generator=gen, dtype=torch.float64)
+        items = torch.randn(n_items, dim, generator=gen, dtype=torch.float64)
+    picks = torch.stack([torch.randperm(n_items, generator=gen) for _ in range(users)])
+    relevant = picks[:, :n_relevant].clone()
+    excluded = picks[:, n_relevant : n_relevant + n_excluded].clone()
+    relevant[0] = -1  # a user with no relevant item
+    relevant[1, 2:] = -1  # padding
+    excluded[2, :] = -1  # a user with nothing excluded
+    grades = torch.randint(0, 4, relevant.shape, generator=gen).double()
+    return queries, items, relevant, grades, excluded
+
+
+def dense(
+    relevant: Tensor, grades: Tensor, excluded: Tensor, n_items: int
+) -> tuple[Tensor, Tensor]:
+    """The dense ``[B, N]`` target and the mask (False = excluded) of the same data."""
+    users = relevant.shape[0]
+    target = torch.zeros(users, n_items, dtype=grades.dtype)
+    mask = torch.ones(users, n_items, dtype=torch.bool)
+    for user in range(users):
+        for item, grade in zip(relevant[user].tolist(), grades[user].tolist(), strict=True):
+            if item >= 0:
+                target[user, item] = grade
+        for item in excluded[user].tolist():
+            if item >= 0:
+                mask[user, item] = False
+    return target, mask
+
+
+def sparse_relevance(relevant: Tensor, grades: Tensor, n_items: int) -> Tensor:
+    rows = torch.arange(relevant.shape[0])[:, None].expand_as(relevant)
+    kept = relevant >= 0
+    indices = torch.stack([rows[kept], relevant[kept]])
+    return torch.sparse_coo_tensor(indices, grades[kept], (relevant.shape[0], n_items))
+
+
+def callable_discount(ranks: Tensor) -> Tensor:
+    return 1.0 / ranks
+
+
+OPTIONS = [
+    {"ties": "average"},
+    {"ties": "first"},
+    {"ties": "average", "gain": "linear", "discount": "jarvelin"},
+    {"ties": "first", "discount": callable_discount, "empty_target_action": "pos"},
+    {"ties": "average", "gain": torch.sqrt, "empty_target_action": "skip"},
+]
+
+
+@pytest.mark.parametrize("ties_in_scores", [True, False])
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("k", [1, 3, [1, 5, 20], 1000])
+def test_catalog_ndcg_equals_dense_ndcg(
+    ties_in_scores: bool, options: dict[str, object], k: int | list[int]
+) -> None:
+    n_items = 2 * SLICE + 300  # two whole slices and a ragged rest
+    queries, items, relevant, grades, excluded = catalog(3, 9, n_items, ties=ties_in_scores)
+    target, mask = dense(relevant, grades, excluded, n_items)
+    expected = ndcg(queries @ items.T, target, k=k, mask=mask, **options)  # type: ignore[arg-type]
+    sparse = sparse_relevance(relevant, grades, n_items)
+    for chunk_size, budget in [(None, None), (SLICE, 4 * SLICE * 8), (3 * SLICE, None)]:
+        got = catalog_ndcg(
+            queries,
+            items,
+            sparse,
+            k=k,
+            exclude=excluded,
+            chunk_size=chunk_size,
+            memory_budget=budget,
+            **options,  # type: ignore[arg-type]
+        )
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_float32_embeddings_and_a_score_fn(ties: str) -> None:
+    n_items = 3 * SLICE
+    queries, items, relevant, grades, excluded = catalog(5, 7, n_items, ties=True)
+    queries, items = queries.float(), items.float()
+    target, mask = dense(relevant, grades, excluded, n_items)
+
+    def negative_distance(q: Tensor, x: Tensor) -> Tensor:
+        return -torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist")
+
+    for score_fn, scores in [
+        (None, queries @ items.T),
+        (negative_distance, negative_distance(queries, items)),
+    ]:
+        expected = ndcg(scores, target, k=[1, 10], mask=mask, ties=ties)  # type: ignore[arg-type]
+        got = catalog_ndcg(
+            queries,
+            items,
+            relevant.masked_fill(grades == 0, -1),
+            k=[1, 10],
+            exclude=excluded,
+            score_fn=score_fn,
+            ties=ties,  # type: ignore[arg-type]
+        )
+        binary = dense(
+            relevant.masked_fill(grades == 0, -1), torch.ones_like(grades), excluded, n_items
+        )[0]
+        expected = ndcg(scores, binary, k=[1, 10], mask=mask, ties=ties)  # type: ignore[arg-type]
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_minus_infinity_scores_and_a_catalog_shorter_than_k(ties: str) -> None:
+    """Excluded items never take a rank, also among genuine ``-inf`` scores."""
+    n_items = SLICE + 100
+    queries, items, relevant, grades, excluded = catalog(8, 6, n_items, ties=True)
+
+    def clipped(q: Tensor, x: Tensor) -> Tensor:
+        scores = q @ x.T
+        return scores.masked_fill(scores < 1, float("-inf"))
+
+    scores = clipped(queries, items)
+    target, mask = dense(relevant, grades, excluded, n_items)
+    for k in [5, [3, 400], n_items + 10]:
+        expected = ndcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+        got = catalog_ndcg(
+            queries,
+            items,
+            sparse_relevance(relevant, grades, n_items),
+            k=k,
+            exclude=excluded,
+            score_fn=clipped,
+            ties=ties,  # type: ignore[arg-type]
+        )
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    # Every item scored -inf: ranks among them follow the tie rule alone.
+    flat = lambda q, x: torch.full((q.shape[0], x.shape[0]), float("-inf"), dtype=q.dtype)  # noqa: E731
+    expected = ndcg(flat(queries, items), target, k=[1, 50], mask=mask, ties=ties)  # type: ignore[arg-type]
+    got = catalog_ndcg(
+        queries,
+        items,
+        sparse_relevance(relevant, grades, n_items),
+        k=[1, 50],
+        exclude=excluded,
+        score_fn=flat,
+        ties=ties,  # type: ignore[arg-type]
+    )
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_excluded_items_that_score_best(ties: str) -> None:
+    """Seen items are often the best scored: they must not hide the groups that hold the top k."""
+    n_items = 4 * SLICE
+    queries, items, relevant, grades, _ = catalog(41, 12, n_items, ties=False)
+    scores = queries @ items.T
+    best = scores.topk(40, dim=1).indices
+    excluded = best[:, ::2].clone()  # every other of the 40 best items of each user
+    relevant = torch.where(torch.isin(relevant, excluded), -1, relevant)
+    relevant[:, -1] = best[:, 1]  # and a relevant item among them
+    target, mask = dense(relevant, grades, excluded, n_items)
+    sparse = sparse_relevance(relevant, grades, n_items)
+    for k in [1, 10, [3, 30]]:
+        expected = ndcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+        got = catalog_ndcg(queries, items, sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        got = ndcg(scores.float(), sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+        torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=0)
+
+
+def recbole_ndcg(
+    scores: Tensor, relevant: list[set[int]], seen: list[set[int]], k: int
+) -> list[float]:
+    """RecBole's full-sort NDCG@k, from its formula: binary hits of the top k of the unseen items,
+    DCG = sum of 1/log2(rank + 1) over hits, ideal DCG over min(|relevant|, k) hits."""
+    out = []
+    for user, row in enumerate(scores.tolist()):
+        ranked = sorted(
+            (item for item in range(len(row)) if item not in seen[user]),
+            key=lambda item: (-row[item], item),
+        )
+        hits = [rank for rank, item in enumerate(ranked[:k], start=1) if item in relevant[user]]
+        dcg_value = sum(1.0 / math.log2(rank + 1) for rank in hits)
+        ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant[user]), k) + 1))
+        out.append(dcg_value / ideal if ideal else 0.0)
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_recbole_convention(k: int) -> None:
+    n_items = 2 * SLICE
+    queries, items, relevant, _, excluded = catalog(11, 8, n_items, ties=False)
+    scores = queries @ items.T
+    relevant_sets = [{i for i in row if i >= 0} for row in relevant.tolist()]
+    seen = [{i for i in row if i >= 0} for row in excluded.tolist()]
+    expected = torch.tensor(recbole_ndcg(scores, relevant_sets, seen, k), dtype=torch.float64)
+    got = catalog_ndcg(queries, items, relevant, k=k, exclude=excluded, gain="linear")
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    target, mask = dense(
+        relevant, torch.ones_like(relevant, dtype=torch.float64), excluded, n_items
+    )
+    torch.testing.assert_close(ndcg(scores, target, k=k, mask=mask), expected, atol=1e-6, rtol=0)
+
+
+def exclusion_forms(excluded: Tensor, n_items: int) -> list[Tensor]:
+    mask = dense(
+        excluded.clamp(max=-1), torch.zeros(excluded.shape, dtype=torch.float64), excluded, n_items
+    )[1]
+    return [excluded, ~mask, (~mask).to_sparse(), (~mask).to_sparse_csr()]
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("k", [2, [1, 10, 1500], None])
+def test_sparse_target_ndcg_and_dcg_equal_dense(ties: str, k: int | list[int] | None) -> None:
+    n_items = 2 * SLICE + 77
+    queries, items, relevant, grades, excluded = catalog(13, 10, n_items, ties=True)
+    scores = (queries @ items.T).float()
+    target, mask = dense(relevant, grades, excluded, n_items)
+    for action in ["neg", "pos", "skip"]:
+        expected = ndcg(scores, target, k=k, mask=mask, ties=ties, empty_target_action=action)  # type: ignore[arg-type]
+        got = ndcg(
+            scores, target.to_sparse(), k=k, exclude=excluded, ties=ties, empty_target_action=action
+        )  # type: ignore[arg-type]
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0, equal_nan=True)
+    expected = ndcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+    forms = zip(
+        [target.to_sparse_csr(), sparse_relevance(relevant, grades, n_items), target.to_sparse()],
+        exclusion_forms(excluded, n_items)[1:],
+        strict=True,
+    )
+    for sparse, exclude in forms:
+        got = ndcg(scores, sparse, k=k, exclude=exclude, ties=ties)  # type: ignore[arg-type]
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    expected_dcg = dcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+    got_dcg = dcg(scores, target.to_sparse(), k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    torch.testing.assert_close(got_dcg, expected_dcg, atol=1e-5, rtol=1e-6)
+    # A dense target with `exclude` is the dense target with those items masked.
+    masked = ndcg(scores, target, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    torch.testing.assert_close(masked, expected)
+
+
+def test_sparse_target_with_a_mask_and_many_users() -> None:
+    """``mask`` beside a sparse target excludes too; users come in several blocks."""
+    n_items = SLICE + 5
+    queries, items, relevant, grades, excluded = catalog(17, 300, n_items, ties=True)
+    scores = (queries @ items.T).float()
+    target, mask = dense(relevant, grades, excluded, n_items)
+    expected = ndcg(scores, target, k=[1, 10], mask=mask)
+    got = ndcg(scores, target.to_sparse(), k=[1, 10], mask=mask)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_metric_update_forms_agree() -> None:
+    n_items = SLICE + 64
+    queries, items, relevant, grades, excluded = catalog(19, 12, n_items, ties=True)
+    scores = queries @ items.T
+    target, mask = dense(relevant, grades, excluded, n_items)
+    sparse = sparse_relevance(relevant, grades, n_items)
+    metrics = [NDCG(k=[1, 5], ties="first") for _ in range(4)]
+    metrics[0].update(scores[:5], target[:5], mask[:5])
+    metrics[0].update(scores[5:], target[5:], mask[5:])
+    metrics[1].update(scores[:5], sparse.index_select(0, torch.arange(5)), exclude=excluded[:5])
+    metrics[1].update(scores[5:], sparse.index_select(0, torch.arange(5, 12)), exclude=excluded[5:])
+    metrics[2].update(scores, target, exclude=excluded)
+    metrics[3].update_catalog(
+        queries[:5], items, sparse.index_select(0, torch.arange(5)), exclude=excluded[:5]
+    )
+    metrics[3].update_catalog(
+        queries[5:], items, sparse.index_select(0, torch.arange(5, 12)), exclude=excluded[5:]
+    )
+    expected = ndcg(scores, target, k=[1, 5], mask=mask, ties="first").mean(0)
+    for metric in metrics:
+        result = metric.compute()
+        torch.testing.assert_close(
+            torch.stack([result["ndcg@1"], result["ndcg@5"]]).double(),
+            expected.double(),
+            atol=1e-6,
+            rtol=0,
+        )
+
+
+def uncoalesced_duplicate(n_items: int) -> Tensor:
+    indices = torch.tensor([[0, 0, 1], [3, 3, 4]])
+    return torch.sparse_coo_tensor(indices, torch.tensor([1.0, 1.0, 2.0]), (2, n_items))
+
+
+ERRORS: list[tuple[str, Callable[[Tensor, Tensor], dict[str, object]], str]] = [
+    (
+        "relevant and excluded",
+        lambda r, e: {"relevant": r, "exclude": torch.tensor([[5], [-1]])},
+        "both relevant and excluded",
+    ),
+    (
+        "duplicate relevant ids",
+        lambda r, e: {"relevant": torch.tensor([[1, 1], [2, -1]])},
+        "lists an item twice",
+    ),
+    (
+        "duplicate COO entries",
+        lambda r, e: {"relevant": uncoalesced_duplicate(40)},
+        "lists an item twice",
+    ),
+    (
+        "duplicate excluded ids",
+        lambda r, e: {"relevant": r, "exclude": torch.tensor([[7, 7], [-1, -1]])},
+        "excluded item once",
+    ),
+    (
+        "relevant id past N",
+        lambda r, e: {"relevant": torch.tensor([[40], [1]])},
+        r"relevant item ids in \[0, 40\)",
+    ),
+    (
+        "excluded id past N",
+        lambda r, e: {"relevant": r, "exclude": torch.tensor([[41], [1]])},
+        r"excluded item ids in \[0, 40\)",
+    ),
+    (
+        "negative grade",
+        lambda r, e: {
+            "relevant": torch.sparse_coo_tensor(
+                torch.tensor([[0], [1]]), torch.tensor([-1.0]), (2, 40)
+            )
+        },
+        "non-negative",
+    ),
+    (
+        "NaN grade",
+        lambda r, e: {
+            "relevant": torch.sparse_coo_tensor(
+                torch.tensor([[0], [1]]), torch.tensor([float("nan")]), (2, 40)
+            )
+        },
+        "NaN",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "message"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_input_is_an_error(
+    name: str, arguments: Callable[[Tensor, Tensor], dict[str, object]], message: str
+) -> None:
+    queries, items = torch.randn(2, 3), torch.randn(40, 3)
+    relevant = torch.tensor([[5, 6], [1, -1]])
+    kwargs = arguments(relevant, torch.tensor([[0], [0]]))
+    with pytest.raises(ValueError, match=message):
+        catalog_ndcg(queries, items, k=3, **kwargs)  # type: ignore[arg-type]
+    scores = queries @ items.T
+    target = kwargs.pop("relevant")
+    if isinstance(target, Tensor) and target.layout != torch.strided:
+        with pytest.raises(ValueError, match=message):
+            ndcg(scores, target, k=3, **kwargs)  # type: ignore[arg-type]
+
+
+def test_other_errors() -> None:
+    queries, items = torch.randn(2, 3), torch.randn(40, 3)
+    with pytest.raises(TypeError, match="relevant"):
+        catalog_ndcg(queries, items, torch.rand(2, 40), k=3)
+    with pytest.raises(ValueError, match="NaN"):
+        catalog_ndcg(
+            queries,
+            items.index_fill(0, torch.tensor([3]), float("nan")),
+            torch.tensor([[1], [2]]),
+            k=3,
+        )
+    dense_target = torch.zeros(2, 40).index_fill(1, torch.tensor([5]), 1.0)
+    with pytest.raises(ValueError, match="both relevant and excluded"):
+        ndcg(queries @ items.T, dense_target, exclude=torch.tensor([[5], [-1]]))
+    with pytest.raises(ValueError, match=r"excluded item ids in \[0, 40\)"):
+        NDCG().update(queries @ items.T, dense_target, exclude=torch.tensor([[50], [-1]]))
+    with pytest.raises(ValueError, match="ignore_index"):
+        ndcg(queries @ items.T, torch.zeros(2, 40).to_sparse(), ignore_index=-1)
+    with pytest.raises(ValueError, match="score_fn"):
+        catalog_ndcg(
+            queries, items, torch.tensor([[1], [2]]), k=3, score_fn=lambda q, x: (q @ x.T)[:, :-1]
+        )
+    with pytest.raises(ValueError, match="empty_target_action"):
+        catalog_ndcg(queries, items, torch.tensor([[1], [-1]]), k=3, empty_target_action="error")
+    with pytest.raises(ValueError, match="`k`"):
+        catalog_ndcg(queries, items, torch.tensor([[1], [2]]), k=0)
+
+
+def test_state_is_small() -> None:
+    """Only the top k, the relevant scores and one block are held: no [B, N] tensor is made."""
+    n_items = 4 * SLICE
+    queries, items, relevant, grades, _ = catalog(23, 64, n_items, ties=False)
+    big = 64 * n_items
+    made: list[int] = []
+    real_full = torch.full
+
+    def watching_full(size, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(math.prod(size))
+        return real_full(size, *args, **kwargs)
+
+    torch.full = watching_full  # type: ignore[assignment]
+    try:
+        catalog_ndcg(
+            queries,
+            items,
+            sparse_relevance(relevant, grades, n_items),
+            k=10,
+            chunk_size=SLICE,
+            memory_budget=64 * SLICE * 8,
+        )
+    finally:
+        torch.full = real_full
+    assert made
+    assert max(made) < big / 100
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_accelerator_path_reads_nothing_back_and_gives_the_cpu_numbers(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item ids for `relevant` and `exclude`: an `update_catalog` on an accelerator never waits."""
+    n_items = 2 * SLICE + 40
+    queries, items, relevant, _, excluded = catalog(37, 6, n_items, ties=True)
+    expected = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    take_accelerator_paths(monkeypatch)
+    with count_host_reads() as reads:
+        got = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    assert reads == []
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_update_catalog_after_to_dtype(dtype: torch.dtype) -> None:
+    """A metric moved to another dtype (Lightning's precisions) keeps float64 sums."""
+    n_items = SLICE + 10
+    queries, items, relevant, _, excluded = catalog(43, 9, n_items, ties=False)
+    queries, items = queries.to(dtype), items.to(dtype)
+    metric = NDCG(k=5).to(dtype)
+    metric.update_catalog(queries, items, relevant, exclude=excluded)
+    scores = (queries @ items.T).float()
+    target, mask = dense(relevant, torch.ones(relevant.shape), excluded, n_items)
+    expected = ndcg(scores, target, k=5, mask=mask).mean()
+    assert metric.compute().dtype == metric.result_dtype
+    assert metric.compute().item() == pytest.approx(expected.item(), abs=1e-6)

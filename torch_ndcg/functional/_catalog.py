@@ -1,0 +1,820 @@
+"""nDCG against a whole catalog: sparse relevance, excluded items, scores streamed in blocks."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torch_ndcg import _catalog, _host, _kernels, _options, _validation
+from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
+
+__all__ = ["catalog_ndcg"]
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+
+# Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise:
+# [256, 16384] float32 scores (scored and reduced slice by slice, see `embedding_blocks`).
+DEFAULT_BLOCK_BYTES = 16 << 20
+# Users per block by default: enough rows to keep a matrix product efficient.
+DEFAULT_USERS_PER_BLOCK = 256
+_INT64_MAX = torch.iinfo(torch.int64).max
+
+
+@dataclass(frozen=True)
+class CatalogTarget:
+    """Relevant and excluded items of ``B`` users, padded per user.
+
+    Attributes:
+        ids: ``[B, P]`` int64 global ids of the relevant items, ``-1`` for padding (P >= 1).
+        grades: ``[B, P]`` their grades in the compute dtype, 0 for padding.
+        excluded: ``[B, E]`` int64 excluded ids, ascending per user, padded with the int64
+            maximum; ``None`` when nothing is excluded.
+    """
+
+    ids: Tensor
+    grades: Tensor
+    excluded: Tensor | None
+
+    @property
+    def valid(self) -> Tensor:
+        """``[B, P]`` bool: real relevant entries."""
+        return self.ids.ge(0)
+
+    def rows(self, start: int, stop: int) -> CatalogTarget:
+        """The users ``start .. stop - 1``."""
+        excluded = None if self.excluded is None else self.excluded[start:stop]
+        return CatalogTarget(self.ids[start:stop], self.grades[start:stop], excluded)
+
+
+def _entries(matrix: Tensor, name: str) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rows, cols, values)`` of the stored entries of a sparse COO/CSR ``[B, N]`` tensor.
+
+    Duplicate entries of an uncoalesced COO tensor are kept (and then reported), never summed.
+    """
+    if matrix.layout == torch.sparse_coo:
+        indices, values = matrix._indices(), matrix._values()
+        return indices[0], indices[1], values
+    if matrix.layout == torch.sparse_csr:
+        counts = matrix.crow_indices().diff()
+        rows = torch.repeat_interleave(torch.arange(matrix.shape[0], device=matrix.device), counts)
+        return rows, matrix.col_indices(), matrix.values()
+    raise ValueError(
+        f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
+        f"but got the layout {matrix.layout}."
+    )
+
+
+def _padded(
+    rows: Tensor, cols: Tensor, values: Tensor, users: int, fill: int
+) -> tuple[Tensor, Tensor]:
+    """Entries laid out per user: ``[B, P]`` ids (``fill`` for padding) and values (0).
+
+    Entries are sorted by (user, id); ``P`` is the largest count (at least 1): one read-back.
+    """
+    width = int(cols.max()) + 1 if cols.numel() else 1
+    order = (rows * max(width, 1) + cols).argsort()
+    rows, cols, values = rows[order], cols[order], values[order]
+    counts = torch.bincount(rows, minlength=users)
+    longest = max(int(counts.max()) if counts.numel() else 0, 1)
+    starts = counts.cumsum(0) - counts
+    position = torch.arange(rows.numel(), device=rows.device) - starts[rows]
+    ids = torch.full((users, longest), fill, dtype=torch.int64, device=rows.device)
+    ids[rows, position] = cols.to(torch.int64)
+    padded_values = torch.zeros((users, longest), dtype=values.dtype, device=rows.device)
+    padded_values[rows, position] = values
+    return ids, padded_values
+
+
+def _check_matrix_shape(name: str, matrix: Tensor, users: int, n_items: int | None) -> None:
+    if (
+        matrix.dim() != 2
+        or matrix.shape[0] != users
+        or (n_items is not None and matrix.shape[1] != n_items)
+    ):
+        expected = f"[{users}, {'N' if n_items is None else n_items}]"
+        raise ValueError(
+            f"Expected `{name}` of shape {expected} (users x catalog items), "
+            f"but got {tuple(matrix.shape)}."
+        )
+
+
+def relevance_target(
+    relevant: Tensor, users: int, n_items: int | None, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """``relevant`` as padded ``([B, P]`` ids, ``[B, P]`` grades``)``.
+
+    A sparse COO/CSR ``[B, N]`` tensor holds grades at its stored entries; an integer
+    ``[B, P]`` tensor holds item ids (negative: padding), each with grade 1.
+    """
+    if relevant.layout != torch.strided:
+        _check_matrix_shape("relevant", relevant, users, n_items)
+        rows, cols, values = _entries(relevant, "relevant")
+        ids, grades = _padded(rows, cols, values.to(dtype), users, -1)
+        return ids, grades
+    if relevant.is_floating_point() or relevant.dtype == torch.bool or relevant.dim() != 2:
+        raise TypeError(
+            "Expected `relevant` as a sparse [B, N] tensor of grades or an integer [B, P] "
+            f"tensor of item ids, but got a dense {relevant.dtype} tensor of shape "
+            f"{tuple(relevant.shape)}; pass a dense grade matrix as `relevant.to_sparse()`."
+        )
+    if relevant.shape[0] != users:
+        raise ValueError(
+            f"Expected `relevant` with {users} rows (one per user), but got {relevant.shape[0]}."
+        )
+    ids = relevant.to(torch.int64).clamp(min=-1)
+    if ids.shape[1] == 0:
+        ids = ids.new_full((users, 1), -1)
+    return ids, ids.ge(0).to(dtype)
+
+
+def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
+    """``exclude`` as ``[B, E]`` ids, ascending per user, padded with the int64 maximum.
+
+    Sparse COO/CSR ``[B, N]``: the stored entries with a non-zero value; dense bool
+    ``[B, N]``: the ``True`` entries; integer ``[B, E]``: item ids (negative: padding).
+    """
+    if exclude.layout != torch.strided:
+        _check_matrix_shape("exclude", exclude, users, n_items)
+        rows, cols, values = _entries(exclude, "exclude")
+        kept = values.ne(0).nonzero().squeeze(1)
+        rows, cols = rows[kept], cols[kept]
+        return _padded(rows, cols, cols, users, _INT64_MAX)[0]
+    if exclude.dtype == torch.bool:
+        _check_matrix_shape("exclude", exclude, users, n_items)
+        rows, cols = exclude.nonzero().unbind(1)
+        return _padded(rows, cols, cols, users, _INT64_MAX)[0]
+    if exclude.is_floating_point() or exclude.dim() != 2:
+        raise TypeError(
+            "Expected `exclude` as a bool [B, N] tensor, a sparse [B, N] tensor or an integer "
+            f"[B, E] tensor of item ids, but got {exclude.dtype} of shape {tuple(exclude.shape)}."
+        )
+    if exclude.shape[0] != users:
+        raise ValueError(
+            f"Expected `exclude` with {users} rows (one per user), but got {exclude.shape[0]}."
+        )
+    ids = exclude.to(torch.int64)
+    ids = torch.where(ids < 0, _INT64_MAX, ids).sort(dim=-1).values
+    if ids.shape[1] == 0:
+        ids = ids.new_full((users, 1), _INT64_MAX)
+    return ids
+
+
+def _has_duplicates(ids: Tensor) -> Tensor:
+    """Scalar bool: a user lists one id twice (negative ids are padding)."""
+    ordered = ids.sort(dim=-1).values
+    return (ordered[:, 1:].eq(ordered[:, :-1]) & ordered[:, 1:].ge(0)).any()
+
+
+def check_target(
+    target: CatalogTarget, n_items: int | None, gain: Gain, *, validate_args: bool
+) -> None:
+    """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
+
+    Ids outside ``[0, N)``, an id listed twice for a user, negative or NaN grades, an
+    overflowing exponential gain, and an item both relevant and excluded are errors.
+    """
+    if not validate_args:
+        return
+    ids, grades, excluded = target.ids, target.grades, target.excluded
+    valid = target.valid
+    limit = _INT64_MAX if n_items is None else n_items
+    checks: list[tuple[Tensor, str]] = [
+        (
+            (valid & ids.ge(limit)).any(),
+            f"Expected the relevant item ids in [0, {limit}), but one is outside.",
+        ),
+        (
+            _has_duplicates(ids),
+            "Expected each relevant item once per user, but a user lists an item twice.",
+        ),
+        (
+            (valid & (grades.isnan() | grades.lt(0))).any(),
+            "Expected non-negative relevance grades without NaN, but got a negative or NaN grade.",
+        ),
+    ]
+    if not callable(gain):
+        checks.append(
+            (
+                (valid & ~_kernels.gains(grades, gain).isfinite()).any(),
+                f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
+                "the grades or use `gain`='linear'.",
+            )
+        )
+    if excluded is not None:
+        real = excluded.ne(_INT64_MAX)
+        found = _catalog._excluded(ids.clamp(min=0), excluded) & valid
+        checks += [
+            (
+                (real & (excluded.lt(0) | excluded.ge(limit))).any(),
+                f"Expected the excluded item ids in [0, {limit}), but one is outside.",
+            ),
+            (
+                (excluded[:, 1:].eq(excluded[:, :-1]) & real[:, 1:]).any(),
+                "Expected each excluded item once per user, but a user lists an item twice.",
+            ),
+            (
+                found.any(),
+                "Expected no item both relevant and excluded, but a user has one: an excluded "
+                "item takes no rank, so it cannot be found.",
+            ),
+        ]
+    _raise_checks(checks)
+
+
+def catalog_target(
+    relevant: Tensor,
+    exclude: Tensor | None,
+    users: int,
+    n_items: int | None,
+    dtype: torch.dtype,
+) -> CatalogTarget:
+    """``relevant`` and ``exclude`` in their padded form (see `relevance_target`)."""
+    ids, grades = relevance_target(relevant, users, n_items, dtype)
+    excluded = None if exclude is None else excluded_ids(exclude, users, n_items)
+    return CatalogTarget(ids, grades, excluded)
+
+
+def _blocking(
+    users: int, chunk_size: int | None, memory_budget: int | None, itemsize: int, kmax: int
+) -> tuple[int, int]:
+    """``(users per block, items per chunk)`` of the score blocks."""
+    budget = DEFAULT_BLOCK_BYTES if memory_budget is None else memory_budget
+    elements = max(budget // itemsize, 1)
+    if chunk_size is None:
+        block_users = min(users, DEFAULT_USERS_PER_BLOCK)
+        # At least enough items for the group selection to pay (see `_catalog.absorb`).
+        floor = _catalog.GROUP * (kmax + 2)
+        chunk = max(elements // max(block_users, 1), floor)
+        chunk -= chunk % _catalog.GROUP
+        return max(block_users, 1), chunk
+    return max(1, min(users, elements // chunk_size)), chunk_size
+
+
+Block = tuple[int, int, int, Tensor, "Tensor | None"]
+
+
+def stream_state(
+    blocks: Iterator[Block],
+    target: CatalogTarget,
+    kmax: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> _catalog.TopState:
+    """Absorb score blocks ``(first user, last user + 1, first item, block, maxima)``.
+
+    Blocks come user block by user block, each over all of its item chunks in order.
+    """
+    users = target.ids.shape[0]
+    done: list[_catalog.TopState] = []
+    state: _catalog.TopState | None = None
+    current = (-1, -1)
+    for first, stop, start, block, maxima in blocks:
+        if (first, stop) != current:
+            if state is not None:
+                done.append(state)
+            current = (first, stop)
+            state = _catalog.new_state(stop - first, kmax, target.ids.shape[1], dtype, device)
+        assert state is not None
+        rows = target.rows(first, stop)
+        if block.dtype != dtype:
+            block, maxima = block.to(dtype), None
+        _catalog.absorb(state, block, start, rows.ids, rows.excluded, maxima=maxima)
+    if state is not None:
+        done.append(state)
+    if not done:
+        return _catalog.new_state(users, kmax, target.ids.shape[1], dtype, device)
+    if len(done) == 1:
+        return done[0]
+    return _catalog.TopState(
+        scores=torch.cat([s.scores for s in done]),
+        index=torch.cat([s.index for s in done]),
+        boundary_count=torch.cat([s.boundary_count for s in done]),
+        rel_scores=torch.cat([s.rel_scores for s in done]),
+        rel_seen=torch.cat([s.rel_seen for s in done]),
+    )
+
+
+def _whole_slices(chunk: int) -> int:
+    """``chunk`` rounded down to whole slices (at least one)."""
+    return max(chunk - chunk % _catalog.SLICE, _catalog.SLICE)
+
+
+def _chunks(n_items: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """``(start, width)`` of the item chunks: whole slices, then the last items on their own."""
+    whole = _whole_slices(chunk)
+    start = 0
+    while start < n_items:
+        width = min(whole, n_items - start)
+        if width < whole and width > _catalog.SLICE:
+            width -= width % _catalog.SLICE
+        yield start, width
+        start += width
+
+
+def embedding_blocks(
+    queries: Tensor,
+    items: Tensor,
+    score_fn: ScoreFn | None,
+    block_users: int,
+    chunk: int,
+    item_offset: int,
+) -> Iterator[Block]:
+    """Score blocks of ``queries`` against item chunks, by ``score_fn`` or matrix products.
+
+    The default scores each slice of a chunk (`_catalog.SLICE` items) with one product into
+    a reused buffer, transposed (``items @ queries.T``: a slice is then contiguous) and takes
+    its group maxima while the slice is still in cache.
+    """
+    users, n_items = queries.shape[0], items.shape[0]
+    buffer = maxima = None
+    if score_fn is None:
+        width = max(min(_whole_slices(chunk), n_items), 1)
+        buffer = queries.new_empty((width, block_users))
+        maxima = queries.new_empty((block_users, width // _catalog.GROUP + 1))
+    for first in range(0, users, block_users):
+        stop = min(first + block_users, users)
+        query_block = queries[first:stop]
+        for start, width in _chunks(n_items, chunk):
+            item_chunk = items[start : start + width]
+            if score_fn is not None:
+                block = score_fn(query_block, item_chunk)
+                expected = (stop - first, width)
+                if tuple(block.shape) != expected:
+                    raise ValueError(
+                        f"Expected `score_fn` to return scores of shape {expected}, "
+                        f"but got {tuple(block.shape)}."
+                    )
+                yield first, stop, item_offset + start, block, None
+                continue
+            assert buffer is not None
+            assert maxima is not None
+            rows = stop - first
+            out = buffer[:width, :rows] if rows == block_users else queries.new_empty((width, rows))
+            whole = width % _catalog.SLICE == 0
+            # Users by rows, as the selection reads them: each slice's maxima written transposed.
+            block_maxima = maxima[:rows, : width // _catalog.GROUP] if whole else None
+            for at in range(0, width, _catalog.SLICE):
+                part = out[at : at + _catalog.SLICE]
+                torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
+                if block_maxima is not None:
+                    groups = slice(at // _catalog.GROUP, (at + _catalog.SLICE) // _catalog.GROUP)
+                    slice_maxima = part.view(_catalog.GROUP, -1, rows).amax(0)
+                    block_maxima[:, groups] = slice_maxima.T
+            yield first, stop, item_offset + start, out.T, block_maxima
+
+
+def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]:
+    """Blocks of an existing ``[B, N]`` score matrix: views, never modified."""
+    users, n_items = preds.shape
+    for first in range(0, users, block_users):
+        stop = min(first + block_users, users)
+        for start, width in _chunks(n_items, chunk):
+            yield first, stop, start, preds[first:stop, start : start + width], None
+
+
+def _pack(state: _catalog.TopState) -> Tensor:
+    """The state as one int64 ``[B, 2K + 1 + 2P]`` tensor (scores by their bits)."""
+    bits = torch.int64 if state.scores.dtype == torch.float64 else torch.int32
+    return torch.cat(
+        [
+            state.scores.view(bits).to(torch.int64),
+            state.index,
+            state.boundary_count[:, None],
+            state.rel_scores.view(bits).to(torch.int64),
+            state.rel_seen.to(torch.int64),
+        ],
+        dim=-1,
+    )
+
+
+def _unpack(packed: Tensor, kmax: int, dtype: torch.dtype) -> _catalog.TopState:
+    """The inverse of `_pack`."""
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    n_rel = (packed.shape[-1] - 2 * kmax - 1) // 2
+    rel_start = 2 * kmax + 1
+    return _catalog.TopState(
+        scores=packed.narrow(-1, 0, kmax).to(bits).view(dtype),
+        index=packed.narrow(-1, kmax, kmax),
+        boundary_count=packed[:, 2 * kmax],
+        rel_scores=packed.narrow(-1, rel_start, n_rel).to(bits).view(dtype),
+        rel_seen=packed.narrow(-1, rel_start + n_rel, n_rel).bool(),
+    )
+
+
+def gather_shards(
+    state: _catalog.TopState, n_items: int, item_offset: int, group: Any | None
+) -> tuple[_catalog.TopState, int]:
+    """The whole catalog's state from every rank's shard state: one ``all_gather``.
+
+    Returns the merged state and the catalog size (the sum of the shard sizes; the shards
+    must tile ``[0, N)``).
+    """
+    world = dist.get_world_size(group)
+    packed = _pack(state)
+    shard = torch.tensor([[n_items, item_offset]], dtype=torch.int64, device=packed.device)
+    shard = shard.expand(packed.shape[0], 2)
+    packed = torch.cat([packed, shard], dim=-1).contiguous()
+    gathered = [torch.empty_like(packed) for _ in range(world)]
+    dist.all_gather(gathered, packed, group=group)
+    kmax = state.scores.shape[-1]
+    states = [_unpack(g[:, :-2], kmax, state.scores.dtype) for g in gathered]
+    sizes = [g[0, -2:] for g in gathered] if packed.shape[0] else []
+    total = sum(int(s[0]) for s in sizes) if sizes else n_items
+    if sizes:
+        spans = sorted((int(s[1]), int(s[0])) for s in sizes)
+        end = 0
+        for offset, size in spans:
+            if size and offset != end:
+                raise ValueError(
+                    "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
+                    f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
+                )
+            end += size
+    return _catalog.merge_states(states), total
+
+
+def catalog_values(
+    blocks: Iterator[Block],
+    target: CatalogTarget,
+    *,
+    n_items: int,
+    ks: tuple[int, ...] | None,
+    gain: Gain,
+    discount: Discount,
+    ties: Ties,
+    dtype: torch.dtype,
+    device: torch.device,
+    item_offset: int = 0,
+    process_group: Any | None = None,
+    sharded: bool = False,
+    validate_args: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks."""
+    cutoffs = [n_items] if ks is None else list(ks)
+    kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
+    state = stream_state(blocks, target, kmax, dtype, device)
+    if sharded:
+        state, total = gather_shards(state, n_items, item_offset, process_group)
+        # The catalog's size is known now: the id checks that needed it.
+        check_target(target, total, gain, validate_args=validate_args)
+    gains = _catalog.relevant_gains(target.grades, target.valid, gain, dtype)
+    value = _catalog.state_dcg(state, target.ids, gains, ks=cutoffs, discount=discount, ties=ties)
+    ideal = _catalog.relevant_ideal(target.grades, target.valid, cutoffs, gain, discount, dtype)
+    return value, ideal
+
+
+def _check_embeddings(queries: Any, items: Any) -> None:
+    for name, value in (("queries", queries), ("items", items)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
+    if queries.dim() != 2 or items.dim() != 2:
+        raise ValueError(
+            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
+            f"{tuple(queries.shape)} and {tuple(items.shape)}."
+        )
+
+
+def _check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"Expected `{name}` to be an int >= {minimum}, but got {value!r}.")
+
+
+def normalized(
+    value: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction, gain: Gain
+) -> Tensor:
+    """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read)."""
+    if empty_target_action == "error":
+        empty = (ideal == 0).any()
+        message = (
+            "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
+        )
+        if not _host.may_read_back(empty.device):
+            _host.assert_on_device(~empty, message)
+        elif bool(empty):
+            raise ValueError(message)
+    return _kernels.normalize(value, ideal, empty_target_action, gain)
+
+
+def catalog_ndcg(
+    queries: Tensor,
+    items: Tensor,
+    relevant: Tensor,
+    *,
+    k: int | Sequence[int] | None,
+    exclude: Tensor | None = None,
+    score_fn: ScoreFn | None = None,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    empty_target_action: EmptyTargetAction = "neg",
+    item_offset: int = 0,
+    process_group: Any | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""nDCG@k of every user (query) against the whole catalog, scored chunk by chunk.
+
+    The same values as ``ndcg(queries @ items.T, target, k=k, mask=~exclude)`` with the
+    dense target of ``relevant``, without ever holding the ``[B, N]`` scores:
+
+    $$
+    \mathrm{nDCG@}k(u) = \frac{1}{\mathrm{IDCG@}k(u)}
+        \sum_{r=1}^{k} \mathrm{gain}(y_{u, \pi_u(r)}) \, \mathrm{discount}(r)
+    $$
+
+    where $\pi_u$ ranks the catalog's items that are not excluded for user $u$ by their
+    score, and the ideal DCG ranks the user's relevant grades. Item chunks are scored by
+    ``queries @ chunk.T`` (or ``score_fn(queries, chunk)``) in blocks of users; only a
+    running top ``max(k)`` per user, the count of items tied with its last score and the
+    scores of the relevant items are kept, so the memory beyond the embeddings is
+    $O(B (k + P) + \text{block})$. Selecting a block's candidates reads it about once (the
+    maxima of groups of 32 items; only the best groups are looked at).
+
+    Ties: ``"average"`` credits every member of a group of equal scores the group's mean gain
+    (also a group straddling ``k``); ``"first"`` ranks equal scores by item index, lowest first.
+
+    Args:
+        queries: ``[B, d]`` user (query) embeddings.
+        items: ``[N, d]`` item embeddings (this rank's shard with ``process_group``).
+        relevant: the relevant items of each user: a sparse COO or CSR ``[B, N]`` tensor whose
+            stored values are the grades (absent = 0), or an integer ``[B, P]`` tensor of item
+            ids with grade 1 (negative ids are padding).
+        k: cut-off: an int, a sequence of ints, or ``None`` (the whole catalog: keeps ``N``
+            scores per user).
+        exclude: items that take no rank (already seen in training: the "filtered"
+            protocol): a bool ``[B, N]`` tensor, a sparse ``[B, N]`` tensor (stored non-zero
+            entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
+        score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
+            than a dot product; must score the same pair the same way in every block.
+        chunk_size: items per chunk (rounded down to whole slices of 2,048 items, the last
+            chunk taking the rest); by default chosen from ``memory_budget`` with up to 256
+            users per block.
+        memory_budget: bytes of one block of scores (default 16 MiB); with ``chunk_size`` it
+            sets the users per block.
+        gain: ``"exponential"``, ``"linear"`` or a callable.
+        discount: ``"log2"``, ``"jarvelin"`` or a callable.
+        ties: ``"average"`` or ``"first"``.
+        empty_target_action: value of users with no relevant item: ``"neg"`` 0, ``"pos"``
+            1, ``"skip"`` NaN, ``"error"`` raises.
+        item_offset: global id of ``items[0]`` (item-sharded catalogs).
+        process_group: with item shards on several ranks, the group (``torch.distributed``'s
+            default group if it is ``"default"``); every rank passes the same ``queries``,
+            ``relevant`` and ``exclude`` (global ids) and gets the whole catalog's values,
+            with one ``all_gather`` of ``[B, 2k + 2P + 3]`` integers per call.
+        validate_args: check ids, grades and exclusions (one read-back on the CPU).
+
+    Returns:
+        ``[B]``, or ``[B, len(k)]`` for a sequence ``k``; float32 (float64 for float64 queries).
+
+    Raises:
+        ValueError: ids outside the catalog, an id twice for a user, negative or NaN grades,
+            an item both relevant and excluded, NaN scores, shapes that do not match, bad
+            options; ``k=None`` with ``process_group``.
+        TypeError: ``relevant`` or ``exclude`` of an unsupported kind.
+
+    Example:
+        Two items per user are relevant; user 0's best item is item 2 (relevant, grade 1),
+        then item 1 (grade 0); user 1 excludes item 2 and finds its relevant item 0 first.
+
+        >>> import torch
+        >>> from torch_ndcg.functional import catalog_ndcg
+        >>> queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> items = torch.tensor([[0.1, 0.9], [0.5, 0.5], [0.9, 0.8], [0.0, 0.0]])
+        >>> relevant = torch.tensor([[2, 3], [0, -1]])
+        >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
+        tensor([0.6131, 1.0000])
+    """
+    options = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, None, validate_args
+    )
+    values = catalog_ndcg_values(
+        queries,
+        items,
+        relevant,
+        options,
+        exclude=exclude,
+        score_fn=score_fn,
+        chunk_size=chunk_size,
+        memory_budget=memory_budget,
+        item_offset=item_offset,
+        process_group=process_group,
+    )
+    return shape_values(values, options.cutoffs, queries.dtype)
+
+
+def catalog_ndcg_values(
+    queries: Tensor,
+    items: Tensor,
+    relevant: Tensor,
+    options: ListOptions,
+    *,
+    exclude: Tensor | None,
+    score_fn: ScoreFn | None,
+    chunk_size: int | None,
+    memory_budget: int | None,
+    item_offset: int,
+    process_group: Any | None,
+) -> Tensor:
+    """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype.
+
+    ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
+    streaming arguments are checked here.
+    """
+    _check_embeddings(queries, items)
+    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
+    _check_int("item_offset", item_offset, minimum=0)
+    if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
+        raise ValueError(
+            f"Expected a catalog of fewer than {_catalog.PLACEHOLDER} items, but `item_offset` "
+            f"{item_offset} + {items.shape[0]} items reach past it."
+        )
+    if chunk_size is not None:
+        _check_int("chunk_size", chunk_size, minimum=1)
+    if memory_budget is not None:
+        _check_int("memory_budget", memory_budget, minimum=1)
+    if queries.shape[-1] != items.shape[-1] and score_fn is None:
+        raise ValueError(
+            "Expected `queries` and `items` of the same width d, but got "
+            f"{queries.shape[-1]} and {items.shape[-1]}."
+        )
+    sharded = process_group is not None
+    if sharded and ks is None:
+        raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
+    group = None if process_group == "default" else process_group
+    n_items = items.shape[0]
+    dtype = _options.compute_dtype(queries.dtype)
+    users = queries.shape[0]
+    target = catalog_target(relevant, exclude, users, None if sharded else n_items, dtype)
+    target = CatalogTarget(
+        target.ids.to(queries.device),
+        target.grades.to(queries.device),
+        None if target.excluded is None else target.excluded.to(queries.device),
+    )
+    check_target(target, None if sharded else n_items, gain, validate_args=validate_args)
+    kmax = max([n_items] if ks is None else ks)
+    block_users, chunk = _blocking(
+        users, chunk_size, memory_budget, torch.finfo(dtype).bits // 8, min(kmax, 1 << 20)
+    )
+    with torch.no_grad(), _kernels.full_precision(queries.device):
+        blocks = embedding_blocks(queries, items, score_fn, block_users, chunk, item_offset)
+        value, ideal = catalog_values(
+            blocks,
+            target,
+            n_items=n_items,
+            ks=ks,
+            gain=gain,
+            discount=options.discount,
+            ties=options.ties,
+            dtype=dtype,
+            device=queries.device,
+            item_offset=item_offset,
+            process_group=group,
+            sharded=sharded,
+            validate_args=validate_args,
+        )
+    return normalized(value, ideal, options.empty_target_action, gain)
+
+
+def is_sparse(target: Any) -> bool:
+    """Whether `ndcg` / `dcg` take the streamed path: a sparse target."""
+    return isinstance(target, Tensor) and target.layout != torch.strided
+
+
+def shape_values(values: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
+    """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
+    out = values.to(_options.compute_dtype(dtype))
+    return out if cutoffs.is_sequence else out[:, 0]
+
+
+def sparse_values(
+    preds: Tensor,
+    target: Tensor,
+    exclude: Tensor | None,
+    mask: Tensor | None,
+    options: ListOptions,
+    *,
+    normalize: bool,
+) -> Tensor:
+    """The nDCG (``normalize``) or the DCG of dense ``[B, N]`` scores against a sparse target.
+
+    ``[B, len(k)]`` in the accumulation dtype; ``mask`` (``False``: padding) excludes too.
+    ``options`` are checked.
+    """
+    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
+    ignore_index = options.ignore_index
+    if ignore_index is not None:
+        raise ValueError(
+            f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
+            f"but got {ignore_index!r}; mark items that take no rank with `exclude`."
+        )
+    if not isinstance(preds, Tensor) or not preds.is_floating_point():
+        raise TypeError(
+            f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}."
+        )
+    if preds.dim() != 2 or tuple(target.shape) != tuple(preds.shape):
+        raise ValueError(
+            "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
+            f"{tuple(preds.shape)} and {tuple(target.shape)}."
+        )
+    users, n_items = preds.shape
+    dtype = _options.compute_dtype(preds.dtype)
+    catalog = catalog_target(target.to(preds.device), None, users, n_items, dtype)
+    excluded = None if exclude is None else excluded_ids(exclude.to(preds.device), users, n_items)
+    if mask is not None:
+        _validation.check_mask(mask, preds.shape)
+        padded = excluded_ids(~mask, users, n_items)
+        excluded = padded if excluded is None else _union(excluded, padded)
+    catalog = CatalogTarget(catalog.ids, catalog.grades, excluded)
+    check_target(catalog, n_items, gain, validate_args=validate_args)
+    kmax = min(max([n_items] if ks is None else ks), max(n_items, 1))
+    block_users, chunk = _blocking(users, None, None, preds.element_size(), kmax)
+    with torch.no_grad():
+        blocks = score_blocks(preds, block_users, chunk)
+        value, ideal = catalog_values(
+            blocks,
+            catalog,
+            n_items=n_items,
+            ks=ks,
+            gain=gain,
+            discount=options.discount,
+            ties=options.ties,
+            dtype=dtype,
+            device=preds.device,
+        )
+    if not normalize:
+        return value
+    return normalized(value, ideal, options.empty_target_action, gain)
+
+
+def _union(a: Tensor, b: Tensor) -> Tensor:
+    """Per-user union of two ascending padded id lists (duplicates dropped)."""
+    both = torch.cat([a, b], dim=-1).sort(dim=-1).values
+    repeated = torch.zeros_like(both, dtype=torch.bool)
+    repeated[:, 1:] = both[:, 1:].eq(both[:, :-1])
+    return torch.where(repeated, _INT64_MAX, both).sort(dim=-1).values
+
+
+def dense_mask_with_exclusions(
+    exclude: Tensor, mask: Tensor | None, target: Tensor, *, validate_args: bool
+) -> Tensor:
+    """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed.
+
+    Makes one ``[B, N]`` bool tensor; reads back once on the CPU with ``validate_args`` (ids in
+    range, no item both relevant and excluded), never on an accelerator.
+    """
+    shape = target.shape
+    if len(shape) != 2:
+        raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
+    users, n_items = shape
+    ids = excluded_ids(exclude.to(target.device), users, n_items)
+    real = ids.ne(_INT64_MAX)
+    keep = torch.ones(shape, dtype=torch.uint8, device=ids.device)
+    keep.scatter_reduce_(
+        1, torch.where(real, ids, 0).clamp(0, n_items - 1), (~real).to(torch.uint8), reduce="amin"
+    )
+    ranked = keep.bool()
+    if validate_args:
+        checks = [
+            (
+                (real & (ids.lt(0) | ids.ge(n_items))).any(),
+                f"Expected the excluded item ids in [0, {n_items}), but one is outside.",
+            ),
+            (
+                (target.ne(0) & ~ranked).any(),
+                "Expected no item both relevant and excluded, but a user has one: an excluded "
+                "item takes no rank, so it cannot be found.",
+            ),
+        ]
+        _raise_checks(checks)
+    return ranked if mask is None else ranked & mask
+
+
+def _raise_checks(checks: list[tuple[Tensor, str]]) -> None:
+    """Raise the message of the first failed check.
+
+    One read-back on the CPU; device-side assertions elsewhere.
+    """
+    flags = torch.stack([flag for flag, _ in checks])
+    if not _host.may_read_back(flags.device):
+        for flag, message in checks:
+            _host.assert_on_device(~flag, message)
+        return
+    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
+        if bad:
+            raise ValueError(message)
+
+
+def user_share(users: int, process_group: Any | None, device: torch.device) -> Tensor | None:
+    """``[B]`` bool: the users this rank counts under item sharding (``u mod world == rank``)."""
+    if process_group is None:
+        return None
+    group = None if process_group == "default" else process_group
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    return torch.arange(users, device=device).remainder(world).eq(rank)
