@@ -17,6 +17,7 @@ from torchmetrics import Metric, MetricCollection
 
 from torch_ndcg import _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties, compute_dtype
+from torch_ndcg.functional._significance import REDUCE_LAST_DIM
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
@@ -95,8 +96,8 @@ def aggregate(values: Tensor, aggregation: Any) -> Tensor:
     Per cut-off, over the counted queries (not NaN: ``"skip"`` leaves queries out); 0 where
     none is counted. ``"median"`` is the lower median (``torch.median``), as torchmetrics'.
     """
-    reduce = {"median": torch.median, "min": torch.min, "max": torch.max}.get(
-        aggregation, aggregation
+    reduce: Callable[[Tensor], Tensor] = (
+        REDUCE_LAST_DIM[aggregation] if isinstance(aggregation, str) else aggregation
     )
     out = []
     for column in values.unbind(-1):

@@ -88,6 +88,14 @@ def normal_interval(
     return mean, mean - half_width, mean + half_width
 
 
+REDUCE_LAST_DIM: dict[str, Callable[[Tensor], Tensor]] = {
+    "median": lambda values: values.median(dim=-1).values,  # the lower median, as torchmetrics'
+    "min": lambda values: values.amin(dim=-1),
+    "max": lambda values: values.amax(dim=-1),
+}
+"""The named aggregations over the last dimension: of one ``[n]`` column or ``[R, n]`` resamples."""
+
+
 def bootstrap_interval(
     values: Tensor,
     statistic: str | Callable[[Tensor], Tensor],
@@ -138,15 +146,7 @@ def bootstrap_interval(
         3 7
     """
     _validation.check_resampling(n_resamples, seed)
-    reduce_rows: Callable[[Tensor], Tensor] | None = (
-        {
-            "median": lambda resampled: resampled.median(dim=-1).values,
-            "min": lambda resampled: resampled.amin(dim=-1),
-            "max": lambda resampled: resampled.amax(dim=-1),
-        }.get(statistic)
-        if isinstance(statistic, str)
-        else None
-    )
+    reduce_rows = REDUCE_LAST_DIM.get(statistic) if isinstance(statistic, str) else None
     generator = torch.Generator(device=values.device).manual_seed(seed)
     quantiles = torch.tensor(
         [(1 - confidence) / 2, (1 + confidence) / 2], dtype=torch.float64, device=values.device
