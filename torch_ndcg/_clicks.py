@@ -18,6 +18,7 @@ from torch import Tensor
 
 from torch_ndcg import _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
+from torch_ndcg._validation import is_integer_tensor
 
 # The position of an item that was not shown: it takes no part in the clicked/unclicked pairs.
 NOT_SHOWN = -1
@@ -72,7 +73,7 @@ def _check_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Ten
     """``value`` is a tensor of ``shape`` of a ``kind`` dtype (``"floating"``, ``"integer"``)."""
     if not isinstance(value, Tensor):
         raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}.")
-    integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+    integer = is_integer_tensor(value)
     if (kind == "floating" and not value.is_floating_point()) or (
         kind == "integer" and not integer
     ):

@@ -751,11 +751,16 @@ def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
         )
 
 
+def is_integer_tensor(tensor: Tensor) -> bool:
+    """An integer dtype: not floating, complex or bool (query ids, item ids)."""
+    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
 def check_query_ids(name: str, ids: Any) -> None:
     """``ids`` is a 1-D integer tensor of query ids."""
     if not isinstance(ids, Tensor):
         raise TypeError(f"Expected `{name}` (query ids) to be a torch.Tensor, but got {ids!r}.")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+    if not is_integer_tensor(ids):
         raise TypeError(
             f"Expected `{name}` (query ids) to be an integer tensor, but got dtype {ids.dtype}."
         )
@@ -800,7 +805,7 @@ def check_indexes(indexes: Any, shape: torch.Size) -> None:
         raise TypeError(
             f"Expected `indexes` to be an int64 torch.Tensor, but got {type(indexes).__name__}."
         )
-    if indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
+    if not is_integer_tensor(indexes):
         raise TypeError(
             f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
         )
