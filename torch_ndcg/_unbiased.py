@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _clicks, _validation
+from torch_ndcg import _clicks, _kernels, _validation
 from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
 from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
 from torch_ndcg.losses import _option, _RankingLoss
@@ -193,6 +193,134 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             self._update_biases(shares * item_bias, clicked, flat_positions, lists.mask)
         return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
 
+    def aggregated(
+        self,
+        preds: Tensor,
+        clicks: Tensor,
+        views: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        r"""The loss of ``[..., L]`` scores on sessions summed per item and position.
+
+        A click log of many sessions of the same lists need not be fed session by session:
+        ``clicks[..., w, i]`` and ``views[..., w, i]`` (``[..., L, num_positions]``,
+        non-negative, ``clicks <= views``) count how often item $w$ was clicked and shown at
+        position $i$ in the sessions of its list. With $A_w = \sum_i \mathrm{clicks}_{wi} / t^+_i$
+        and $B_l = \sum_j (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) / t^-_j$:
+
+        $$
+        \ell = \sum_{w \ne l} A_w B_l \, |\Delta D_{wl}| \,
+            \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+        $$
+
+        with $|\Delta D_{wl}|$ the change of the DCG@k discount when $w$ and $l$ swap places
+        in the current ranking. On one session whose counts (one-hot at each shown item's
+        position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
+        `forward`'s loss exactly, and so are the bias updates,
+        $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
+        $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$.
+        Over $S$ sessions, passing the mean over the sessions of their counts times
+        $1 / \sqrt{Z_s}$ replaces the mean of each pair's weight over the sessions,
+        $\overline{a_w b_l}$, by the product of the items' means $\bar a_w \bar b_l$: the mean
+        per-session loss, up to the correlation of two items' clicks within a session (none
+        given the positions in the position-based click model, besides the shared
+        $Z_s$). The cost is that of one list per query whatever the number of sessions; the
+        pairs are computed densely (``[N, L, L]``), for lists of up to a few thousand items.
+
+        Args:
+            preds: ``[..., L]`` floating scores.
+            clicks: ``[..., L, num_positions]`` floating click counts (or weighted sums).
+            views: ``[..., L, num_positions]`` floating counts of the times shown, at least
+                ``clicks``.
+            mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+
+        Returns:
+            The reduced loss (``reduction``; ``"mean"`` is over the lists with a click).
+
+        Raises:
+            TypeError: a tensor of the wrong dtype.
+            ValueError: shapes that disagree, or (``validate_args``) counts negative, not
+                finite, or clicks above views.
+
+        Example:
+            >>> import torch
+            >>> from torch_ndcg import UnbiasedLambdaRankLoss
+            >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, bias_norm=0.0, momentum=0.0)
+
+            The two sessions of `forward`'s example, summed: item 0 clicked once at each
+            position, item 1 shown once at each position and never clicked.
+
+            >>> preds = torch.tensor([0.0, 1.0])
+            >>> clicks = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+            >>> views = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+            >>> loss_fn.aggregated(preds, clicks, views)  # A_0 B_1 = 4 times (1 - 1/log2 3) log(1 + e)
+            tensor(1.9387)
+        """
+        length, n = preds.shape[-1], self.num_positions
+        if not isinstance(preds, Tensor) or not preds.is_floating_point():
+            raise TypeError(f"Expected `preds` to be a floating tensor, but got {preds!r}.")
+        counts_shape = (*preds.shape, n)
+        for name, value in (("clicks", clicks), ("views", views)):
+            if not isinstance(value, Tensor) or not value.is_floating_point():
+                raise TypeError(
+                    f"Expected `{name}` to be a floating tensor, but got "
+                    f"{getattr(value, 'dtype', type(value).__name__)}."
+                )
+            if tuple(value.shape) != counts_shape:
+                raise ValueError(
+                    f"Expected `{name}` to have shape {counts_shape} (`preds`' shape and "
+                    f"`num_positions`), but got {tuple(value.shape)}."
+                )
+        if self.validate_args:
+            _validation.check_mask(mask, preds.shape)
+        dtype = preds.dtype
+        scores = preds.reshape(-1, length)
+        real = None if mask is None else mask.reshape(-1, length)
+        won = clicks.reshape(-1, length, n).to(dtype)
+        lost = views.reshape(-1, length, n).to(dtype) - won
+        if real is not None:
+            won = won * real[..., None]
+            lost = lost * real[..., None]
+        if self.validate_args and won.numel() > 0:
+            low, high = torch.aminmax(torch.cat([won.detach(), lost.detach()]))
+            check = _clicks.value_checks(
+                [
+                    (low == low, low, "Expected `clicks` and `views` to contain no NaN."),
+                    (high < torch.inf, high, "Expected `views` to be finite, but found {found}."),
+                    (
+                        low >= 0,
+                        low,
+                        "Expected `clicks` non-negative and at most `views`, but found a "
+                        "difference or count of {found}.",
+                    ),
+                ]
+            )
+            _clicks.resolve_checks(check)
+        inverse = torch.stack([self.t_plus, self.t_minus]).to(dtype).reciprocal()
+        winner = won @ inverse[0]  # A_w: [N, L]
+        loser = lost @ inverse[1]  # B_l
+        # Current ranking: 1-based ranks, ties in order of appearance, padding last.
+        keys = _kernels.ranking_keys(scores.detach(), real)
+        order = _kernels.stable_descending_order(keys, length)
+        ranks = torch.empty_like(order).scatter_(
+            -1, order, torch.arange(1, length + 1, device=order.device).expand_as(order)
+        )
+        kmax = length if self.k is None else min(self.k, length)
+        discount = _kernels.discounts(ranks.to(dtype), self.discount).to(dtype)
+        discount = torch.where(ranks <= kmax, discount, 0)
+        delta = (discount[:, :, None] - discount[:, None, :]).abs()
+        difference = scores[:, :, None] - scores[:, None, :]
+        pair = delta * torch.nn.functional.softplus(-self.sigma * difference)  # L_wl: [N, L, L]
+        per_list = torch.einsum("nw,nwl,nl->n", winner, pair, loser)
+        if self.training:
+            with torch.no_grad():
+                plus = torch.einsum("nwi,nwl,nl->i", won, pair, loser)
+                minus = torch.einsum("nlj,nwl,nw->j", lost, pair, winner)
+                self._add_statistics(torch.cat([plus, minus]))
+        has_click = won.sum(dim=(-1, -2)) > 0
+        per_list = torch.where(has_click, per_list, 0)
+        return _reduce(per_list, has_click, self.reduction, preds.shape[:-1])
+
     @torch.no_grad()
     def _update_biases(
         self, statistic: Tensor, clicked: Tensor, positions: Tensor, taken: Tensor | None
@@ -207,7 +335,15 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         bins = torch.where(clicked, positions, positions + n)
         if taken is not None:
             bins = torch.where(taken, bins, 2 * n)
-        batch = _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
+        self._add_statistics(
+            _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
+        )
+
+    @torch.no_grad()
+    def _add_statistics(self, batch: Tensor) -> None:
+        """Sum ``batch`` (``[2 * num_positions]``: S+ then S-) over the ranks; update."""
+        n = self.num_positions
+        batch = batch.to(self.statistics.dtype)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(batch)
         self.statistics.lerp_(batch.view(2, n), 1 - self.momentum)
