@@ -253,7 +253,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             >>> preds = torch.tensor([0.0, 1.0])
             >>> clicks = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
             >>> views = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
-            >>> loss_fn.aggregated(preds, clicks, views)  # A_0 B_1 = 4 times (1 - 1/log2 3) log(1 + e)
+            >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
             tensor(1.9387)
         """
         length, n = preds.shape[-1], self.num_positions
