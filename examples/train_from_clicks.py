@@ -46,6 +46,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ from torch_ndcg import (
 
 LOGGER_FRACTION = 0.05
 TOP_SHOWN = 10
+VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
+METHODS = ("full", "naive", "ips", "ips_pairs", "learnt")
 
 
 @dataclass(frozen=True)
@@ -80,23 +83,45 @@ def make_mlp() -> nn.Module:
 
 
 StepLoss = Callable[[Tensor, Tensor], Tensor]  # (scores [b, L], query batch) -> loss
+Curve = list[tuple[int, float]]  # (epochs, validation nDCG@10)
+
+EVAL_EVERY = 5  # epochs between two validation scores
 
 
-def train(step_loss: StepLoss, train_lists: PaddedLists, *, seed: int, epochs: int) -> nn.Module:
-    """Train the MLP: each step scores 16 queries and takes ``step_loss`` of their scores."""
+def subset(lists: PaddedLists, queries: Tensor) -> PaddedLists:
+    """The lists of ``queries`` (no flat rows)."""
+    return PaddedLists(lists.features[queries], lists.labels[queries], lists.mask[queries], None)  # type: ignore[arg-type]
+
+
+def train(
+    step_loss: StepLoss,
+    train_lists: PaddedLists,
+    *,
+    seed: int,
+    epochs: int,
+    val: PaddedLists | None = None,
+) -> tuple[nn.Module, Curve]:
+    """Train the MLP: each step scores 16 queries and takes ``step_loss`` of their scores.
+
+    With ``val``, the validation nDCG@10 (true labels) every `EVAL_EVERY` epochs is returned.
+    """
     torch.manual_seed(seed)
     model = make_mlp()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
     order = torch.Generator().manual_seed(seed)
     queries = len(train_lists.labels)
-    for _ in range(epochs):
+    curve: Curve = []
+    for epoch in range(1, epochs + 1):
         for batch in torch.randperm(queries, generator=order).split(16):
             scores = model(train_lists.features[batch]).squeeze(-1)
             loss = step_loss(scores, batch)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    return model
+        if val is not None and epoch % EVAL_EVERY == 0:
+            with torch.no_grad():
+                curve.append((epoch, test_ndcg(model(val.features).squeeze(-1), val)[-1]))
+    return model, curve
 
 
 def train_logger(train_lists: PaddedLists, seed: int, epochs: int) -> nn.Module:
@@ -104,16 +129,14 @@ def train_logger(train_lists: PaddedLists, seed: int, epochs: int) -> nn.Module:
     generator = torch.Generator().manual_seed(10_000 + seed)
     chosen = torch.randperm(len(train_lists.labels), generator=generator)
     chosen = chosen[: max(1, round(LOGGER_FRACTION * len(chosen)))]
-    subset = PaddedLists(
-        train_lists.features[chosen], train_lists.labels[chosen], train_lists.mask[chosen], None
-    )  # type: ignore[arg-type]
+    logged = subset(train_lists, chosen)
     loss_fn = LambdaRankLoss()
     return train(
-        lambda scores, batch: loss_fn(scores, subset.labels[batch], subset.mask[batch]),
-        subset,
+        lambda scores, batch: loss_fn(scores, logged.labels[batch], logged.mask[batch]),
+        logged,
         seed=seed,
         epochs=epochs,
-    )
+    )[0]
 
 
 def log_sessions(
@@ -142,44 +165,76 @@ def log_sessions(
     return ClickLog(positions, clicks)
 
 
-def session_batch(
-    log: ClickLog, batch: Tensor, per_step: int, generator: torch.Generator
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``per_step`` random sessions of each query in ``batch``.
+@dataclass(frozen=True)
+class ClickSums:
+    """A click log summed over its sessions, per query and item (and position).
 
-    Returns each session's row in ``batch`` (to pick its scores), its positions and its clicks.
+    ``ctr``: click-through rate; ``ips``: mean of click / examination probability (the
+    inverse-propensity estimate of the click probability of an examined item); ``clicks``,
+    ``views`` ``[Q, L, positions]``: the counts `UnbiasedLambdaRankLoss.aggregated` takes, each
+    session's times ``1 / (S sqrt(Z_s))`` (``Z_s`` the ideal DCG of its clicks).
     """
-    picks = torch.randint(log.positions.shape[1], (len(batch), per_step), generator=generator)
-    picked = (batch[:, None], picks)
-    length = log.positions.shape[-1]
-    return (
-        torch.arange(len(batch)).repeat_interleave(per_step),
-        log.positions[picked].reshape(-1, length),
-        log.clicks[picked].reshape(-1, length),
-    )
+
+    ctr: Tensor
+    ips: Tensor
+    clicks: Tensor
+    views: Tensor
+
+    def __getitem__(self, queries: Tensor) -> ClickSums:
+        return ClickSums(
+            self.ctr[queries], self.ips[queries], self.clicks[queries], self.views[queries]
+        )
 
 
-def click_losses(log: ClickLog, num_positions: int, seed: int, per_step: int) -> dict[str, Any]:
-    """The three click-trained methods as step losses, and the debiased loss module."""
-    generator = torch.Generator().manual_seed(30_000 + seed)
-    plain = LambdaRankLoss()
-    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions)
+def sum_sessions(log: ClickLog, num_positions: int) -> ClickSums:
+    """Sum the sessions of every query: training then costs the same for any session count."""
+    queries, sessions, length = log.positions.shape
+    shown = log.positions >= 0
+    propensity = examination_probability(log.positions)
+    ctr = log.clicks.sum(1) / sessions
+    ips = torch.where(shown, log.clicks / propensity.clamp(min=1e-12), 0).sum(1) / sessions
+    # Each session's pairs are weighted by 1 / Z_s (LambdaRank's normalisation on its clicks):
+    # its counts by 1 / sqrt(Z_s), and by 1 / S for the mean over the sessions.
+    ideal = torch.cumsum(1 / torch.log2(torch.arange(2, length + 2.0)), 0)
+    count = log.clicks.sum(-1).long()
+    factor = torch.where(
+        count > 0, 1 / (sessions * ideal[(count - 1).clamp(min=0)].sqrt()), 0
+    )  # [Q, S]
+    item = torch.arange(queries)[:, None, None] * length + torch.arange(length)
+    index = (item * num_positions + log.positions.clamp(min=0)).reshape(-1)
+    weight = torch.where(shown, factor[..., None], 0).reshape(-1)
+    size = queries * length * num_positions
+    views = torch.zeros(size).index_add_(0, index, weight)
+    clicks = torch.zeros(size).index_add_(0, index, weight * log.clicks.reshape(-1))
+    shape = (queries, length, num_positions)
+    return ClickSums(ctr, ips, clicks.view(shape), views.view(shape))
 
-    def naive(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        return plain(scores[index], clicks, positions >= 0)
 
-    def ips(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        shown = positions >= 0
-        weight = 1 / examination_probability(positions).clamp(min=1e-12)
-        return plain(scores[index], clicks, shown, weight=torch.where(shown, weight, 0))
+def true_biases(num_positions: int) -> Tensor:
+    """The simulation's examination ratios theta_i / theta_0 (t+ of the true propensities)."""
+    ratio = examination_probability(torch.arange(num_positions))
+    return ratio / ratio[0]
 
-    def learnt(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        return unbiased(scores[index], clicks, positions)
 
-    return {"naive": naive, "ips": ips, "learnt": learnt, "module": unbiased}
+def step_losses(sums: ClickSums, lists: PaddedLists, bias_norm: float) -> dict[str, Any]:
+    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module."""
+    num_positions = sums.clicks.shape[-1]
+    labelled, linear = LambdaRankLoss(), LambdaRankLoss(gain="linear")
+    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
+    fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
+    fixed.t_plus.copy_(true_biases(num_positions))
+
+    def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
+        return lambda s, b: loss_fn.aggregated(s, sums.clicks[b], sums.views[b], lists.mask[b])
+
+    return {
+        "full": lambda s, b: labelled(s, lists.labels[b], lists.mask[b]),
+        "naive": lambda s, b: linear(s, sums.ctr[b], lists.mask[b]),
+        "ips": lambda s, b: linear(s, sums.ips[b], lists.mask[b]),
+        "ips_pairs": pairs(fixed),
+        "learnt": pairs(unbiased),
+        "module": unbiased,
+    }
 
 
 def tree_sessions(
@@ -189,67 +244,122 @@ def tree_sessions(
 
     Returns features, clicks, positions and the group sizes (one group per session).
     """
-    features, clicks, positions, groups = [], [], [], []
-    for query in range(log.positions.shape[0]):
-        for session in range(min(count, log.positions.shape[1])):
-            shown = log.positions[query, session]
-            items = torch.nonzero(shown >= 0).squeeze(-1)
-            items = items[shown[items].argsort()]
-            features.append(train_lists.features[query, items].numpy())
-            clicks.append(log.clicks[query, session, items].numpy())
-            positions.append(shown[items].numpy())
-            groups.append(len(items))
+    shown = log.positions[:, :count]
+    order = torch.where(shown >= 0, shown, shown.shape[-1]).argsort(dim=-1)
+    query = torch.arange(len(shown))[:, None, None].expand_as(order)
+    keep = shown.gather(-1, order) >= 0
+    features = train_lists.features[query, order][keep]
     return (
-        np.concatenate(features),
-        np.concatenate(clicks),
-        np.concatenate(positions),
-        np.asarray(groups),
+        features.numpy(),
+        log.clicks[:, :count].gather(-1, order)[keep].numpy(),
+        shown.gather(-1, order)[keep].numpy(),
+        keep.sum(-1).reshape(-1).numpy(),
     )
 
 
-def tree_scores(
-    log: ClickLog, train_lists: PaddedLists, test: PaddedLists, args: argparse.Namespace, seed: int
-) -> dict[str, Tensor]:
-    """Test scores of XGBoost's and LightGBM's debiased LambdaMART (those installed)."""
-    features, clicks, positions, groups = tree_sessions(log, train_lists, args.tree_sessions)
-    out: dict[str, Tensor] = {}
+TREE_STAGES = (25, 50, 100, 200)
 
-    def padded(flat: np.ndarray) -> Tensor:
-        scores = torch.zeros(test.mask.shape)
-        scores[test.mask] = torch.from_numpy(np.asarray(flat, dtype=np.float32))
-        return scores
 
-    try:
+def fit_trees(
+    name: str,
+    features: np.ndarray,
+    clicks: np.ndarray,
+    positions: np.ndarray,
+    groups: np.ndarray,
+    trees: int,
+    seed: int,
+) -> Callable[[np.ndarray, int], np.ndarray]:
+    """Fit one debiased LambdaMART; returns ``predict(features, trees)``."""
+    if name == "xgboost":
         import xgboost
-    except ImportError:
-        xgboost = None
-    if xgboost is not None:
+
         ranker = xgboost.XGBRanker(
             objective="rank:ndcg",
             lambdarank_unbiased=True,
-            n_estimators=args.trees,
+            n_estimators=trees,
             tree_method="hist",
-            n_jobs=2,
+            n_jobs=1,
             random_state=seed,
         )
         ranker.fit(features, clicks, group=groups)
-        out["xgboost"] = padded(ranker.predict(test.flat.features))
-    try:
-        import lightgbm
-    except ImportError:
-        lightgbm = None
-    if lightgbm is not None:
-        dataset = lightgbm.Dataset(features, clicks, group=groups, position=positions)
-        params = {"objective": "lambdarank", "verbose": -1, "num_threads": 2, "seed": seed}
-        booster = lightgbm.train(params, dataset, num_boost_round=args.trees)
-        out["lightgbm"] = padded(booster.predict(test.flat.features))
-    return out
+
+        def predict_xgboost(features: np.ndarray, trees: int) -> np.ndarray:
+            return np.asarray(ranker.predict(features, iteration_range=(0, trees)))
+
+        return predict_xgboost
+    import lightgbm
+
+    dataset = lightgbm.Dataset(features, clicks, group=groups, position=positions)
+    params = {"objective": "lambdarank", "verbose": -1, "num_threads": 1, "seed": seed}
+    booster = lightgbm.train(params, dataset, num_boost_round=trees)
+
+    def predict_lightgbm(features: np.ndarray, trees: int) -> np.ndarray:
+        return np.asarray(booster.predict(features, num_iteration=trees))
+
+    return predict_lightgbm
+
+
+def flat_scores(lists: PaddedLists, predict: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+    """A tree model's scores of padded lists."""
+    scores = torch.zeros(lists.mask.shape)
+    flat = predict(lists.features[lists.mask].numpy())
+    scores[lists.mask] = torch.from_numpy(np.asarray(flat, dtype=np.float32))
+    return scores
+
+
+def tree_results(
+    log: ClickLog,
+    lists: PaddedLists,
+    fit: Tensor,
+    val: Tensor,
+    test: PaddedLists,
+    args: argparse.Namespace,
+    seed: int,
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Test nDCG@10 of XGBoost's and LightGBM's debiased LambdaMART (those installed).
+
+    The number of trees is chosen among `TREE_STAGES` (up to ``--trees``) on the validation
+    queries, then the model is refitted on all the training queries.
+    """
+    results: dict[str, float] = {}
+    chosen: dict[str, int] = {}
+    stages = [n for n in TREE_STAGES if n < args.trees] + [args.trees]
+    for name in ("xgboost", "lightgbm"):
+        try:
+            __import__(name)
+        except ImportError:
+            continue
+        on_fit = tree_sessions(
+            ClickLog(log.positions[fit], log.clicks[fit]), subset(lists, fit), args.tree_sessions
+        )
+        predict = fit_trees(name, *on_fit, args.trees, seed)
+        val_lists = subset(lists, val)
+        scores = {
+            n: test_ndcg(flat_scores(val_lists, partial(predict, trees=n)), val_lists)[-1]
+            for n in stages
+        }
+        chosen[name] = max(stages, key=lambda n: scores[n])
+        predict = fit_trees(
+            name, *tree_sessions(log, lists, args.tree_sessions), chosen[name], seed
+        )
+        results[name] = test_ndcg(flat_scores(test, partial(predict, trees=chosen[name])), test)[-1]
+    return results, chosen
+
+
+def best_epochs(curve: Curve) -> tuple[int, float]:
+    """The epoch count with the best validation nDCG@10 (the earliest of equals)."""
+    return max(curve, key=lambda point: (point[1], -point[0]))
 
 
 def run_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
-) -> tuple[dict[str, float], Tensor]:
-    """Every method's test nDCG@10 for one seed, and the learnt biases ``[2, positions]``."""
+) -> tuple[dict[str, float], Tensor, dict[str, Any]]:
+    """Every method's test nDCG@10 for one seed, the learnt biases ``[3, positions]``, choices.
+
+    Hyper-parameters (epochs; ``bias_norm`` of the learnt method; trees) are chosen on the true
+    labels of a validation split of the training queries (`VAL_FRACTION`), then each method is
+    retrained on all the training queries and scored once on the test queries.
+    """
     logger = train_logger(train_lists, seed, args.logger_epochs)
     with torch.no_grad():
         logger_scores = logger(train_lists.features).squeeze(-1)
@@ -258,31 +368,48 @@ def run_seed(
         logger_scores, train_lists, protocol=args.protocol, sessions=args.sessions, seed=seed
     )
     num_positions = train_lists.mask.shape[-1]
-    full_loss = LambdaRankLoss()
-
-    def full(scores: Tensor, batch: Tensor) -> Tensor:
-        return full_loss(scores, train_lists.labels[batch], train_lists.mask[batch])
-
-    methods = click_losses(log, num_positions, seed, args.sessions_per_step)
-    for name, step_loss in (("full", full), *((m, methods[m]) for m in ("naive", "ips", "learnt"))):
-        model = train(step_loss, train_lists, seed=seed, epochs=args.epochs)
+    sums = sum_sessions(log, num_positions)
+    order = torch.randperm(
+        len(train_lists.labels), generator=torch.Generator().manual_seed(40_000 + seed)
+    )
+    n_val = round(VAL_FRACTION * len(order))
+    val, fit = order[:n_val], order[n_val:]
+    fit_lists, val_lists = subset(train_lists, fit), subset(train_lists, val)
+    chosen: dict[str, Any] = {}
+    final: dict[str, Any] = {}
+    for name in METHODS:
+        options = args.bias_norms if name == "learnt" else [2.0]
+        best = None
+        for bias_norm in options:
+            losses = step_losses(sums[fit], fit_lists, bias_norm)
+            _, curve = train(losses[name], fit_lists, seed=seed, epochs=args.epochs, val=val_lists)
+            epochs, score = best_epochs(curve)
+            if best is None or score > best[2]:
+                best = (bias_norm, epochs, score)
+        assert best is not None
+        bias_norm, epochs, _ = best
+        chosen[name] = {"epochs": epochs, **({"bias_norm": bias_norm} if name == "learnt" else {})}
+        losses = step_losses(sums, train_lists, bias_norm)
+        model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
             results[name] = test_ndcg(model(test.features).squeeze(-1), test)[-1]
+        if name == "learnt":
+            final = losses
     if not args.no_trees:
-        for name, scores in tree_scores(log, train_lists, test, args, seed).items():
-            results[name] = test_ndcg(scores, test)[-1]
-    module: UnbiasedLambdaRankLoss = methods["module"]
-    statistics = module.statistics
-    estimate = statistics[0] / statistics[0, 0]  # (t+)^(p + 1): the unshrunk estimate
-    return results, torch.stack([module.t_plus, module.t_minus, estimate])
+        trees, chosen["trees"] = tree_results(log, train_lists, fit, val, test, args, seed)
+        results.update(trees)
+    module: UnbiasedLambdaRankLoss = final["module"]
+    estimate = module.statistics[0] / module.statistics[0, 0]  # (t+)^(p + 1): unshrunk
+    return results, torch.stack([module.t_plus, module.t_minus, estimate]), chosen
 
 
 LABELS = {
     "logger": "the logging ranker (5% of the queries' labels)",
     "full": "LambdaRankLoss on the true labels (full information)",
-    "naive": "LambdaRankLoss on clicks (naive)",
-    "ips": "LambdaRankLoss on clicks, weight = 1 / true propensity (IPS)",
-    "learnt": "UnbiasedLambdaRankLoss on clicks + positions (learnt biases)",
+    "naive": "LambdaRankLoss on click-through rates (naive)",
+    "ips": "LambdaRankLoss on click-through rates / true propensity (IPS)",
+    "ips_pairs": "UnbiasedLambdaRankLoss.aggregated, biases fixed at the true ones",
+    "learnt": "UnbiasedLambdaRankLoss.aggregated, learnt biases",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
@@ -321,37 +448,36 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--epochs", type=int, default=100, help="most epochs tried")
     parser.add_argument("--logger-epochs", type=int, default=30)
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--sessions-per-step", type=int, default=16)
-    parser.add_argument("--tree-sessions", type=int, default=20)
-    parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--sessions", type=int, default=2_000)
+    parser.add_argument("--bias-norms", type=float, nargs="+", default=[0.0, 1.0, 2.0])
+    parser.add_argument("--tree-sessions", type=int, default=50)
+    parser.add_argument("--trees", type=int, default=200, help="most trees tried")
     parser.add_argument("--no-trees", action="store_true", help="skip XGBoost and LightGBM")
-    parser.add_argument("--full", action="store_true", help="the issue's protocol sizes")
     parser.add_argument("--tiny", action="store_true", help="a quick check (seconds)")
     parser.add_argument("--plot", type=Path, default=None, help="learnt biases PNG")
     args = parser.parse_args(argv)
-    if args.full:
-        args.sessions = 2_000 if args.protocol == "stochastic" else 30
-        args.tree_sessions, args.trees = 50, 200
+    if args.protocol == "top10" and "--sessions" not in (argv or []):
+        args.sessions = 30
     if args.tiny:
-        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], 1, 1
-        args.sessions, args.sessions_per_step, args.tree_sessions, args.trees = 4, 4, 2, 3
-    torch.set_num_threads(min(torch.get_num_threads(), 2))
+        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], EVAL_EVERY, 1
+        args.sessions, args.tree_sessions, args.trees = 8, 2, 3
+        args.bias_norms = args.bias_norms[:1]
+    torch.set_num_threads(1)
     started = time.perf_counter()
     train_lists, test = load_lists("train"), load_lists("test")
     runs: dict[str, list[float]] = {}
     biases = []
     for seed in args.seeds:
-        results, learnt = run_seed(args, train_lists, test, seed)
+        results, learnt, chosen = run_seed(args, train_lists, test, seed)
         biases.append(learnt)
         for name, value in results.items():
             runs.setdefault(name, []).append(value)
         print(
             f"seed {seed}: "
             + ", ".join(f"{name} {value:.4f}" for name, value in results.items())
-            + f" ({time.perf_counter() - started:.0f} s)",
+            + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
             flush=True,
         )
     print_tables(args, runs, torch.stack(biases))
@@ -386,10 +512,7 @@ def print_tables(args: argparse.Namespace, runs: dict[str, list[float]], biases:
         print(f"| {LABELS[name]} | {means[name]:.4f} ± {sd:.4f} | {closed_text} |")
     shown = min(TOP_SHOWN, biases.shape[-1])
     print()
-    print(
-        "| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used (p = 2) "
-        "| t- used |"
-    )
+    print("| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used | t- used |")
     print("|---:|---:|---:|---:|---:|---:|")
     for i in range(shown):
         true = 1 / (i + 1)
