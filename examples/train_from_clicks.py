@@ -66,7 +66,7 @@ from torch_ndcg import (
 LOGGER_FRACTION = 0.05
 TOP_SHOWN = 10
 VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
-METHODS = ("full", "naive", "ips", "ips_pairs", "learnt")
+METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
 
 
 @dataclass(frozen=True)
@@ -167,47 +167,36 @@ def log_sessions(
 
 @dataclass(frozen=True)
 class ClickSums:
-    """A click log summed over its sessions, per query and item (and position).
+    """A click log averaged over its sessions, per query, item and display position.
 
-    ``ctr``: click-through rate; ``ips``: mean of click / examination probability (the
-    inverse-propensity estimate of the click probability of an examined item); ``clicks``,
-    ``views`` ``[Q, L, positions]``: the counts `UnbiasedLambdaRankLoss.aggregated` takes, each
-    session's times ``1 / (S sqrt(Z_s))`` (``Z_s`` the ideal DCG of its clicks).
+    ``clicks``, ``views`` ``[Q, L, positions]``: how often (per session) each item was clicked
+    and shown at each position, what `UnbiasedLambdaRankLoss.aggregated` takes. The
+    click-through rate is ``clicks.sum(-1)``; the inverse-propensity estimate of an item's click
+    probability when examined is ``clicks @ (1 / propensity)``.
     """
 
-    ctr: Tensor
-    ips: Tensor
     clicks: Tensor
     views: Tensor
 
     def __getitem__(self, queries: Tensor) -> ClickSums:
-        return ClickSums(
-            self.ctr[queries], self.ips[queries], self.clicks[queries], self.views[queries]
-        )
+        return ClickSums(self.clicks[queries], self.views[queries])
+
+    def rates(self, propensity: Tensor | None = None) -> Tensor:
+        """``[Q, L]`` clicks per session, each divided by its position's ``propensity``."""
+        return self.clicks.sum(-1) if propensity is None else self.clicks @ propensity.reciprocal()
 
 
 def sum_sessions(log: ClickLog, num_positions: int) -> ClickSums:
-    """Sum the sessions of every query: training then costs the same for any session count."""
+    """Average the sessions of every query: training then costs the same for any session count."""
     queries, sessions, length = log.positions.shape
-    shown = log.positions >= 0
-    propensity = examination_probability(log.positions)
-    ctr = log.clicks.sum(1) / sessions
-    ips = torch.where(shown, log.clicks / propensity.clamp(min=1e-12), 0).sum(1) / sessions
-    # Each session's pairs are weighted by 1 / Z_s (LambdaRank's normalisation on its clicks):
-    # its counts by 1 / sqrt(Z_s), and by 1 / S for the mean over the sessions.
-    ideal = torch.cumsum(1 / torch.log2(torch.arange(2, length + 2.0)), 0)
-    count = log.clicks.sum(-1).long()
-    factor = torch.where(
-        count > 0, 1 / (sessions * ideal[(count - 1).clamp(min=0)].sqrt()), 0
-    )  # [Q, S]
+    shown = (log.positions >= 0).reshape(-1)
     item = torch.arange(queries)[:, None, None] * length + torch.arange(length)
-    index = (item * num_positions + log.positions.clamp(min=0)).reshape(-1)
-    weight = torch.where(shown, factor[..., None], 0).reshape(-1)
+    index = (item * num_positions + log.positions.clamp(min=0)).reshape(-1)[shown]
     size = queries * length * num_positions
-    views = torch.zeros(size).index_add_(0, index, weight)
-    clicks = torch.zeros(size).index_add_(0, index, weight * log.clicks.reshape(-1))
+    views = torch.zeros(size).index_add_(0, index, torch.ones(len(index)))
+    clicks = torch.zeros(size).index_add_(0, index, log.clicks.reshape(-1)[shown])
     shape = (queries, length, num_positions)
-    return ClickSums(ctr, ips, clicks.view(shape), views.view(shape))
+    return ClickSums(clicks.view(shape) / sessions, views.view(shape) / sessions)
 
 
 def true_biases(num_positions: int) -> Tensor:
@@ -223,16 +212,24 @@ def step_losses(sums: ClickSums, lists: PaddedLists, bias_norm: float) -> dict[s
     unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
     fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
     fixed.t_plus.copy_(true_biases(num_positions))
+    ctr, ips = sums.rates(), sums.rates(true_biases(num_positions))
 
     def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
         return lambda s, b: loss_fn.aggregated(s, sums.clicks[b], sums.views[b], lists.mask[b])
 
+    def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
+        with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
+            unbiased.aggregated(scores, sums.clicks[batch], sums.views[batch], lists.mask[batch])
+        labels = sums[batch].rates(unbiased.t_plus)
+        return linear(scores, labels, lists.mask[batch])
+
     return {
         "full": lambda s, b: labelled(s, lists.labels[b], lists.mask[b]),
-        "naive": lambda s, b: linear(s, sums.ctr[b], lists.mask[b]),
-        "ips": lambda s, b: linear(s, sums.ips[b], lists.mask[b]),
+        "naive": lambda s, b: linear(s, ctr[b], lists.mask[b]),
+        "ips": lambda s, b: linear(s, ips[b], lists.mask[b]),
         "ips_pairs": pairs(fixed),
         "learnt": pairs(unbiased),
+        "learnt_ips": learnt_ips,
         "module": unbiased,
     }
 
@@ -378,7 +375,7 @@ def run_seed(
     chosen: dict[str, Any] = {}
     final: dict[str, Any] = {}
     for name in METHODS:
-        options = args.bias_norms if name == "learnt" else [2.0]
+        options = args.bias_norms if name.startswith("learnt") else [2.0]
         best = None
         for bias_norm in options:
             losses = step_losses(sums[fit], fit_lists, bias_norm)
@@ -388,7 +385,9 @@ def run_seed(
                 best = (bias_norm, epochs, score)
         assert best is not None
         bias_norm, epochs, _ = best
-        chosen[name] = {"epochs": epochs, **({"bias_norm": bias_norm} if name == "learnt" else {})}
+        chosen[name] = {"epochs": epochs}
+        if name.startswith("learnt"):
+            chosen[name]["bias_norm"] = bias_norm
         losses = step_losses(sums, train_lists, bias_norm)
         model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
@@ -410,6 +409,7 @@ LABELS = {
     "ips": "LambdaRankLoss on click-through rates / true propensity (IPS)",
     "ips_pairs": "UnbiasedLambdaRankLoss.aggregated, biases fixed at the true ones",
     "learnt": "UnbiasedLambdaRankLoss.aggregated, learnt biases",
+    "learnt_ips": "LambdaRankLoss on click-through rates / learnt t+ (IPS, learnt biases)",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
