@@ -426,7 +426,10 @@ def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
 
     positions = np.arange(1, shown + 1)
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    curves = ((2, "C0", "learnt $S^+_i / S^+_1$"), (0, "C1", "$t^+$ used ($p = 2$)"))
+    curves = (
+        (2, "C0", "learnt $S^+_i / S^+_1$"),
+        (0, "C1", "$t^+$ used ($p$ chosen on validation)"),
+    )
     for row, color, label in curves:
         for run in biases[:, row, :shown].numpy():
             ax.plot(positions, run, color=color, linewidth=0.6, alpha=0.4)
