@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NoReturn
 
 import torch
@@ -148,6 +149,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         # Moving averages of S+ (row 0) and S- (row 1) per position.
         self.statistics: Tensor
         self.register_buffer("statistics", torch.zeros(2, num_positions))
+        # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
+        self._edge: Tensor
+        self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
 
     def forward(  # type: ignore[override]
         self,
@@ -180,17 +184,21 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             self.options,
             extra_checks=_clicks.value_checks(extra) if self.validate_args else None,
         )
-        length = preds.shape[-1]
-        flat_positions = positions.reshape(-1, length).long().clamp(0, self.num_positions - 1)
-        clicked = clicks.reshape(-1, length) > 0
-        biases = torch.stack([self.t_plus, self.t_minus]).to(lists.scores.dtype)
-        # Each item's factor: 1 / t+ at its position if clicked, else 1 / t-.
-        item_bias = torch.where(clicked, biases[0][flat_positions], biases[1][flat_positions])
+        n, length = self.num_positions, preds.shape[-1]
+        # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
+        # shown fall in bins 0 and n + 1, which weigh nothing and are dropped from the sums.
+        unclicked = clicks.reshape(-1, length) <= 0
+        bins = torch.add(positions.reshape(-1, length) + 1, unclicked, alpha=n + 1).long()
+        if real is not None:  # padded items' positions are never checked: any value
+            bins = torch.where(taken.reshape(-1, length), bins, 0)
+        # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
+        factors = torch.cat([self._edge, self.t_plus, self._edge, self.t_minus]).reciprocal()
+        item_factor = factors.to(lists.scores.dtype)[bins]
         per_list, shares = lambda_pairs(
-            lists, self.options, item_factor=item_bias.reciprocal(), item_losses=self.training
+            lists, self.options, item_factor=item_factor, item_losses=self.training
         )
         if shares is not None:
-            self._update_biases(shares * item_bias, clicked, flat_positions, lists.mask)
+            self._update_biases(shares / item_factor, bins)
         return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
 
     def aggregated(
@@ -318,41 +326,41 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             with torch.no_grad():
                 plus = torch.einsum("nwi,nwl,nl->i", won, pair, loser)
                 minus = torch.einsum("nlj,nwl,nw->j", lost, pair, winner)
-                self._add_statistics(torch.cat([plus, minus]))
+                self._add_statistics(torch.stack([plus, minus]))
         has_click = won.sum(dim=(-1, -2)) > 0
         per_list = torch.where(has_click, per_list, 0)
         return _reduce(per_list, has_click, self.reduction, preds.shape[:-1])
 
     @torch.no_grad()
-    def _update_biases(
-        self, statistic: Tensor, clicked: Tensor, positions: Tensor, taken: Tensor | None
-    ) -> None:
+    def _update_biases(self, statistic: Tensor, bins: Tensor) -> None:
         """Add this batch's ``S+`` and ``S-`` to their moving averages; update the biases.
 
         ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
-        (its share of the debiased losses times its own bias).
+        (its share of the debiased losses times its own bias); ``bins`` as in `forward`.
         """
         n = self.num_positions
-        # Bins 0..n-1: clicked items by position; n..2n-1: unclicked; 2n: left out.
-        bins = torch.where(clicked, positions, positions + n)
-        if taken is not None:
-            bins = torch.where(taken, bins, 2 * n)
-        self._add_statistics(
-            _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
-        )
+        sums = self.statistics.new_zeros(2 * (n + 1))
+        sums.scatter_add_(0, bins.reshape(-1), statistic.reshape(-1).to(sums.dtype))
+        self._add_statistics(sums.view(2, n + 1)[:, 1:])
 
     @torch.no_grad()
     def _add_statistics(self, batch: Tensor) -> None:
-        """Sum ``batch`` (``[2 * num_positions]``: S+ then S-) over the ranks; update."""
-        n = self.num_positions
+        r"""Sum ``batch`` (``[2, num_positions]``: S+, S-) over the ranks; update the biases.
+
+        Hu et al.'s closed form, $t_i = (S_i / S_0)^{1 / (p + 1)}$; a position with no
+        statistic (or all of them, when the top one has none) keeps its bias: there is nothing
+        to estimate it from. Branch-free and in place: a handful of launches per step.
+        """
         batch = batch.to(self.statistics.dtype)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            batch = batch.contiguous()
             dist.all_reduce(batch)
-        self.statistics.lerp_(batch.view(2, n), 1 - self.momentum)
-        previous = torch.stack([self.t_plus, self.t_minus])
-        biases = _clicks.closed_form_biases(self.statistics, 1 / (1 + self.bias_norm), previous)
-        self.t_plus.copy_(biases[0])
-        self.t_minus.copy_(biases[1])
+        sums = self.statistics.lerp_(batch, 1 - self.momentum)
+        top = sums[:, :1]
+        known = torch.minimum(sums, top) > 0
+        estimate = (sums / top).pow_(1 / (1 + self.bias_norm))
+        for row, bias in enumerate((self.t_plus, self.t_minus)):
+            torch.where(known[row], estimate[row], bias, out=bias)
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
