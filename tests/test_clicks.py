@@ -480,7 +480,22 @@ def _unbiased_step(validate: bool) -> torch.Tensor:
     return torch.cat([leaf.grad.flatten(), loss_fn.t_plus, loss_fn.t_minus])
 
 
-@pytest.mark.parametrize("step", [_weighted_step, _unbiased_step], ids=["weighted", "unbiased"])
+def _aggregated_step(validate: bool) -> torch.Tensor:
+    preds, clicks, views = _counts(8)
+    leaf = preds.float().requires_grad_()
+    mask = torch.ones(leaf.shape, dtype=torch.bool)
+    mask[0, -1] = False
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=5, validate_args=validate)
+    loss_fn.aggregated(leaf, clicks.float(), views.float(), mask).backward()
+    assert leaf.grad is not None
+    return torch.cat([leaf.grad.flatten(), loss_fn.t_plus, loss_fn.t_minus])
+
+
+@pytest.mark.parametrize(
+    "step",
+    [_weighted_step, _unbiased_step, _aggregated_step],
+    ids=["weighted", "unbiased", "aggregated"],
+)
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
 def test_steps_read_back_once_on_the_cpu_and_never_on_an_accelerator(
     step: Callable[[bool], torch.Tensor], validate: bool, monkeypatch: pytest.MonkeyPatch
