@@ -42,7 +42,6 @@ the issue's protocol sizes (2,000 sessions, 50 tree sessions, 200 trees; much lo
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from torch_ndcg import (
     LambdaRankLoss,
     UnbiasedLambdaRankLoss,
     examination_probability,
+    ndcg,
     simulate_clicks,
 )
 
@@ -312,13 +312,13 @@ def tree_results(
     test: PaddedLists,
     args: argparse.Namespace,
     seed: int,
-) -> tuple[dict[str, float], dict[str, int]]:
-    """Test nDCG@10 of XGBoost's and LightGBM's debiased LambdaMART (those installed).
+) -> tuple[dict[str, Tensor], dict[str, int]]:
+    """Per-query test nDCG@10 of XGBoost's and LightGBM's debiased LambdaMART (those installed).
 
     The number of trees is chosen among `TREE_STAGES` (up to ``--trees``) on the validation
     queries, then the model is refitted on all the training queries.
     """
-    results: dict[str, float] = {}
+    results: dict[str, Tensor] = {}
     chosen: dict[str, int] = {}
     stages = [n for n in TREE_STAGES if n < args.trees] + [args.trees]
     for name in ("xgboost", "lightgbm"):
@@ -339,8 +339,13 @@ def tree_results(
         predict = fit_trees(
             name, *tree_sessions(log, lists, args.tree_sessions), chosen[name], seed
         )
-        results[name] = test_ndcg(flat_scores(test, partial(predict, trees=chosen[name])), test)[-1]
+        results[name] = per_query(flat_scores(test, partial(predict, trees=chosen[name])), test)
     return results, chosen
+
+
+def per_query(scores: Tensor, lists: PaddedLists) -> Tensor:
+    """``[Q]`` nDCG@10 of each test query (their mean is ``test_ndcg``'s)."""
+    return ndcg(scores, lists.labels, k=10, mask=lists.mask)
 
 
 def best_epochs(curve: Curve) -> tuple[int, float]:
@@ -350,8 +355,8 @@ def best_epochs(curve: Curve) -> tuple[int, float]:
 
 def run_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
-) -> tuple[dict[str, float], Tensor, dict[str, Any]]:
-    """Every method's test nDCG@10 for one seed, the learnt biases ``[3, positions]``, choices.
+) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
+    """Each method's per-query test nDCG@10 (one seed), the learnt biases ``[3, positions]``.
 
     Hyper-parameters (epochs; ``bias_norm`` of the learnt method; trees) are chosen on the true
     labels of a validation split of the training queries (`VAL_FRACTION`), then each method is
@@ -360,7 +365,7 @@ def run_seed(
     logger = train_logger(train_lists, seed, args.logger_epochs)
     with torch.no_grad():
         logger_scores = logger(train_lists.features).squeeze(-1)
-        results = {"logger": test_ndcg(logger(test.features).squeeze(-1), test)[-1]}
+        results = {"logger": per_query(logger(test.features).squeeze(-1), test)}
     log = log_sessions(
         logger_scores, train_lists, protocol=args.protocol, sessions=args.sessions, seed=seed
     )
@@ -391,7 +396,7 @@ def run_seed(
         losses = step_losses(sums, train_lists, bias_norm)
         model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
-            results[name] = test_ndcg(model(test.features).squeeze(-1), test)[-1]
+            results[name] = per_query(model(test.features).squeeze(-1), test)
         if name == "learnt":
             final = losses
     if not args.no_trees:
@@ -448,6 +453,7 @@ def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+    """Run the seeds, print the tables; each method's mean test nDCG@10 per seed."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -470,7 +476,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     torch.set_num_threads(1)
     started = time.perf_counter()
     train_lists, test = load_lists("train"), load_lists("test")
-    runs: dict[str, list[float]] = {}
+    runs: dict[str, list[Tensor]] = {}
     biases = []
     for seed in args.seeds:
         results, learnt, chosen = run_seed(args, train_lists, test, seed)
@@ -479,7 +485,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
             runs.setdefault(name, []).append(value)
         print(
             f"seed {seed}: "
-            + ", ".join(f"{name} {value:.4f}" for name, value in results.items())
+            + ", ".join(f"{name} {float(value.mean()):.4f}" for name, value in results.items())
             + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
             flush=True,
         )
@@ -490,29 +496,69 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         else:
             print("matplotlib is not installed: no plot")
     print(f"total run time {time.perf_counter() - started:.1f} s", flush=True)
-    return runs
+    return {name: [float(value.mean()) for value in values] for name, values in runs.items()}
 
 
-def print_tables(args: argparse.Namespace, runs: dict[str, list[float]], biases: Tensor) -> None:
+BOOTSTRAP = 2_000  # resamples of the seeds and the test queries for the gap's spread
+
+
+def gap_closed(runs: dict[str, Tensor], name: str) -> tuple[float, float, float]:
+    """Fraction of the naive -> full-information gap ``name`` closes, and its 90% interval.
+
+    ``runs`` are ``[seeds, queries]`` per-query nDCG@10. The interval resamples the seeds and
+    the test queries with replacement (the same ones for every method: the differences are
+    paired); percentiles, not an sd: where a resample's gap comes near 0 the ratio is huge.
+    """
+
+    def fraction(values: dict[str, Tensor]) -> Tensor:
+        naive = values["naive"].mean(dim=(-1, -2))
+        return (values[name].mean(dim=(-1, -2)) - naive) / (
+            values["full"].mean(dim=(-1, -2)) - naive
+        )
+
+    point = float(fraction(runs))
+    seeds, queries = runs["full"].shape
+    generator = torch.Generator().manual_seed(0)
+    seed_pick = torch.randint(seeds, (BOOTSTRAP, seeds, 1), generator=generator)
+    query_pick = torch.randint(queries, (BOOTSTRAP, 1, queries), generator=generator)
+    resampled = {key: values[seed_pick, query_pick] for key, values in runs.items()}
+    spread = fraction(resampled).nan_to_num(nan=0.0)
+    low, high = torch.quantile(spread, torch.tensor([0.05, 0.95], dtype=spread.dtype)).tolist()
+    return point, low, high
+
+
+def print_tables(
+    args: argparse.Namespace, per_seed: dict[str, list[Tensor]], biases: Tensor
+) -> None:
     """The results table (mean ± sd, gap closed) and the learnt biases against the true ones."""
+    runs = {name: torch.stack(values) for name, values in per_seed.items()}
     print()
     print(
-        f"protocol {args.protocol}: {args.sessions} sessions per query, {args.epochs} epochs, "
-        f"seeds {args.seeds}; test nDCG@10 (50 queries, true labels)"
+        f"protocol {args.protocol}: {args.sessions} sessions per query, at most {args.epochs} "
+        f"epochs, seeds {args.seeds}; test nDCG@10 ({runs['full'].shape[-1]} queries, true "
+        "labels): mean ± sd over the seeds; the difference to naive training, paired by seed; "
+        "the gap closed, with the 5-95% range of bootstrap resamples of the seeds and queries"
     )
     print()
-    print("| method | test nDCG@10 (mean ± sd) | gap closed |")
-    print("|---|---:|---:|")
-    means = {name: statistics.fmean(values) for name, values in runs.items()}
-    gap = means["full"] - means["naive"]
+    print("| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |")
+    print("|---|---:|---:|---:|")
     for name in LABELS:
         if name not in runs:
             continue
-        values = runs[name]
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        closed = (means[name] - means["naive"]) / gap if gap != 0 else float("nan")
-        closed_text = "" if name in ("full", "naive", "logger") else f"{closed:.0%}"
-        print(f"| {LABELS[name]} | {means[name]:.4f} ± {sd:.4f} | {closed_text} |")
+        means = runs[name].mean(-1)
+        sd = float(means.std()) if len(means) > 1 else 0.0
+        closed_text = difference_text = ""
+        if name != "naive":
+            difference = means - runs["naive"].mean(-1)
+            difference_sd = float(difference.std()) if len(difference) > 1 else 0.0
+            difference_text = f"{float(difference.mean()):+.4f} ± {difference_sd:.4f}"
+        if name not in ("full", "naive", "logger"):
+            closed, low, high = gap_closed(runs, name)
+            closed_text = f"{closed:.0%} [{low:.0%}, {high:.0%}]"
+        print(
+            f"| {LABELS[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
+            f"| {closed_text} |"
+        )
     shown = min(TOP_SHOWN, biases.shape[-1])
     print()
     print("| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used | t- used |")
