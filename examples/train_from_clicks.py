@@ -42,6 +42,7 @@ the issue's protocol sizes (2,000 sessions, 50 tree sessions, 200 trees; much lo
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from train_ranker import load_lists, test_ndcg
 from torch_ndcg import (
     LambdaRankLoss,
     UnbiasedLambdaRankLoss,
+    dcg,
     examination_probability,
     ndcg,
     simulate_clicks,
@@ -214,12 +216,19 @@ def step_losses(sums: ClickSums, lists: PaddedLists, bias_norm: float) -> dict[s
     fixed.t_plus.copy_(true_biases(num_positions))
     ctr, ips = sums.rates(), sums.rates(true_biases(num_positions))
 
+    # LambdaRank normalises each list's pair weights by its ideal DCG (a session's by that of its
+    # clicks); summed sessions by that of the list's click-through rates, the normaliser of the
+    # naive loss, through a factor 1 / sqrt(Z) on both counts (their product weighs the pairs).
+    ideal = dcg(ctr, ctr, gain="linear", mask=lists.mask)
+    scale = torch.where(ideal > 0, ideal.clamp(min=1e-12).rsqrt(), 0)[:, None, None]
+    clicks, views = sums.clicks * scale, sums.views * scale
+
     def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
-        return lambda s, b: loss_fn.aggregated(s, sums.clicks[b], sums.views[b], lists.mask[b])
+        return lambda s, b: loss_fn.aggregated(s, clicks[b], views[b], lists.mask[b])
 
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
         with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
-            unbiased.aggregated(scores, sums.clicks[batch], sums.views[batch], lists.mask[batch])
+            unbiased.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
         labels = sums[batch].rates(unbiased.t_plus)
         return linear(scores, labels, lists.mask[batch])
 
@@ -349,8 +358,15 @@ def per_query(scores: Tensor, lists: PaddedLists) -> Tensor:
 
 
 def best_epochs(curve: Curve) -> tuple[int, float]:
-    """The epoch count with the best validation nDCG@10 (the earliest of equals)."""
-    return max(curve, key=lambda point: (point[1], -point[0]))
+    """The epoch count with the best validation nDCG@10, smoothed (the earliest of equals).
+
+    The validation queries are few (40): one checkpoint's score is noisy, so each is averaged
+    with its neighbours (a window of ``3 * EVAL_EVERY`` epochs) before the best is taken.
+    """
+    scores = [score for _, score in curve]
+    smoothed = [statistics.fmean(scores[max(0, i - 1) : i + 2]) for i in range(len(scores))]
+    best = max(range(len(curve)), key=lambda i: (smoothed[i], -i))
+    return curve[best][0], smoothed[best]
 
 
 def run_seed(
