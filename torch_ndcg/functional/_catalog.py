@@ -662,7 +662,7 @@ def catalog_ndcg_values(
     block_users, chunk = _blocking(
         users, chunk_size, memory_budget, torch.finfo(dtype).bits // 8, min(kmax, 1 << 20)
     )
-    with torch.no_grad(), _kernels.full_precision(queries.device):
+    with torch.no_grad(), _host.full_precision(queries.device):
         blocks = embedding_blocks(queries, items, score_fn, block_users, chunk, item_offset)
         value, ideal = catalog_values(
             blocks,
