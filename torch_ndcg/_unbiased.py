@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _clicks, _kernels, _validation
+from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
 from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
 from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
 from torch_ndcg.losses import _option, _RankingLoss
@@ -310,8 +310,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         winner = won @ inverse[0]  # A_w: [N, L]
         loser = lost @ inverse[1]  # B_l
         # Current ranking: 1-based ranks, ties in order of appearance, padding last.
-        keys = _kernels.ranking_keys(scores.detach(), real)
-        order = _kernels.stable_descending_order(keys, length)
+        keys = _fast_paths.ranking_keys(scores.detach(), real)
+        order = _fast_paths.stable_descending_order(keys, length)
         ranks = torch.empty_like(order).scatter_(
             -1, order, torch.arange(1, length + 1, device=order.device).expand_as(order)
         )
