@@ -362,6 +362,15 @@ def neural_ndcg_dense(
     return _reduce(torch.stack(losses), ideal > 0, reduction)
 
 
+def closed_form_update(sums: list[float], old: list[float], bias_norm: float) -> list[float]:
+    """Hu et al.'s update ``(S[i] / S[0]) ** (1 / (p + 1))``; ``old`` where S[i] or S[0] is 0."""
+    exponent = 1.0 / (1.0 + bias_norm)
+    return [
+        (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
+        for s, t in zip(sums, old, strict=True)
+    ]
+
+
 def unbiased_lambdarank_step(
     preds: list[list[float]],
     clicks: list[list[int]],
@@ -409,15 +418,13 @@ def unbiased_lambdarank_step(
                 s_plus[i] += pair / t_minus[j]
                 s_minus[j] += pair / t_plus[i]
         losses.append(total)
-    exponent = 1.0 / (1.0 + bias_norm)
-
-    def update(sums: list[float], old: list[float]) -> list[float]:
-        return [
-            (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
-            for s, t in zip(sums, old, strict=True)
-        ]
-
-    return losses, s_plus, s_minus, update(s_plus, t_plus), update(s_minus, t_minus)
+    return (
+        losses,
+        s_plus,
+        s_minus,
+        closed_form_update(s_plus, t_plus, bias_norm),
+        closed_form_update(s_minus, t_minus, bias_norm),
+    )
 
 
 def aggregated_unbiased_lambdarank_step(
@@ -468,12 +475,10 @@ def aggregated_unbiased_lambdarank_step(
                     s_plus[i] += list_clicks[w][i] * lost[lo] * pair
                     s_minus[i] += skips[lo][i] * won[w] * pair
         losses.append(total)
-    exponent = 1.0 / (1.0 + bias_norm)
-
-    def update(sums: list[float], old: list[float]) -> list[float]:
-        return [
-            (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
-            for s, t in zip(sums, old, strict=True)
-        ]
-
-    return losses, s_plus, s_minus, update(s_plus, t_plus), update(s_minus, t_minus)
+    return (
+        losses,
+        s_plus,
+        s_minus,
+        closed_form_update(s_plus, t_plus, bias_norm),
+        closed_form_update(s_minus, t_minus, bias_norm),
+    )

@@ -316,13 +316,33 @@ def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float,
     loss_fn = UnbiasedLambdaRankLoss(
         num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
     ).double()
-    t_plus, t_minus = [1.0] * 5, [1.0] * 5
-    for _ in range(3):  # three steps: the biases of one step weight the next one's pairs
-        got = loss_fn(preds, clicks, positions)
-        losses, s_plus, s_minus, t_plus, t_minus = references.unbiased_lambdarank_step(
-            preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus, k=k,
+    _steps_equal_the_reference(
+        loss_fn,
+        lambda p: loss_fn(p, clicks, positions),
+        lambda p, t_plus, t_minus: references.unbiased_lambdarank_step(
+            p.tolist(),
+            clicks.tolist(),
+            positions.tolist(),
+            t_plus,
+            t_minus,
+            k=k,
             bias_norm=bias_norm,
-        )  # fmt: skip
+        ),
+        preds,
+    )
+
+
+def _steps_equal_the_reference(
+    loss_fn: UnbiasedLambdaRankLoss,
+    step: Callable[[torch.Tensor], torch.Tensor],
+    reference: Callable[..., tuple[list[float], ...]],
+    preds: torch.Tensor,
+) -> None:
+    """Three steps (the biases of one weight the next one's pairs): losses, statistics, biases."""
+    t_plus, t_minus = [1.0] * loss_fn.num_positions, [1.0] * loss_fn.num_positions
+    for _ in range(3):
+        got = step(preds)
+        losses, s_plus, s_minus, t_plus, t_minus = reference(preds, t_plus, t_minus)
         torch.testing.assert_close(got, torch.tensor(losses, dtype=torch.float64))
         expected_stats = torch.tensor([s_plus, s_minus], dtype=torch.float64)
         torch.testing.assert_close(loss_fn.statistics, expected_stats)
@@ -600,19 +620,20 @@ def test_aggregated_updates_equal_the_loop_reference(
     loss_fn = UnbiasedLambdaRankLoss(
         num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
     ).double()
-    t_plus, t_minus = [1.0] * 5, [1.0] * 5
-    for _ in range(3):
-        got = loss_fn.aggregated(preds, clicks, views)
-        losses, s_plus, s_minus, t_plus, t_minus = references.aggregated_unbiased_lambdarank_step(
-            preds.tolist(), clicks.tolist(), views.tolist(), t_plus, t_minus, k=k,
+    _steps_equal_the_reference(
+        loss_fn,
+        lambda p: loss_fn.aggregated(p, clicks, views),
+        lambda p, t_plus, t_minus: references.aggregated_unbiased_lambdarank_step(
+            p.tolist(),
+            clicks.tolist(),
+            views.tolist(),
+            t_plus,
+            t_minus,
+            k=k,
             bias_norm=bias_norm,
-        )  # fmt: skip
-        torch.testing.assert_close(got, torch.tensor(losses, dtype=torch.float64))
-        expected_stats = torch.tensor([s_plus, s_minus], dtype=torch.float64)
-        torch.testing.assert_close(loss_fn.statistics, expected_stats)
-        torch.testing.assert_close(loss_fn.t_plus, torch.tensor(t_plus, dtype=torch.float64))
-        torch.testing.assert_close(loss_fn.t_minus, torch.tensor(t_minus, dtype=torch.float64))
-        preds = preds + 0.3 * torch.randn_like(preds)
+        ),
+        preds,
+    )
 
 
 @pytest.mark.parametrize("k", [None, 3])
