@@ -3,8 +3,8 @@ r"""Learn to rank from simulated clicks: naive, inverse-propensity weighted, deb
 Data: ``examples/data/`` (LightGBM's lambdarank example: 201 training and 50 test queries, labels
 0-4). Clicks are simulated on the training queries by the position-based model of the unbiased
 learning-to-rank literature (``torch_ndcg.simulate_clicks``): position $i$ (0-based) is
-examined with probability $1 / (i + 1)$, an examined item with label $y$ is clicked with
-probability $0.1 + 0.9 (2^y - 1) / 15$.
+examined with probability $(1 / (i + 1))^\eta$ ($\eta$ = ``--eta``, 1 by default), an
+examined item with label $y$ is clicked with probability $0.1 + 0.9 (2^y - 1) / 15$.
 
 The logged rankings come from a logging ranker, the 300 -> 64 -> 1 MLP trained with
 ``LambdaRankLoss`` on the true labels of 5% of the training queries (10 queries). Two protocols:
@@ -160,6 +160,7 @@ def log_sessions(
     protocol: str,
     sessions: int,
     seed: int,
+    eta: float = 1.0,
 ) -> ClickLog:
     """Rank each query ``sessions`` times and simulate the clicks."""
     generator = torch.Generator().manual_seed(20_000 + seed)
@@ -175,7 +176,7 @@ def log_sessions(
     shown = mask if protocol == "stochastic" else mask & (positions < TOP_SHOWN)
     positions = torch.where(shown, positions, -1)
     labels = train_lists.labels[:, None, :].expand(-1, sessions, -1)
-    clicks = simulate_clicks(labels, positions, mask=mask, generator=generator)
+    clicks = simulate_clicks(labels, positions, mask=mask, eta=eta, generator=generator)
     return ClickLog(positions, clicks)
 
 
@@ -213,20 +214,22 @@ def sum_sessions(log: ClickLog, num_positions: int) -> ClickSums:
     return ClickSums(clicks.view(shape) / sessions, views.view(shape) / sessions)
 
 
-def true_biases(num_positions: int) -> Tensor:
+def true_biases(num_positions: int, eta: float = 1.0) -> Tensor:
     """The simulation's examination ratios theta_i / theta_0 (t+ of the true propensities)."""
-    ratio = examination_probability(torch.arange(num_positions))
+    ratio = examination_probability(torch.arange(num_positions), eta=eta)
     return ratio / ratio[0]
 
 
-def step_losses(sums: ClickSums, lists: PaddedLists, bias_norm: float) -> dict[str, Any]:
+def step_losses(
+    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0
+) -> dict[str, Any]:
     """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module."""
     num_positions = sums.clicks.shape[-1]
     labelled, linear = LambdaRankLoss(), LambdaRankLoss(gain="linear")
     unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
     fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
-    fixed.t_plus.copy_(true_biases(num_positions))
-    ctr, ips = sums.rates(), sums.rates(true_biases(num_positions))
+    fixed.t_plus.copy_(true_biases(num_positions, eta))
+    ctr, ips = sums.rates(), sums.rates(true_biases(num_positions, eta))
 
     # LambdaRank normalises each list's pair weights by its ideal DCG (a session's by that of its
     # clicks); summed sessions by that of the list's click-through rates, the normaliser of the
@@ -395,7 +398,12 @@ def run_seed(
         logger_scores = logger(train_lists.features).squeeze(-1)
         results = {"logger": per_query(logger(test.features).squeeze(-1), test)}
     log = log_sessions(
-        logger_scores, train_lists, protocol=args.protocol, sessions=args.sessions, seed=seed
+        logger_scores,
+        train_lists,
+        protocol=args.protocol,
+        sessions=args.sessions,
+        seed=seed,
+        eta=args.eta,
     )
     num_positions = train_lists.mask.shape[-1]
     sums = sum_sessions(log, num_positions)
@@ -411,7 +419,7 @@ def run_seed(
         options = args.bias_norms if name.startswith("learnt") else [2.0]
         best = None
         for bias_norm in options:
-            losses = step_losses(sums[fit], fit_lists, bias_norm)
+            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta)
             _, curve = train(losses[name], fit_lists, seed=seed, epochs=args.epochs, val=val_lists)
             epochs, score = best_epochs(curve)
             if best is None or score > best[2]:
@@ -421,7 +429,7 @@ def run_seed(
         chosen[name] = {"epochs": epochs}
         if name.startswith("learnt"):
             chosen[name]["bias_norm"] = bias_norm
-        losses = step_losses(sums, train_lists, bias_norm)
+        losses = step_losses(sums, train_lists, bias_norm, args.eta)
         model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
             results[name] = per_query(model(test.features).squeeze(-1), test)
@@ -448,7 +456,7 @@ LABELS = {
 }
 
 
-def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
+def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> bool:
     """Learnt t+ per position (mean and each seed) against the true examination ratio."""
     try:
         import matplotlib
@@ -468,7 +476,8 @@ def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
             ax.plot(positions, run, color=color, linewidth=0.6, alpha=0.4)
         mean = biases[:, row, :shown].mean(0).numpy()
         ax.plot(positions, mean, color=color, linewidth=2, marker="o", label=f"{label} (mean)")
-    ax.plot(positions, 1 / positions, color="k", linestyle="--", label="true $\\theta_i/\\theta_1$")
+    true = (1 / positions) ** eta
+    ax.plot(positions, true, color="k", linestyle="--", label="true $\\theta_i/\\theta_1$")
     ax.set_xlabel("display position (1 = top)")
     ax.set_ylabel("position bias, relative to the top")
     ax.set_yscale("log")
@@ -488,6 +497,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--epochs", type=int, default=100, help="most epochs tried")
     parser.add_argument("--logger-epochs", type=int, default=30)
     parser.add_argument("--sessions", type=int, default=2_000)
+    parser.add_argument("--eta", type=float, default=1.0, help="examination (1/rank)^eta")
     parser.add_argument("--bias-norms", type=float, nargs="+", default=[0.0, 1.0, 2.0])
     parser.add_argument("--tree-sessions", type=int, default=50)
     parser.add_argument("--trees", type=int, default=200, help="most trees tried")
@@ -519,7 +529,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         )
     print_tables(args, runs, torch.stack(biases))
     if args.plot is not None:
-        if plot_biases(args.plot, torch.stack(biases), min(TOP_SHOWN, biases[0].shape[-1])):
+        if plot_biases(
+            args.plot, torch.stack(biases), min(TOP_SHOWN, biases[0].shape[-1]), args.eta
+        ):
             print(f"learnt vs true biases: {args.plot}")
         else:
             print("matplotlib is not installed: no plot")
@@ -562,7 +574,8 @@ def print_tables(
     runs = {name: torch.stack(values) for name, values in per_seed.items()}
     print()
     print(
-        f"protocol {args.protocol}: {args.sessions} sessions per query, at most {args.epochs} "
+        f"protocol {args.protocol}, examination (1/rank)^{args.eta:g}: {args.sessions} sessions "
+        f"per query, at most {args.epochs} "
         f"epochs, seeds {args.seeds}; test nDCG@10 ({runs['full'].shape[-1]} queries, true "
         "labels): mean ± sd over the seeds; the difference to naive training, paired by seed; "
         "the gap closed, with the 5-95% range of bootstrap resamples of the seeds and queries"
@@ -592,7 +605,7 @@ def print_tables(
     print("| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used | t- used |")
     print("|---:|---:|---:|---:|---:|---:|")
     for i in range(shown):
-        true = 1 / (i + 1)
+        true = (1 / (i + 1)) ** args.eta
         learnt = biases[:, 2, i]
         sd = float(learnt.std()) if len(learnt) > 1 else 0.0
         print(
