@@ -107,6 +107,31 @@ def subset(lists: PaddedLists, queries: Tensor) -> PaddedLists:
     return PaddedLists(lists.features[queries], lists.labels[queries], lists.mask[queries], None)  # type: ignore[arg-type]
 
 
+def concatenate(first: PaddedLists, second: PaddedLists) -> PaddedLists:
+    """The queries of both, padded to the longer list (no flat rows)."""
+    length = max(first.mask.shape[-1], second.mask.shape[-1])
+
+    def pad(value: Tensor) -> Tensor:
+        grow = length - value.shape[1]
+        return torch.cat([value, value.new_zeros((len(value), grow, *value.shape[2:]))], dim=1)
+
+    fields = [
+        torch.cat([pad(getattr(first, name)), pad(getattr(second, name))])
+        for name in ("features", "labels", "mask")
+    ]
+    return PaddedLists(*fields, None)  # type: ignore[arg-type]
+
+
+def cross_fit_splits(queries: int, folds: int, seed: int) -> list[tuple[Tensor, Tensor]]:
+    """``folds`` (training, test) query splits: each query is a test query exactly once."""
+    order = torch.randperm(queries, generator=torch.Generator().manual_seed(50_000 + seed))
+    parts = order.tensor_split(folds)
+    return [
+        (torch.cat([part for j, part in enumerate(parts) if j != i]), test)
+        for i, test in enumerate(parts)
+    ]
+
+
 def train(
     step_loss: StepLoss,
     train_lists: PaddedLists,
@@ -502,6 +527,13 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--tree-sessions", type=int, default=50)
     parser.add_argument("--trees", type=int, default=200, help="most trees tried")
     parser.add_argument("--no-trees", action="store_true", help="skip XGBoost and LightGBM")
+    parser.add_argument(
+        "--folds", type=int, default=1, help="cross-fit over train + test queries in K folds"
+    )
+    parser.add_argument("--save", type=Path, default=None, help="save the per-query results")
+    parser.add_argument(
+        "--load", type=Path, nargs="*", default=[], help="pool results saved by --save"
+    )
     parser.add_argument("--tiny", action="store_true", help="a quick check (seconds)")
     parser.add_argument("--plot", type=Path, default=None, help="learnt biases PNG")
     args = parser.parse_args(argv)
@@ -516,17 +548,36 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     train_lists, test = load_lists("train"), load_lists("test")
     runs: dict[str, list[Tensor]] = {}
     biases = []
+    if args.folds > 1:  # cross-fitting: every query of the data is a test query once
+        everything = concatenate(train_lists, test)
     for seed in args.seeds:
-        results, learnt, chosen = run_seed(args, train_lists, test, seed)
-        biases.append(learnt)
-        for name, value in results.items():
-            runs.setdefault(name, []).append(value)
-        print(
-            f"seed {seed}: "
-            + ", ".join(f"{name} {float(value.mean()):.4f}" for name, value in results.items())
-            + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
-            flush=True,
-        )
+        if args.folds > 1:
+            splits = cross_fit_splits(len(everything.labels), args.folds, seed)
+            folds = [(subset(everything, fit), subset(everything, held)) for fit, held in splits]
+        else:
+            folds = [(train_lists, test)]
+        per_fold: dict[str, list[Tensor]] = {}
+        for fold, (fold_train, fold_test) in enumerate(folds):
+            results, learnt, chosen = run_seed(args, fold_train, fold_test, seed)
+            biases.append(learnt)
+            for name, value in results.items():
+                per_fold.setdefault(name, []).append(value)
+            print(
+                f"seed {seed}" + (f" fold {fold}" if args.folds > 1 else "") + ": "
+                + ", ".join(f"{name} {float(value.mean()):.4f}" for name, value in results.items())
+                + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
+                flush=True,
+            )
+        for name, values in per_fold.items():
+            runs.setdefault(name, []).append(torch.cat(values))
+    if args.save is not None:
+        torch.save({"args": vars(args), "runs": runs, "biases": biases}, args.save)
+    for path in args.load:  # runs of other seeds saved by --save, pooled with these
+        saved = torch.load(path)
+        args.seeds = args.seeds + saved["args"]["seeds"]
+        biases += saved["biases"]
+        for name, values in saved["runs"].items():
+            runs.setdefault(name, []).extend(values)
     print_tables(args, runs, torch.stack(biases))
     if args.plot is not None:
         if plot_biases(
@@ -574,7 +625,9 @@ def print_tables(
     runs = {name: torch.stack(values) for name, values in per_seed.items()}
     print()
     print(
-        f"protocol {args.protocol}, examination (1/rank)^{args.eta:g}: {args.sessions} sessions "
+        f"protocol {args.protocol}"
+        + (f", cross-fitted in {args.folds} folds" if args.folds > 1 else "")
+        + f", examination (1/rank)^{args.eta:g}: {args.sessions} sessions "
         f"per query, at most {args.epochs} "
         f"epochs, seeds {args.seeds}; test nDCG@10 ({runs['full'].shape[-1]} queries, true "
         "labels): mean ± sd over the seeds; the difference to naive training, paired by seed; "
