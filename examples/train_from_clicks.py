@@ -563,7 +563,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
             for name, value in results.items():
                 per_fold.setdefault(name, []).append(value)
             print(
-                f"seed {seed}" + (f" fold {fold}" if args.folds > 1 else "") + ": "
+                f"seed {seed}"
+                + (f" fold {fold}" if args.folds > 1 else "")
+                + ": "
                 + ", ".join(f"{name} {float(value.mean()):.4f}" for name, value in results.items())
                 + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
                 flush=True,
