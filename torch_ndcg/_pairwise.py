@@ -179,8 +179,7 @@ class PairwiseLogistic(torch.autograd.Function):
 
     ``row_factor`` (``[N, L]`` or ``None``) multiplies each pair's weight by the factor of its
     upper item (a factor of the lower item goes into ``valid``, which multiplies it already).
-    ``shares`` (``[N, L]`` zeros or ``None``) receives each item's sum of the losses of its
-    pairs (every pair counted at both of its items), for statistics such as position biases.
+    `FactoredPairwiseLogistic` returns each item's share of the pair losses too.
     """
 
     @staticmethod
@@ -196,7 +195,6 @@ class PairwiseLogistic(torch.autograd.Function):
         need_grad: bool,
         sigma: float,
         row_factor: Tensor | None = None,
-        shares: Tensor | None = None,
     ) -> Tensor:
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
@@ -219,18 +217,10 @@ class PairwiseLogistic(torch.autograd.Function):
                 weight.mul_(valid[:, None, c0:])
             if row_factor is not None:
                 weight.mul_(row_factor[:, i0:i1, None])
-            if shares is None:
-                flat = weight.view(n_lists, 1, -1)
-                with full_precision(u.device):
-                    loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
-                del flat
-            else:
-                pair_loss = F.softplus(z).mul_(weight)
-                row_loss = pair_loss.sum(dim=-1)
-                loss += row_loss.sum(dim=-1)
-                shares[:, i0:i1].add_(row_loss)
-                shares[:, c0:].add_(pair_loss.sum(dim=1))
-                del pair_loss
+            flat = weight.view(n_lists, 1, -1)
+            with full_precision(u.device):
+                loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
+            del flat
             if grad is not None:
                 # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
                 slope = torch.sigmoid(z).mul_(weight).copysign_(z)
@@ -247,7 +237,78 @@ class PairwiseLogistic(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
-        return (grad_loss[:, None] * grad, *([None] * 10))
+        return (grad_loss[:, None] * grad, *([None] * 9))
+
+
+class FactoredPairwiseLogistic(torch.autograd.Function):
+    r"""`PairwiseLogistic` with a factor per item, and each item's share of the pair losses.
+
+    Each pair's weight is multiplied by the factors of both its items, $f_w f_l$ (``factor``,
+    ``[N, L]`` in rank order, 0 for the items that take no part: it is the mask too). Returns
+    the per-list loss and ``[N, L]`` shares (rank order): each item's sum over its pairs of the
+    pair loss times the *other* item's factor, $\sum_l L_{wl} f_l$ (the statistics of the
+    position biases). A block holds the logistic loss and slope of its pairs side by side,
+    ``[N, rows, 2, cols]``, unweighted by the factors: its row sums against the lower items'
+    factors and its column sums against the upper items' are two batched products, which give
+    the shares, the loss and the gradient at once (each item's own factor is applied once, at
+    the end). Three block temporaries, as `PairwiseLogistic`'s.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        u: Tensor,
+        g: Tensor,
+        factor: Tensor,
+        position_discounts: Tensor | None,
+        delta: Tensor | None,
+        pair_table: Tensor | None,
+        rows: int,
+        sigma: float,
+    ) -> tuple[Tensor, Tensor]:
+        n_lists, length = u.shape
+        if n_lists == 0:
+            rows = 0  # an empty batch has no pair
+        blocks = list(_row_blocks(n_lists, rows, length, upper=True, device=u.device))
+        largest = max((2 * (i1 - i0) * (length - i0 - 1) for i0, i1 in blocks), default=0)
+        buffer = u.new_empty(n_lists * largest)
+        # Sums over each item's pairs, without its own factor: [upper/lower, N, L, loss/slope].
+        sums = u.new_zeros(2, n_lists, length, 2)
+        for i0, i1 in blocks:
+            c0, height, cols = i0 + 1, i1 - i0, length - i0 - 1
+            if pair_table is not None:
+                position_weights = pair_table[i0:i1, i0:]
+            else:
+                position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
+            # (g_j - g_i) times the position weight: its sign says which item should rank higher.
+            weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(position_weights)
+            pairs = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
+            z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=pairs[:, :, 1])
+            z.mul_(sigma).copysign_(weight)  # -sigma (u_w - u_l), as in PairwiseLogistic
+            F.softplus(z, out=pairs[:, :, 0])  # type: ignore[call-arg]
+            z.sigmoid_()
+            # Loss |weight| softplus(z); slope weight sigmoid(z) (the sign of g_j - g_i).
+            pairs.mul_(weight[:, :, None]).select(2, 0).abs_()
+            del weight
+            with full_precision(u.device):
+                upper = torch.bmm(pairs.view(n_lists, 2 * height, cols), factor[:, c0:, None])
+                lower = torch.bmm(factor[:, None, i0:i1], pairs.view(n_lists, height, 2 * cols))
+            sums[0, :, i0:i1].add_(upper.view(n_lists, height, 2))
+            sums[1, :, c0:].add_(lower.view(n_lists, 2, cols).transpose(1, 2))
+            del pairs, z
+        shares = sums[0, ..., 0] + sums[1, ..., 0]
+        with full_precision(u.device):
+            loss = torch.bmm(factor[:, None, :], sums[0, ..., :1]).view(n_lists)
+        grad = torch.sub(sums[0, ..., 1], sums[1, ..., 1]).mul_(factor).mul_(sigma)
+        ctx.save_for_backward(grad)
+        ctx.mark_non_differentiable(shares)
+        return loss, shares
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_loss: Tensor, _: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        return (grad_loss[:, None] * grad, *([None] * 7))
 
 
 class SmoothRanks(torch.autograd.Function):

@@ -198,7 +198,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             lists, self.options, item_factor=item_factor, item_losses=self.training
         )
         if shares is not None:
-            self._update_biases(shares / item_factor, bins)
+            self._update_biases(shares, bins)
         return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
 
     def aggregated(

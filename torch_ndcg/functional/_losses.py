@@ -294,10 +294,11 @@ def lambda_pairs(
 ) -> tuple[Tensor, Tensor | None]:
     r"""The LambdaLoss of every list of checked input: ``([N]`` losses, item shares or ``None)``.
 
-    ``item_factor`` (``[N, L]``, positive) multiplies each pair's weight by the factors of
-    both its items, $\omega_{wl} f_w f_l$; with ``item_losses`` each item's sum of the losses
-    of its pairs is returned too (``[N, L]``, in the input's item order). Lists with no relevant
-    item have loss 0.
+    ``item_factor`` (``[N, L]``, non-negative, 0 on every item outside the lists' mask: it is
+    the mask then) multiplies each pair's weight by the factors of both its items,
+    $\omega_{wl} f_w f_l$; with ``item_losses`` each item's sum over its pairs of the pair
+    loss times the other item's factor (``[N, L]``, in the input's item order) is returned too.
+    Lists with no relevant item have loss 0.
     """
     sigma, weighting, mu = options.sigma, options.weighting, options.mu
     discount, validate_args = options.discount, options.validate_args
@@ -321,11 +322,12 @@ def lambda_pairs(
     )
     ranked_gains = lists.scaled_gains.gather(-1, order)
     ranked_scores = scores.gather(-1, order)
-    ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
     row_factor = None
-    if item_factor is not None:
+    if item_factor is not None:  # the factors are the mask too
         row_factor = item_factor.detach().gather(-1, order).to(scores.dtype)
-        ranked_real = row_factor if ranked_real is None else ranked_real * row_factor
+        ranked_real = row_factor
+    else:
+        ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
 
     position_discounts, delta = _pairwise.lambda_position_tables(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
@@ -336,24 +338,33 @@ def lambda_pairs(
         pair_table = _pairwise.pair_weight_table(
             discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
         )
-    need_grad = torch.is_grad_enabled() and ranked_scores.requires_grad
-    shares = torch.zeros_like(scores.detach()) if item_losses else None
-    per_list: Tensor = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
-        ranked_scores,
-        ranked_gains.detach(),
-        ranked_real,
-        position_discounts,
-        delta,
-        pair_table,
-        rows,
-        need_grad,
-        sigma,
-        row_factor,
-        shares,
-    )
+    shares = None
+    if item_losses and row_factor is not None:
+        per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
+            ranked_scores,
+            ranked_gains.detach(),
+            row_factor,
+            position_discounts,
+            delta,
+            pair_table,
+            rows,
+            sigma,
+        )
+        shares = shares.scatter(-1, order, shares)  # back to the input's item order
+    else:
+        per_list = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
+            ranked_scores,
+            ranked_gains.detach(),
+            ranked_real,
+            position_discounts,
+            delta,
+            pair_table,
+            rows,
+            torch.is_grad_enabled() and ranked_scores.requires_grad,
+            sigma,
+            row_factor,
+        )
     per_list = torch.where(lists.has_relevant, per_list, 0)
-    if shares is not None:  # back to the input's item order
-        shares = torch.zeros_like(shares).scatter_(-1, order, shares)
     return per_list, shares
 
 
