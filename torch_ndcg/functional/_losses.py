@@ -322,12 +322,12 @@ def lambda_pairs(
     )
     ranked_gains = lists.scaled_gains.gather(-1, order)
     ranked_scores = scores.gather(-1, order)
-    row_factor = None
+    row_factor: Tensor | None = None
+    ranked_real: Tensor | None = None
     if item_factor is not None:  # the factors are the mask too
-        row_factor = item_factor.detach().gather(-1, order).to(scores.dtype)
-        ranked_real = row_factor
-    else:
-        ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)
+        row_factor = ranked_real = item_factor.detach().gather(-1, order).to(scores.dtype)
+    elif real is not None:
+        ranked_real = real.gather(-1, order).to(scores.dtype)
 
     position_discounts, delta = _pairwise.lambda_position_tables(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
