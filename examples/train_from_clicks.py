@@ -518,7 +518,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     """Run the seeds, print the tables; each method's mean test nDCG@10 per seed."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument(
+        "--seeds", type=int, nargs="*", default=[0, 1], help="none: only print --load's runs"
+    )
     parser.add_argument("--epochs", type=int, default=100, help="most epochs tried")
     parser.add_argument("--logger-epochs", type=int, default=30)
     parser.add_argument("--sessions", type=int, default=2_000)
@@ -575,7 +577,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     if args.save is not None:
         torch.save({"args": vars(args), "runs": runs, "biases": biases}, args.save)
     for path in args.load:  # runs of other seeds saved by --save, pooled with these
-        saved = torch.load(path)
+        saved = torch.load(path, weights_only=False)  # our own file: args hold paths
+        if not args.seeds:  # only printing saved runs: describe them, not this command line
+            for key in ("protocol", "eta", "sessions", "epochs", "folds"):
+                setattr(args, key, saved["args"][key])
         args.seeds = args.seeds + saved["args"]["seeds"]
         biases += saved["biases"]
         for name, values in saved["runs"].items():
