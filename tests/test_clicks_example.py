@@ -51,3 +51,30 @@ def test_summed_sessions_are_the_sessions_counts() -> None:
     ips = torch.where(positions >= 0, clicks / propensity[positions.clamp(min=0)], 0).mean(1)
     torch.testing.assert_close(sums.rates(propensity), ips)
     torch.testing.assert_close(sums.rates(), clicks.mean(1))
+
+
+def test_cross_fitting_makes_every_query_a_test_query_once() -> None:
+    """`--folds`: the folds' test queries partition all queries; training never holds them."""
+    import torch
+    import train_from_clicks
+    from ranking_data import PaddedLists
+
+    splits = train_from_clicks.cross_fit_splits(251, 5, seed=3)
+    assert len(splits) == 5
+    held = torch.cat([test for _, test in splits])
+    assert sorted(held.tolist()) == list(range(251))
+    for fit, test in splits:
+        assert len(fit) + len(test) == 251
+        assert not set(fit.tolist()) & set(test.tolist())
+    other = train_from_clicks.cross_fit_splits(251, 5, seed=4)[0][1]  # the seed draws the folds
+    assert not torch.equal(splits[0][1], other)
+    short = PaddedLists(
+        torch.ones(2, 3, 4), torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool), None
+    )  # type: ignore[arg-type]
+    long = PaddedLists(
+        torch.ones(1, 5, 4), torch.ones(1, 5), torch.ones(1, 5, dtype=torch.bool), None
+    )  # type: ignore[arg-type]
+    both = train_from_clicks.concatenate(short, long)
+    assert both.features.shape == (3, 5, 4)
+    assert both.mask.sum().item() == 2 * 3 + 5  # padding added is not real
+    assert both.labels[:2, 3:].abs().sum() == 0
