@@ -81,6 +81,7 @@ LOGGER_FRACTION = 0.05
 TOP_SHOWN = 10
 VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
 METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
+DIAGNOSTICS = ("learnt_exposure",)  # run only when named in --methods
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,21 @@ def step_losses(
     def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
         return lambda s, b: loss_fn.aggregated(s, clicks[b], views[b], lists.mask[b])
 
+    # Diagnostic: the closed form compares each position's statistic with the top position's,
+    # but only lists long enough show a deep position, so with lists of unequal length a deep
+    # position's bias comes out too small by the share of lists that show it. Divided back out.
+    exposed = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
+    lengths = lists.mask.sum(-1)
+    share = (lengths[:, None] > torch.arange(num_positions)).float().mean(0)
+    share = share.clamp(min=1e-12) ** (1 / (1 + bias_norm))
+
+    def learnt_exposure(scores: Tensor, batch: Tensor) -> Tensor:
+        loss = exposed.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
+        with torch.no_grad():
+            exposed.t_plus.div_(share)
+            exposed.t_minus.div_(share)
+        return loss
+
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
         with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
             unbiased.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
@@ -279,6 +295,7 @@ def step_losses(
         "ips_pairs": pairs(fixed),
         "learnt": pairs(unbiased),
         "learnt_ips": learnt_ips,
+        "learnt_exposure": learnt_exposure,
         "module": unbiased,
     }
 
@@ -478,6 +495,7 @@ LABELS = {
     "ips_pairs": "UnbiasedLambdaRankLoss.aggregated, biases fixed at the true ones",
     "learnt": "UnbiasedLambdaRankLoss.aggregated, learnt biases",
     "learnt_ips": "LambdaRankLoss on click-through rates / learnt t+ (IPS, learnt biases)",
+    "learnt_exposure": "diagnostic: learnt biases ÷ share of lists showing the position",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
@@ -529,7 +547,11 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--eta", type=float, default=1.0, help="examination (1/rank)^eta")
     parser.add_argument("--bias-norms", type=float, nargs="+", default=[0.0, 1.0, 2.0])
     parser.add_argument(
-        "--methods", nargs="+", choices=METHODS, default=list(METHODS), help="networks trained"
+        "--methods",
+        nargs="+",
+        choices=METHODS + DIAGNOSTICS,
+        default=list(METHODS),
+        help="networks trained",
     )
     parser.add_argument("--tree-sessions", type=int, default=50)
     parser.add_argument("--trees", type=int, default=200, help="most trees tried")
