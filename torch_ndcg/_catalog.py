@@ -192,7 +192,6 @@ class Stream:
         self.state = state
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
-        self.n_excluded = 0 if excluded_sorted is None else excluded_sorted.shape[1]
         self.select = _host.may_read_back(state.scores.device)
         self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
         self.pending_groups = 0
@@ -213,9 +212,9 @@ class Stream:
                 raise ValueError(_NAN_MESSAGE)
             self._merge(block, index)
             return
-        rows, columns, scores, threshold = self._survivors(block)
+        rows, columns, scores, threshold = self._survivors(block, start)
         self.pending.append((rows, columns + start, scores))
-        self.threshold = threshold if self.threshold is None else self.threshold.maximum(threshold)
+        self.threshold = threshold
         self.pending_groups += rows.shape[0]
         if len(self.pending) >= MERGE_EVERY or self.pending_groups >= MERGE_EVERY * users:
             self._flush()
@@ -225,7 +224,7 @@ class Stream:
         self._flush()
         return self.state
 
-    def _survivors(self, block: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _survivors(self, block: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The groups of the block whose maximum reaches the pruning threshold.
 
         The threshold is the current ``K``-th best score, or where too many groups pass (the
@@ -236,19 +235,31 @@ class Stream:
             ``[n]`` rows (users, ascending), ``[n, GROUP]`` block columns and scores of the
             ``n`` passing groups' items, and the ``[B, 1]`` threshold.
         """
+        users, width = block.shape
         maxima = group_maxima(block)
         n_groups = maxima.shape[1]
         threshold = self.state.scores[:, -1:]
+        if self.threshold is not None:  # a pending block's threshold holds for this one too
+            threshold = threshold.maximum(self.threshold)
         pairs = _reaching(maxima, threshold).view(-1).nonzero()
-        tighter = _pruning_threshold(self.state, maxima, self.n_excluded, pairs.shape[0])
+        tighter = None
+        if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
+            excluded_here = None
+            if self.excluded is not None:
+                excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
+            tighter = _pruning_threshold(self.state, maxima, excluded_here)
         if tighter is not None:
             threshold = tighter
             pairs = _reaching(maxima, threshold).view(-1).nonzero()
-        rows, groups = pairs.div(n_groups, rounding_mode="floor"), pairs.remainder(n_groups)
+        groups = pairs.remainder(n_groups)
         members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
         columns = groups + members
-        rows = rows.squeeze(1)
-        return rows, columns, block[rows[:, None], columns], threshold
+        rows = pairs.squeeze(1).div(n_groups, rounding_mode="floor")
+        if block.is_contiguous():  # one flat gather: row * width + column
+            scores = block.view(-1).take(pairs * GROUP - groups * (GROUP - 1) + members)
+        else:
+            scores = block[rows[:, None], columns]
+        return rows, columns, scores, threshold
 
     def _flush(self) -> None:
         """Merge the pending groups' items that reach the threshold: packed per user, one merge.
@@ -296,22 +307,23 @@ class Stream:
 
 
 def _pruning_threshold(
-    state: TopState, maxima: Tensor, n_excluded: int, passing: int
+    state: TopState, maxima: Tensor, excluded_here: Tensor | None
 ) -> Tensor | None:
     """A higher threshold ``[B, 1]`` from the block's own group maxima, where many groups pass.
 
-    The ``(K + e)``-th largest group maximum ``t`` (``e``: the most items a user excludes) is
-    the maximum of ``K + e`` distinct items, at least ``K`` of them ranked: the new ``K``-th best
-    is at least ``t``, so the items below ``max(boundary, t)`` cannot enter. ``None`` when at
-    most ``K + e`` groups pass per user on average (the boundary prunes well) or the block has
-    no more than ``K + e`` groups.
+    The ``(K + e)``-th largest group maximum ``t`` (``e``: the user's excluded items in the
+    block) is the maximum of ``K + e`` distinct items, at least ``K`` of them ranked: the new
+    ``K``-th best is at least ``t``, so the items below ``max(boundary, t)`` cannot enter.
+    ``None`` when the block has no more than ``K + e`` groups. Reads ``max(e)`` back: CPU only.
     """
-    users, n_groups = maxima.shape
-    depth = state.scores.shape[-1] + n_excluded
-    if passing <= users * depth or n_groups <= depth:
+    kmax = state.scores.shape[-1]
+    most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+    if maxima.shape[1] <= most:
         return None
-    own = maxima.topk(depth, dim=1, sorted=False).values.amin(1, keepdim=True)
-    return torch.maximum(state.scores[:, -1:], own)
+    best = maxima.topk(most, dim=1).values
+    if excluded_here is not None:
+        best = best.gather(1, excluded_here[:, None] + (kmax - 1))
+    return torch.maximum(state.scores[:, -1:], best[:, -1:])
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:
