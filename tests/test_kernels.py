@@ -1,4 +1,4 @@
-"""The shared kernels on their own: gains, discounts, orderings, tie averaging."""
+"""The shared kernels and their fast paths on their own: gains, discounts, ranking, ties."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from torch_ndcg import _fast_paths as fast_paths
+from torch_ndcg import _host as host
 from torch_ndcg import _kernels as kernels
+from torch_ndcg import _tables as tables
 
 
 def small_integer_labels(
     target: torch.Tensor, mask: torch.Tensor | None
 ) -> tuple[torch.Tensor, int] | None:
     """The labels as int64 and their number of levels, as the kernel decides it from its probe."""
-    probe = kernels.label_range_probe(target, mask)
-    levels = kernels.counted_levels(target, None if probe is None else probe.tolist())
+    probe = fast_paths.label_range_probe(target, mask)
+    levels = fast_paths.counted_levels(target, None if probe is None else probe.tolist())
     return None if levels is None else (target.to(torch.int64), levels)
 
 
@@ -47,8 +50,8 @@ def test_stable_descending_order_keeps_order_of_appearance(dtype: torch.dtype, k
     scores = torch.tensor([[0.5, -0.0, 2.0, 0.5, 0.0, -1.0]], dtype=dtype)
     # 2.0 first; then 0.5 at positions 0 and 3; then -0.0 and 0.0 tie (equal floats), in order.
     expected = torch.tensor([[2, 0, 3, 1, 4, 5]])
-    keys = kernels.ranking_keys(scores, None)
-    assert torch.equal(kernels.stable_descending_order(keys, kmax), expected[:, :kmax])
+    keys = fast_paths.ranking_keys(scores, None)
+    assert torch.equal(fast_paths.stable_descending_order(keys, kmax), expected[:, :kmax])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
@@ -71,15 +74,15 @@ def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dty
         ],
         dtype=dtype,
     )
-    keys = kernels.ranking_keys(values, None)
+    keys = fast_paths.ranking_keys(values, None)
     assert keys.dtype == (torch.int64 if dtype == torch.float64 else torch.int32)
     assert bool((keys[0, 1:] > keys[0, :-1]).sum() == 8)  # strictly increasing but for one pair
     assert keys[0, 4] == keys[0, 5]  # -0.0 == 0.0
     # Padding lies below every real key, real -inf included, and above the dtype's minimum.
     mask = torch.ones_like(values, dtype=torch.bool)
     mask[0, 3] = False
-    padded = kernels.ranking_keys(values, mask)
-    assert padded[0, 3] == kernels.padding_key(padded) == torch.iinfo(keys.dtype).min + 1
+    padded = fast_paths.ranking_keys(values, mask)
+    assert padded[0, 3] == fast_paths.padding_key(padded) == torch.iinfo(keys.dtype).min + 1
     assert bool((padded[0, 3] < padded[0, [0, 1, 2, 4, 5, 6, 7, 8, 9]]).all())
 
 
@@ -87,7 +90,7 @@ def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dty
 def tie_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of averaging ties: every top position against every item, or grouped runs."""
     if request.param == "grouped":
-        monkeypatch.setattr(kernels, "DENSE_TIE_ELEMENTS", 0)
+        monkeypatch.setattr(fast_paths, "DENSE_TIE_ELEMENTS", 0)
     return str(request.param)
 
 
@@ -96,15 +99,15 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list(tie_pa
     item_gains = torch.tensor([[1.0, 6.0, 2.0, 0.0, 3.0]])
     # Ranked: 3.0 (gain 1), 2.0 (gain 2), then three tied at 1.0 with mean gain 3.
     expected = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
-    keys = kernels.ranking_keys(scores, None)
-    top_keys, top_index, tied = kernels.top_items(keys, 3, padded=False)
+    keys = fast_paths.ranking_keys(scores, None)
+    top_keys, top_index, tied = fast_paths.top_items(keys, 3, padded=False)
     assert tied
     torch.testing.assert_close(
-        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
+        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
     )
-    top_keys, top_index, tied = kernels.top_items(keys, 5, padded=False)
+    top_keys, top_index, tied = fast_paths.top_items(keys, 5, padded=False)
     torch.testing.assert_close(
-        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
+        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
 
@@ -126,29 +129,29 @@ def test_tie_averaging_dense_equals_grouped(
     mask = torch.rand(n, length, generator=generator) < 0.7 if padded else None
     if mask is not None:
         item_gains = torch.where(mask, item_gains, 0)
-    keys = kernels.ranking_keys(scores, mask)
-    top_keys, top_index, _ = kernels.top_items(keys, min(k, length), padded=padded)
-    dense = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    keys = fast_paths.ranking_keys(scores, mask)
+    top_keys, top_index, _ = fast_paths.top_items(keys, min(k, length), padded=padded)
+    dense = kernels.tie_averaged_gains(keys, top_keys, item_gains)
     try:
-        kernels.DENSE_TIE_ELEMENTS, saved = 0, kernels.DENSE_TIE_ELEMENTS
-        grouped = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+        fast_paths.DENSE_TIE_ELEMENTS, saved = 0, fast_paths.DENSE_TIE_ELEMENTS
+        grouped = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     finally:
-        kernels.DENSE_TIE_ELEMENTS = saved
+        fast_paths.DENSE_TIE_ELEMENTS = saved
     torch.testing.assert_close(dense, grouped, rtol=1e-12, atol=1e-12)
 
 
 def test_top_items_reports_only_ties_that_touch_the_top() -> None:
     # The tie at 1.0 lies below the 3rd item; at k = 2 the boundary pair (2.0, 1.5) is distinct.
-    keys = kernels.ranking_keys(torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.5]]), None)
-    assert not kernels.top_items(keys, 2, padded=False)[2]
-    assert kernels.top_items(keys, 4, padded=False)[2]  # 4th and 5th tie across the cut-off
+    keys = fast_paths.ranking_keys(torch.tensor([[3.0, 1.0, 2.0, 1.0, 1.5]]), None)
+    assert not fast_paths.top_items(keys, 2, padded=False)[2]
+    assert fast_paths.top_items(keys, 4, padded=False)[2]  # 4th and 5th tie across the cut-off
     # Ties among padding do not count; a tie between real items does, real -inf included.
     for dtype in (torch.float32, torch.float64):
         scores = torch.tensor([[2.0, float("-inf"), 1.0, float("-inf")]], dtype=dtype)
         mask = torch.tensor([[True, False, True, False]])
-        assert not kernels.top_items(kernels.ranking_keys(scores, mask), 3, padded=True)[2]
-        assert kernels.top_items(kernels.ranking_keys(scores, None), 3, padded=False)[2]
-        assert kernels.top_items(kernels.ranking_keys(scores, None), 3, padded=True)[2]
+        assert not fast_paths.top_items(fast_paths.ranking_keys(scores, mask), 3, padded=True)[2]
+        assert fast_paths.top_items(fast_paths.ranking_keys(scores, None), 3, padded=False)[2]
+        assert fast_paths.top_items(fast_paths.ranking_keys(scores, None), 3, padded=True)[2]
 
 
 def test_ideal_ranked_gains_with_padding_and_custom_gain() -> None:
@@ -189,6 +192,28 @@ def test_cutoff_weights_follow_a_callable_discount_each_call() -> None:
     assert kernels.cumulative_dcg(gains, [2], discount).item() == pytest.approx(1 / 4)
 
 
+def test_kept_tables_are_reused_and_bounded_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tables, "_kept", {})
+    monkeypatch.setattr(tables, "TABLES_PER_DEVICE", 3)
+    monkeypatch.setattr(tables, "ELEMENTS_PER_DEVICE", 40)
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    first = kernels.cutoff_matrix(4, [2, 4], "log2", torch.float64, cpu)
+    assert kernels.cutoff_matrix(4, [2, 4], "log2", torch.float64, cpu) is first  # kept
+    for kmax in range(5, 9):  # four more tables on the CPU: only the last three stay
+        kernels.cutoff_matrix(kmax, [2], "log2", torch.float64, cpu)
+    kernels.cutoff_matrix(8, [2], "log2", torch.float64, meta)  # counts against `meta` only
+    assert len(tables._kept[cpu].tables) == 3
+    assert len(tables._kept[meta].tables) == 1
+    assert kernels.cutoff_matrix(4, [2, 4], "log2", torch.float64, cpu) is not first  # dropped
+    kept = tables._kept[cpu]
+    assert kept.elements == sum(table.numel() for table in kept.tables.values()) <= 40
+    kernels.cutoff_matrix(41, [1], "log2", torch.float64, cpu)  # above the element bound
+    assert kept.elements <= 40
+    assert all(t.numel() < 41 for t in kept.tables.values())
+    kernels.cutoff_matrix(4, [2], lambda ranks: 1 / ranks, torch.float64, cpu)  # never kept
+    assert all(t.shape[0] != 4 or t.shape[1] != 1 for t in kept.tables.values())
+
+
 # ---------------------------------------------------------------------------------------------
 # The fast paths against the general ones they replace
 
@@ -208,11 +233,11 @@ def test_top_keys_padding_for_two_threads_selects_the_same_items(rows: int, leng
     gen = torch.Generator().manual_seed(rows + length)
     keys = torch.randint(-(2**31) + 1, 2**31 - 1, (rows, length), dtype=torch.int32, generator=gen)
     keys[0, :4] = keys[0, 4]  # a tie, which topk may break either way
-    two_thread_length = kernels._CPU_TOPK_GRAIN // rows + 1
+    two_thread_length = fast_paths._CPU_TOPK_GRAIN // rows + 1
     padded = length < two_thread_length <= 1.5 * length
     assert padded == ((rows, length) in [(256, 100), (200, 120)])  # the cases are what they claim
     for kmax in sorted({1, min(11, length - 1), length - 1}):
-        values, index = kernels._top_keys(keys, kmax)
+        values, index = fast_paths._top_keys(keys, kmax)
         expected = keys.topk(kmax, dim=-1).values
         assert torch.equal(values, expected)
         assert bool((index < length).all())
@@ -249,7 +274,7 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
         target = torch.where(mask, target, float("nan"))  # padding may hold anything
     kmax = min(max(k), length)
     counted = small_integer_labels(target, mask)
-    levels_limit = kernels._MAX_COUNTED_LEVELS
+    levels_limit = fast_paths._MAX_COUNTED_LEVELS
     real_max = int((target if mask is None else torch.where(mask, target, 0)).nan_to_num().max())
     assert (counted is not None) == (real_max < levels_limit)
     if counted is None:
@@ -257,7 +282,7 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
     labels, levels = counted
     assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
     options: Any = {"gain": gain, "discount": discount}
-    by_counts = kernels.ideal_dcg_from_label_counts(
+    by_counts = fast_paths.ideal_dcg_from_label_counts(
         labels, mask, levels, k, kmax, dtype=torch.float64, **options
     )
     best = kernels.ideal_ranked_gains(target, None, mask, kmax, options["gain"], torch.float64)
@@ -302,13 +327,13 @@ def test_tie_free_fast_path_equals_tie_averaged_gains(
     kmax = min(kmax, length)
     preds = torch.randint(0, n_scores, (rows, length), generator=gen).to(dtype)
     mask = torch.rand(rows, length, generator=gen) < 0.7 if padded else None
-    keys = kernels.ranking_keys(preds, mask)
+    keys = fast_paths.ranking_keys(preds, mask)
     scores = preds if mask is None else torch.where(mask, preds, float("-inf"))
     item_gains = kernels.list_gains(
         torch.randint(0, 4, (rows, length), generator=gen), mask, "exponential", torch.float32
     )
-    top_keys, top_index, tied = kernels.top_items(keys, kmax, padded=padded)
-    averaged = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    top_keys, top_index, tied = fast_paths.top_items(keys, kmax, padded=padded)
+    averaged = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     if not tied:
         direct = item_gains.gather(-1, top_index).double()
         torch.testing.assert_close(averaged, direct)
@@ -364,9 +389,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("high")
-        precision, set_precision, full = kernels.cuda_matmul_precision()
+        precision, set_precision, full = host.cuda_matmul_precision()
         assert (precision, full) == ("high", "highest")
-        with kernels._cuda_full_precision(precision, set_precision, full):
+        with host._cuda_full_precision(precision, set_precision, full):
             assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == "high"
     finally:
@@ -375,9 +400,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
         matmul.fp32_precision = "tf32"
         with pytest.raises(RuntimeError):
             torch.get_float32_matmul_precision()  # what full_precision must not call blindly
-        precision, set_precision, full = kernels.cuda_matmul_precision()
+        precision, set_precision, full = host.cuda_matmul_precision()
         assert (precision, full) == ("tf32", "ieee")
-        with kernels._cuda_full_precision(precision, set_precision, full):
+        with host._cuda_full_precision(precision, set_precision, full):
             assert matmul.fp32_precision == "ieee"
         assert matmul.fp32_precision == "tf32"
     finally:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels
+from torch_ndcg import _fast_paths, _host, _kernels
 from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
@@ -94,7 +94,7 @@ def new_state(
 
 def _sort_keys(scores: Tensor, index: Tensor) -> Tensor:
     """int64 keys ordered as (score descending, index ascending): float32 scores only."""
-    score_bits = _kernels._ordered_int32(scores).to(torch.int64)
+    score_bits = _fast_paths.ordered_int32(scores).to(torch.int64)
     return score_bits.bitwise_left_shift(32).add_(PLACEHOLDER - index)
 
 
@@ -423,13 +423,8 @@ def relevant_ideal(
 ) -> Tensor:
     """``[B, len(ks)]`` ideal DCG from the relevant grades alone (other items have gain 0)."""
     kmax = min(max(ks), grades.shape[-1])
-    return _kernels.ideal_dcg(
-        grades,
-        valid,
-        ks,
-        kmax,
-        gain,
-        discount,
-        dtype,
-        item_gains=relevant_gains(grades, valid, gain, dtype),
-    )
+    item_gains = relevant_gains(grades, valid, gain, dtype)
+    with _host.full_precision(grades.device):
+        return _kernels.ideal_dcg(
+            grades, valid, ks, kmax, gain, discount, dtype, item_gains=item_gains
+        )

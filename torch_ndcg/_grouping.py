@@ -4,20 +4,20 @@ One stable sort of small integer query codes puts each query's rows next to each
 their order of appearance. Queries are then laid out one per row of a padded matrix, in
 buckets of similar size (sizes in ``(2^(b-1), 2^b]`` share a bucket), so that padding never
 more than doubles the data however skewed the query sizes are. Each bucket goes through the
-dense kernel `torch_ndcg._kernels.dcg_and_ideal`: the grouped metric has no math of its own.
+dense kernel `torch_ndcg._fast_paths.dcg_and_ideal`: the grouped metric has no math of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _options
+from torch_ndcg import _fast_paths, _options
 from torch_ndcg._host import read_together
-from torch_ndcg._options import Discount, Gain, Ties
+from torch_ndcg._options import ListOptions
 
 # Query codes are sorted in the narrowest integer dtype that holds them: ATen's CPU radix sort
 # makes one pass per byte of the dtype, so int16 codes sort about twice as fast as int32 ones.
@@ -133,15 +133,11 @@ def grouped_dcg_and_ideal(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
-    *,
-    k: Sequence[int] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
+    options: ListOptions,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
 
-    The numbers of `torch_ndcg._kernels.dcg_and_ideal` on the queries laid out one per
+    The numbers of `torch_ndcg._fast_paths.dcg_and_ideal` on the queries laid out one per
     row (rows of a query in order of appearance, which is what ``ties="first"`` follows), with
     no loop over queries and nothing sized by the largest query id.
 
@@ -149,31 +145,24 @@ def grouped_dcg_and_ideal(
         preds: ``[N]`` floating scores, no NaN.
         target: ``[N]`` non-negative labels.
         indexes: ``[N]`` int64 query ids, any values, in any order.
-        k: cut-offs, or ``None`` for each whole query.
-        gain: gain name or callable.
-        discount: discount name or callable.
-        ties: ``"average"`` or ``"first"``.
+        options: the checked options (``k=None``: each whole query).
 
     Returns:
         ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
         tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
     grouping = group_rows(indexes)
-    n_cutoffs = 1 if k is None else len(k)
     acc = _options.accumulate_dtype(preds.device)
-    shape = (grouping.ids.numel(), n_cutoffs)
+    shape = (grouping.ids.numel(), options.cutoffs.count)
     dcg = torch.zeros(shape, dtype=acc, device=preds.device)
     ideal = torch.zeros(shape, dtype=acc, device=preds.device)
     for queries, rows, mask in grouping.buckets():
         flat_rows = rows.view(-1)
-        bucket_dcg, bucket_ideal = _kernels.dcg_and_ideal(
+        bucket_dcg, bucket_ideal = _fast_paths.dcg_and_ideal(
             preds.index_select(0, flat_rows).view(rows.shape),
             target.index_select(0, flat_rows).view(rows.shape),
             mask,
-            k=k,
-            gain=gain,
-            discount=discount,
-            ties=ties,
+            options,
         )
         dcg.index_copy_(0, queries, bucket_dcg)
         ideal.index_copy_(0, queries, bucket_ideal)

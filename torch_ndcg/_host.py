@@ -7,11 +7,15 @@ and there at most once per call: the input checks hand their values over as a
 `DeferredCheck`, which the kernel reads together with the values that pick its fast
 paths (`read_together`). Elsewhere checks are device-side assertions
 (`assert_on_device`) and the kernels take their branch-free paths.
+
+The package's matrix products run in their own dtypes whatever the caller switched on
+(`full_precision`: no autocast, no TF32).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +25,11 @@ from torch import Tensor
 
 def may_read_back(device: torch.device) -> bool:
     """Whether a value on ``device`` may be read back: on the CPU, outside ``torch.compile``."""
+    return device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def eager_cpu(device: torch.device) -> bool:
+    """Whether work on ``device`` runs eagerly on the CPU (where ATen's thread split applies)."""
     return device.type == "cpu" and not torch.compiler.is_compiling()
 
 
@@ -63,3 +72,86 @@ def assert_on_device(ok: Tensor, message: str) -> None:
     ``meta`` tensors nothing.
     """
     torch._assert_async(ok, message)
+
+
+def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """Autocast and, on CUDA, TF32 switched off: the kernels' products run in their own dtypes.
+
+    Under ``torch.autocast`` a float32 matrix product would run in float16/bfloat16, which
+    cannot even count ranks past 256 exactly; with ``torch.set_float32_matmul_precision("high")``
+    (common with Lightning) a CUDA float32 product runs in TF32, about 1e-3 relative error,
+    which Sinkhorn's tolerance of 1e-6 cannot meet. Every product of the package runs inside
+    this. (Under ``torch.compile`` the matmul precision is the caller's: it cannot be switched
+    inside a graph.)
+    """
+    if torch.compiler.is_compiling():
+        if device.type in _AUTOCAST_DEVICES:
+            return torch.autocast(device.type, enabled=False)
+        return contextlib.nullcontext()
+    # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
+    # host time that a GPU step, bound by the host, would otherwise pay for every product.
+    autocast = device.type in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device.type)
+    if device.type == "cuda":
+        precision, set_precision, full = cuda_matmul_precision()
+        if autocast or precision != full:
+            return _cuda_full_precision(precision, set_precision, full)
+    if autocast:
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def _legacy_matmul_precision() -> str | None:
+    """``torch.get_float32_matmul_precision()``, or ``None`` under the newer API.
+
+    ``None`` where the caller set the precision through ``torch.backends[.cuda.matmul]
+    .fp32_precision``: the legacy getter then raises (torch refuses to read one API's state
+    after the other's was set).
+    """
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return None
+
+
+def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
+    """The CUDA float32 matmul precision as the caller set it: ``(current, set, full)``.
+
+    Through the legacy ``torch.get/set_float32_matmul_precision`` (full: ``"highest"``), or,
+    where the caller used the newer ``torch.backends[.cuda.matmul].fp32_precision`` (torch
+    refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
+    ``"ieee"``).
+    """
+    legacy = _legacy_matmul_precision()
+    if legacy is not None:
+        return legacy, torch.set_float32_matmul_precision, "highest"
+    matmul = torch.backends.cuda.matmul
+
+    def set_precision(value: str) -> None:
+        matmul.fp32_precision = value
+
+    return str(matmul.fp32_precision), set_precision, "ieee"
+
+
+@contextlib.contextmanager
+def _cuda_full_precision(
+    previous: str, set_precision: Callable[[str], None], full: str
+) -> Iterator[None]:
+    """No CUDA autocast and full float32 matrix products, then ``previous`` again.
+
+    The arguments are those of `cuda_matmul_precision`, read once by the caller.
+    """
+    set_precision(full)
+    try:
+        with torch.autocast("cuda", enabled=False):
+            yield
+    finally:
+        set_precision(previous)
+
+
+# Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced
+# by every torch.compile (2.11's fails on it), a set lookup can.
+_AUTOCAST_DEVICES = frozenset(
+    device
+    for device in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "xla", "ipu", "maia")
+    if torch.amp.is_autocast_available(device)
+)

@@ -90,6 +90,18 @@ class MetricOptions:
         return result
 
 
+def counted_sum(values: Tensor, counted: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Sum over dim 0 of the counted values and their number: the two terms of every mean.
+
+    ``counted`` marks the values to count (default: those that are not NaN, which
+    ``empty_target_action="skip"`` gives); the others add nothing. The mean is then
+    ``sum / count.clamp(min=1)``: 0 where nothing is counted, never NaN.
+    """
+    if counted is None:
+        counted = ~values.isnan()
+    return torch.where(counted, values, 0).sum(0), counted.sum(0)
+
+
 def aggregate(values: Tensor, aggregation: Any) -> Tensor:
     """``[Q, C]`` per-query values to ``[C]`` by ``"median"``, ``"min"``, ``"max"`` or a callable.
 

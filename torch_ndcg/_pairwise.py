@@ -19,7 +19,9 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg._kernels import cached_for_named_discounts, full_precision, position_discounts
+from torch_ndcg import _tables
+from torch_ndcg._host import full_precision
+from torch_ndcg._kernels import position_discounts
 from torch_ndcg._options import Discount
 
 # Elements of one block temporary on the CPU: 2^18 float32 = 1 MiB, so the handful of live
@@ -72,7 +74,7 @@ def _row_blocks(
         i0 = i1
 
 
-@cached_for_named_discounts(maxsize=64)
+@_tables.kept
 def lambda_position_tables(
     discount: Discount,
     length: int,
@@ -88,8 +90,7 @@ def lambda_position_tables(
     for ``"lambdarank"`` and ``"ndcg2pp"``; and $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
     for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the weighting has no
     such term. Kept for named discounts (see
-    `torch_ndcg._kernels.cached_for_named_discounts`): a training loop asks for the same
-    tables every step.
+    `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -106,7 +107,7 @@ def lambda_position_tables(
 
 
 # Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
-# instead of once per block, and the last few are kept between calls.
+# instead of once per block, and kept between calls (`torch_ndcg._tables`).
 PAIR_TABLE_ELEMENTS = 1 << 20
 
 
@@ -118,7 +119,7 @@ def pair_table_fits(rows: int, length: int) -> bool:
     return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
 
 
-@cached_for_named_discounts(maxsize=8)
+@_tables.kept
 def pair_weight_table(
     discount: Discount,
     rows: int,

@@ -247,7 +247,7 @@ def largest_gain_label(
 ) -> float | None:
     """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
 
-    Gains are computed in ``dtype`` (`torch_ndcg._kernels.compute_dtype` of the scores)
+    Gains are computed in ``dtype`` (`torch_ndcg._options.compute_dtype` of the scores)
     and a list's ``length`` gains are summed in the accumulation dtype (float64 wherever
     ``device`` has it), so a label is
     allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable

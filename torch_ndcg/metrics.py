@@ -14,11 +14,12 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar
 
-from torch_ndcg import _distributed, _kernels, _options, _validation
+from torch_ndcg import _distributed, _options, _validation
 from torch_ndcg._metric_base import (
     MetricOptions,
     NDCGMetricBase,
     aggregate,
+    counted_sum,
     plot_distribution,
 )
 from torch_ndcg._options import (
@@ -302,14 +303,14 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
             if real is not None:
                 # A list of padding only is no list (RetrievalNDCG never sees its rows).
                 counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
-            batch_sum, batch_count = _kernels.counted_sum(values, counted)
+            batch_sum, batch_count = counted_sum(values, counted)
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(batch_sum)
         self.count.add_(batch_count)
         if opt.confidence is not None:
             squares = values * values
             self.sum_sq_ndcg.add_(
-                squares.sum(0) if counted is None else _kernels.counted_sum(squares, counted)[0]
+                squares.sum(0) if counted is None else counted_sum(squares, counted)[0]
             )
 
     def compute(self) -> ResultT:
@@ -657,9 +658,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
         if self.aggregation == "mean":
             # [sum, count] per cut-off, and the sum of squares for an interval: one all-reduce.
-            terms = list(_kernels.counted_sum(values))
+            terms = list(counted_sum(values))
             if opt.confidence is not None:
-                terms.append(_kernels.counted_sum(values * values)[0])
+                terms.append(counted_sum(values * values)[0])
             totals = torch.stack(terms).to(torch.float64)
             if partitioned:
                 totals = _distributed.all_reduce_sum(totals, group)

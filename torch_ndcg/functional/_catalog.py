@@ -629,7 +629,7 @@ def catalog_ndcg_values(
     )
     check_target(target, None if sharded else n_items, gain, validate_args=validate_args)
     block_users, chunk = _blocking(users, chunk_size, memory_budget, queries.element_size())
-    with torch.no_grad(), _kernels.full_precision(queries.device):
+    with torch.no_grad(), _host.full_precision(queries.device):
         blocks = embedding_blocks(queries, items, score_fn, block_users, chunk, item_offset)
         value, ideal = catalog_values(
             blocks,

@@ -14,7 +14,16 @@ from typing import NoReturn
 import torch
 from torch import Tensor
 
-from torch_ndcg import _clicks, _kernels, _options, _pairwise, _sinkhorn, _validation
+from torch_ndcg import (
+    _clicks,
+    _fast_paths,
+    _host,
+    _kernels,
+    _options,
+    _pairwise,
+    _sinkhorn,
+    _validation,
+)
 from torch_ndcg._host import DeferredCheck
 from torch_ndcg._options import (
     ApproxOptions,
@@ -104,19 +113,13 @@ def _prepare(
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
-    kmax = _kernels.resolve_cutoffs(None if k is None else [k], length)[1]
+    kmax = length if k is None else min(k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top labels (the label counts would need the labels' range): no read-back.
-    ideal = _kernels.ideal_dcg(
-        flat_target,
-        flat_mask,
-        [kmax],
-        kmax,
-        gain,
-        discount,
-        acc,
-        item_gains=item_gains,
-    )[:, :1]
+    with _host.full_precision(preds.device):
+        ideal = _kernels.ideal_dcg(
+            flat_target, flat_mask, [kmax], kmax, gain, discount, acc, item_gains=item_gains
+        )[:, :1]
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -313,7 +316,9 @@ def lambda_pairs(
         )
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
-    order = _kernels.stable_descending_order(_kernels.ranking_keys(scores.detach(), real), length)
+    order = _fast_paths.stable_descending_order(
+        _fast_paths.ranking_keys(scores.detach(), real), length
+    )
     ranked_gains = lists.scaled_gains.gather(-1, order)
     ranked_scores = scores.gather(-1, order)
     ranked_real = None if real is None else real.gather(-1, order).to(scores.dtype)

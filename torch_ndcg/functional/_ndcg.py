@@ -9,7 +9,7 @@ from typing import NoReturn
 import torch
 from torch import Tensor
 
-from torch_ndcg import _grouping, _host, _kernels, _options, _validation
+from torch_ndcg import _fast_paths, _grouping, _host, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
@@ -143,16 +143,7 @@ def dcg(
             exclude, mask, target, validate_args=validate_args
         )
     lists = _prepare_lists(preds, target, mask, options)
-    value = _kernels.ranked_dcg(
-        lists.preds,
-        lists.target,
-        lists.mask,
-        k=options.cutoffs.ks,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        check=lists.check,
-    )
+    value = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
     return lists.shape_output(value, options.cutoffs, _options.compute_dtype(preds.dtype))
 
 
@@ -246,15 +237,8 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     The values stay in the accumulation dtype (float64 where the device has it); the metric
     classes add them up as they are.
     """
-    value, ideal = _kernels.dcg_and_ideal(
-        lists.preds,
-        lists.target,
-        lists.mask,
-        k=options.cutoffs.ks,
-        gain=options.gain,
-        discount=options.discount,
-        ties=options.ties,
-        check=lists.check,
+    value, ideal = _fast_paths.dcg_and_ideal(
+        lists.preds, lists.target, lists.mask, options, lists.check
     )
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, lists.mask).any()
@@ -357,15 +341,7 @@ def _retrieval_values(
         kept = real.nonzero().squeeze(1)
         preds, target = preds.index_select(0, kept), target.index_select(0, kept)
         indexes = indexes.index_select(0, kept)
-    ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(
-        preds,
-        target,
-        indexes,
-        k=options.cutoffs.ks,
-        gain=options.gain,
-        discount=options.discount,
-        ties=options.ties,
-    )
+    ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options)
     if options.validate_args and not bool(ideal.isfinite().all()):
         raise ValueError(
             "Expected the gains of each query to sum to a finite float64, but a query's "

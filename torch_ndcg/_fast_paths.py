@@ -1,0 +1,444 @@
+"""The paths a DCG takes, and the speed tricks they use: same numbers as the formulas, sooner.
+
+`torch_ndcg._kernels` says what is computed; this module says how, for a given input:
+
+- integer ranking keys of the float scores (`ranking_keys`), cheaper to compare than floats;
+- ``topk`` of a small CPU batch padded so that ATen splits it between two threads (`_top_keys`);
+- one ``topk`` that both selects the top items and tells whether a tie touches them
+  (`top_items`), so that tie-free batches skip the averaging;
+- the tie averaging of every top position against every item, or of grouped runs for large
+  inputs (`tie_averaged_gains`, bounded by `DENSE_TIE_ELEMENTS`);
+- the ideal DCG from label counts, with no sort, for small integer labels
+  (`ideal_dcg_from_label_counts`).
+
+`dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
+call's one read-back (`torch_ndcg._host`), which also carries the input checks. On an
+accelerator nothing is read back: ties are always averaged and the ideal DCG is taken from the
+sorted labels (the same numbers, branch-free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _host, _kernels, _tables
+from torch_ndcg._host import DeferredCheck, read_together
+from torch_ndcg._options import (
+    Discount,
+    Gain,
+    ListOptions,
+    Ties,
+    accumulate_dtype,
+    compute_dtype,
+)
+
+# Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
+# order of the bit patterns equal the float order.
+_FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
+_FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
+
+
+def ordered_int32(scores: Tensor) -> Tensor:
+    """Float32 scores mapped to int32 keys with the same order and equalities (``-0.0 == 0.0``).
+
+    A non-negative float keeps its bits; a negative one has its magnitude bits flipped, so the
+    signed integer order is the float order. Every non-NaN float's key lies above the int32
+    minimum plus one.
+    """
+    bits = scores.add(0.0).view(torch.int32)
+    return bits.bitwise_xor_(bits.bitwise_right_shift(31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS))
+
+
+def _ordered_int64_of_float64(scores: Tensor) -> Tensor:
+    """`ordered_int32` for float64 scores: int64 keys."""
+    bits = scores.add(0.0).view(torch.int64)
+    return bits.bitwise_xor_(bits.bitwise_right_shift(63).bitwise_and_(_FLOAT64_MAGNITUDE_BITS))
+
+
+def padding_key(keys: Tensor) -> int:
+    """The key of padded items: the key dtype's minimum plus one (the minimum pads ``topk``)."""
+    return int(torch.iinfo(keys.dtype).min) + 1
+
+
+def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
+    """Integer sort keys of the scores, with the order and equalities of the floats.
+
+    float32 (and half-precision) scores map to int32 keys, float64 scores to int64 keys; ``-0.0``
+    equals ``0.0``. Padded items get `padding_key`, below every real key (real ``-inf``
+    included), so padding ranks last and never ties with a real item. Integer comparisons are
+    cheaper than float ones (no NaN handling): ``topk`` on these keys is about a quarter faster.
+
+    Args:
+        preds: ``[N, L]`` floating scores, no NaN on real items.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+    """
+    scores = preds.to(compute_dtype(preds.dtype)).contiguous()
+    if scores.dtype == torch.float64:
+        keys = _ordered_int64_of_float64(scores)
+    else:
+        keys = ordered_int32(scores)
+    if mask is not None:
+        keys = torch.where(mask, keys, padding_key(keys))
+    return keys
+
+
+# ATen splits a CPU ``topk`` between threads in blocks of ``32768 // row length`` rows
+# (``at::internal::GRAIN_SIZE``), so a batch of fewer elements runs on one thread.
+_CPU_TOPK_GRAIN = 32768
+# Longest padding of the rows (as a fraction of their length) worth a second thread.
+_MAX_TOPK_PADDING = 0.5
+
+
+def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
+    """`torch_ndcg._kernels.top` of integer sort keys that are all above their dtype's minimum.
+
+    A small CPU batch, which ATen would select on one thread, is first padded with the dtype's
+    minimum to just past the row length at which ATen uses two threads, when that costs less
+    than half the length again: about 1.6x faster on ``[256, 100]`` with two threads. The
+    padding is below every key, so it is never selected and the result is the same.
+    """
+    rows, length = keys.shape
+    if kmax < length and _host.eager_cpu(keys.device) and torch.get_num_threads() > 1:
+        two_thread_length = _CPU_TOPK_GRAIN // max(rows, 1) + 1
+        if length < two_thread_length <= length * (1 + _MAX_TOPK_PADDING):
+            padding = keys.new_full((rows, two_thread_length - length), torch.iinfo(keys.dtype).min)
+            keys = torch.cat([keys, padding], dim=-1)
+    return _kernels.top(keys, kmax)
+
+
+def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
+    """Indices of the ``kmax`` best items per row: key descending, ties in order of appearance.
+
+    For int32 keys and ``kmax`` below the list length this is one ``topk`` over a unique int64
+    key ``(key, -position)``, not a full sort.
+
+    Args:
+        keys: ``[N, L]`` keys from `ranking_keys`.
+        kmax: number of positions, ``1 <= kmax <= L``.
+    """
+    length = keys.shape[-1]
+    if keys.dtype == torch.int32 and kmax < length:
+        positions = torch.arange(length - 1, -1, -1, device=keys.device)
+        # key * length + positions: above the int64 minimum, which _top_keys pads with.
+        unique_key = torch.add(positions, keys.to(torch.int64), alpha=length)
+        return _top_keys(unique_key, kmax)[1]
+    order = keys.sort(dim=-1, descending=True, stable=True).indices
+    return order.narrow(-1, 0, kmax)
+
+
+def top_items(
+    keys: Tensor, kmax: int, *, padded: bool, detect_ties: bool = True
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The best ``kmax`` items of each row, and whether a tie touches them.
+
+    One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
+    across the cut-off shows as two equal neighbours there. Ties among padding do not count:
+    padded gains are all 0.
+
+    Args:
+        keys: ``[N, L]`` keys from `ranking_keys`.
+        kmax: number of positions, ``1 <= kmax <= L``.
+        padded: whether some items may be padding.
+        detect_ties: whether to look for ties at all (``False``: the flag is ``None``, and only
+            the top ``kmax`` are selected).
+
+    Returns:
+        ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
+        indices, and a bool scalar tensor: whether any row has a tie that touches its top
+        ``kmax`` (left on the device: reading it is the caller's choice).
+    """
+    if not detect_ties:
+        top_keys, top_index = _top_keys(keys, kmax)
+        return top_keys, top_index, None
+    top_keys, top_index = _top_keys(keys, min(kmax + 1, keys.shape[-1]))
+    # Tensor methods throughout: Python slicing costs several microseconds a call.
+    lower = top_keys.narrow(-1, 1, top_keys.shape[-1] - 1)
+    equal_neighbours = lower.eq(top_keys.narrow(-1, 0, lower.shape[-1]))
+    if padded:
+        equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
+    return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
+
+
+# Top positions times items up to which `tie_averaged_gains` compares every top position with
+# every item (a few kernels, the fewest launches on an accelerator); larger batches group the
+# runs of equal keys of the top instead.
+DENSE_TIE_ELEMENTS = 1 << 22
+
+
+def tie_averaged_gains(
+    keys: Tensor, top_keys: Tensor, top_index: Tensor, item_gains: Tensor
+) -> Tensor:
+    """`torch_ndcg._kernels.tie_averaged_gains`, in memory bounded for large inputs.
+
+    Up to `DENSE_TIE_ELEMENTS` top positions times items, the kernel itself. Above, the runs of
+    equal keys in the top are grouped, and only the group at the ``kmax`` boundary is looked up
+    in the whole list: the same means, without the ``[N, kmax, L]`` comparison.
+
+    Args:
+        keys: ``[N, L]`` keys from `ranking_keys`.
+        top_keys: ``[N, kmax]`` best keys, descending, from `top_items`.
+        top_index: ``[N, kmax]`` their indices.
+        item_gains: ``[N, L]`` gains, 0 for padded items.
+
+    Returns:
+        ``[N, kmax]`` in the accumulation dtype.
+    """
+    n_lists, kmax = top_keys.shape
+    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
+        return _kernels.tie_averaged_gains(keys, top_keys, item_gains)
+    acc = accumulate_dtype(item_gains.device)
+    top_gains = item_gains.gather(-1, top_index).to(acc)
+    starts_group = torch.ones_like(top_keys, dtype=torch.bool)
+    starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
+    group_id = starts_group.cumsum(dim=-1) - 1
+    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
+    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
+    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
+    if top_keys.shape[-1] == keys.shape[-1]:
+        return mean_gain
+    boundary = top_keys[..., -1:]
+    in_boundary_group = keys == boundary
+    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
+    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
+    return torch.where(top_keys == boundary, boundary_gain / boundary_size, mean_gain)
+
+
+# Label histograms are used for the ideal DCG while the labels take at most this many integer
+# values: the per-level work is [N, levels, len(k)].
+_MAX_COUNTED_LEVELS = 64
+
+
+def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
+    """``[2]`` on the device: whether a real label is no integer, and the largest real label.
+
+    What `counted_levels` needs to choose the label-count ideal DCG, left on the device
+    so that the caller reads it together with its other values. ``None`` for bool labels
+    (always two levels) and for an empty input.
+    """
+    if target.dtype == torch.bool or target.numel() == 0:
+        return None
+    real_labels = target if mask is None else torch.where(mask, target, 0)
+    if not target.is_floating_point():
+        fractional = torch.zeros((), dtype=torch.float64, device=target.device)
+    else:
+        # A fractional label, or one past int64, does not survive the round trip.
+        fractional = (real_labels.to(torch.int64) != real_labels).any().to(torch.float64)
+    return torch.stack([fractional, real_labels.max().to(torch.float64)])
+
+
+def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int | None:
+    """The number of label values (max label + 1) if the labels may be counted, else ``None``.
+
+    Bool labels have 2 levels; other labels need the values of `label_range_probe`
+    (``None``: not read, so not counted). At most 64 levels (`_MAX_COUNTED_LEVELS`).
+    """
+    if target.dtype == torch.bool:
+        return 2
+    if not probe_values:
+        return None
+    fractional, high = probe_values
+    if fractional or not high < _MAX_COUNTED_LEVELS:
+        return None
+    return int(high) + 1
+
+
+@_tables.kept
+def _level_gain_steps(
+    levels: int,
+    gain: Literal["exponential", "linear"],
+    dtype: torch.dtype,
+    acc: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """``[levels]``: $g(v) - g(v - 1)$ for ``v = levels - 1`` down to 0; $g(-1) = 0$.
+
+    The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
+    steps then add up to the very gains the DCG credits.
+    """
+    levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
+    level_gains = _kernels.gains(levels_down, gain).to(acc)
+    return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
+
+
+def ideal_dcg_from_label_counts(
+    labels: Tensor,
+    mask: Tensor | None,
+    levels: int,
+    ks: Sequence[int],
+    kmax: int,
+    gain: Literal["exponential", "linear"],
+    discount: Discount,
+    dtype: torch.dtype,
+) -> Tensor:
+    r"""`torch_ndcg._kernels.ideal_dcg` from the count of each integer label, with no sort.
+
+    In the ideal order the items with label $\ge v$ take ranks $1..n_{\ge v}$, so
+    with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
+
+    $$
+    \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
+    \qquad g(-1) = 0.
+    $$
+
+    Args:
+        labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+        levels: number of label values (max label + 1), from `counted_levels`.
+        ks: cut-offs.
+        kmax: number of ranks the cut-offs need.
+        gain: a named gain (non-decreasing, so the ideal order is the label order).
+        discount: discount name or callable.
+        dtype: the dtype gains are computed in (`compute_dtype` of the scores).
+
+    Returns:
+        ``[N, len(ks)]`` in the accumulation dtype.
+    """
+    n, length = labels.shape
+    device = labels.device
+    acc = accumulate_dtype(device)
+    # Per row, bin v counts the label v; padding goes to the extra bin `levels`.
+    bins = labels if mask is None else torch.where(mask, labels, levels)
+    ones = torch.ones((1, 1), dtype=torch.int64, device=device).expand(n, length)
+    counts = torch.zeros((n, levels + 1), dtype=torch.int64, device=device)
+    counts.scatter_add_(1, bins, ones)
+    # Column j: the items with label >= levels - 1 - j, at most kmax (the table's last row).
+    at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
+    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
+    credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
+    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
+
+
+def _position_gains(
+    keys: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    top: tuple[Tensor, Tensor] | None,
+    order: Tensor,
+    tied: bool,
+    gain: Gain,
+    dtype: torch.dtype,
+) -> tuple[Tensor, Tensor | None]:
+    """Gains credited to the top positions, tie-averaged where ``tied``; and the item gains."""
+    if top is None or not tied:
+        return _kernels.ranked_gains(target, mask, order, gain, dtype), None
+    item_gains = _kernels.list_gains(target, mask, gain, dtype)
+    return tie_averaged_gains(keys, top[0], top[1], item_gains), item_gains
+
+
+def _ranked(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    *,
+    kmax: int,
+    ties: Ties,
+    check: DeferredCheck | None,
+    probe_labels: bool,
+) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor, bool, list[float] | None]:
+    """Keys, the top items, and the host values: the call's one read-back, where allowed.
+
+    Where a read-back is allowed, the input ``check``, the tie flag and (``probe_labels``) the
+    labels' range are read together; the tie flag then spares tie-free batches the averaging.
+    Elsewhere nothing is read: ties are always averaged (the same numbers, branch-free).
+    """
+    keys = ranking_keys(preds, mask)
+    top: tuple[Tensor, Tensor] | None = None
+    tie_flag: Tensor | None = None
+    read_back = _host.may_read_back(preds.device)
+    if ties == "first":
+        order = stable_descending_order(keys, kmax)
+    else:
+        top_keys, order, tie_flag = top_items(
+            keys, kmax, padded=mask is not None, detect_ties=read_back
+        )
+        top = (top_keys, order)
+    if not read_back:  # ties are averaged whether there are any or not
+        return keys, top, order, True, None
+    # The checks' largest label serves integer labels; float labels need their own probe.
+    label_max_checked = check is not None and not target.is_floating_point()
+    probe = label_range_probe(target, mask) if probe_labels and not label_max_checked else None
+    checked, tie_value, probe_values = read_together(
+        [None if check is None else check.values, tie_flag, probe]
+    )
+    if check is not None:
+        max_label = check.judge(checked).max_label
+        if probe_labels and label_max_checked:
+            probe_values = [0.0, float(max_label)]
+    tied = bool(tie_value and tie_value[0])
+    return keys, top, order, tied, probe_values
+
+
+def ranked_dcg(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: ListOptions,
+    check: DeferredCheck | None = None,
+) -> Tensor:
+    """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
+    ks, kmax = options.cutoffs.resolve(preds.shape[-1])
+    keys, top, order, tied, _ = _ranked(
+        preds, target, mask, kmax=kmax, ties=options.ties, check=check, probe_labels=False
+    )
+    dtype = compute_dtype(preds.dtype)
+    position_gains, _ = _position_gains(keys, target, mask, top, order, tied, options.gain, dtype)
+    with _host.full_precision(preds.device):
+        return _kernels.cumulative_dcg(position_gains, ks, options.discount)
+
+
+def dcg_and_ideal(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: ListOptions,
+    check: DeferredCheck | None = None,
+) -> tuple[Tensor, Tensor]:
+    """DCG and ideal DCG of every list at every cut-off, each ``[N, len(k)]``.
+
+    At most one host read-back, and only on the CPU (see `torch_ndcg._host`): the input
+    ``check``, whether a tie touches the top k, and the labels' range (for the label-count
+    ideal DCG of integer labels) are read together. Ties are averaged only where a tie
+    touches the top k (always, where nothing is read back); the ideal DCG comes from label
+    counts (`ideal_dcg_from_label_counts`) for small integer labels and a named gain, else
+    from the sorted labels (`torch_ndcg._kernels.ideal_dcg`).
+
+    Args:
+        preds: ``[N, L]`` scores, floating.
+        target: ``[N, L]`` labels.
+        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
+        options: the checked options (cut-offs, gain, discount, ties).
+        check: input checks to read back with the kernel's own values (see `._host`).
+
+    Returns:
+        Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
+    """
+    gain, discount = options.gain, options.discount
+    ks, kmax = options.cutoffs.resolve(preds.shape[-1])
+    keys, top, order, tied, probe_values = _ranked(
+        preds,
+        target,
+        mask,
+        kmax=kmax,
+        ties=options.ties,
+        check=check,
+        probe_labels=not callable(gain),
+    )
+    dtype = compute_dtype(preds.dtype)
+    position_gains, item_gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
+    levels = None if callable(gain) else counted_levels(target, probe_values)
+    with _host.full_precision(preds.device):
+        dcg = _kernels.cumulative_dcg(position_gains, ks, discount)
+        if levels is not None and not callable(gain):
+            labels = target.to(torch.int64)
+            ideal = ideal_dcg_from_label_counts(
+                labels, mask, levels, ks, kmax, gain, discount, dtype
+            )
+        else:
+            ideal = _kernels.ideal_dcg(
+                target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains
+            )
+    return dcg, ideal
