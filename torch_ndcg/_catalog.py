@@ -241,22 +241,29 @@ class Stream:
         threshold = self.state.scores[:, -1:]
         if self.threshold is not None:  # a pending block's threshold holds for this one too
             threshold = threshold.maximum(self.threshold)
-        pairs = _reaching(maxima, threshold).view(-1).nonzero()
-        tighter = None
-        if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
-            excluded_here = None
-            if self.excluded is not None:
-                excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
-            tighter = _pruning_threshold(self.state, maxima, excluded_here)
-        if tighter is not None:
-            threshold = tighter
+        active = _reaching(maxima.amax(1, keepdim=True), threshold).view(-1).nonzero()
+        if 2 * active.shape[0] > users:  # many users pass: every group at once
             pairs = _reaching(maxima, threshold).view(-1).nonzero()
-        groups = pairs.remainder(n_groups)
+            if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
+                excluded_here = None
+                if self.excluded is not None:
+                    excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
+                tighter = _pruning_threshold(self.state, maxima, excluded_here)
+                if tighter is not None:
+                    threshold = tighter
+                    pairs = _reaching(maxima, threshold).view(-1).nonzero()
+            pairs = pairs.squeeze(1)
+            rows = pairs.div(n_groups, rounding_mode="floor")
+            groups = pairs - rows * n_groups
+        else:  # only the groups of the users whose best item reaches it
+            active = active.squeeze(1)
+            pairs = _reaching(maxima[active], threshold[active]).view(-1).nonzero().squeeze(1)
+            local = pairs.div(n_groups, rounding_mode="floor")
+            rows, groups = active[local], pairs - local * n_groups
         members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
-        columns = groups + members
-        rows = pairs.squeeze(1).div(n_groups, rounding_mode="floor")
-        if block.is_contiguous():  # one flat gather: row * width + column
-            scores = block.view(-1).take(pairs * GROUP - groups * (GROUP - 1) + members)
+        columns = groups[:, None] + members
+        if block.is_contiguous():  # one flat gather
+            scores = block.view(-1).take(columns + (rows * width)[:, None])
         else:
             scores = block[rows[:, None], columns]
         return rows, columns, scores, threshold

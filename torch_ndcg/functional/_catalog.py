@@ -19,11 +19,12 @@ __all__ = ["catalog_ndcg"]
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 # Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise.
-DEFAULT_BLOCK_BYTES = 16 << 20
-# Items per chunk by default, users per block filling the budget: [1024, 4096] float32 blocks
-# were the fastest blocking of the scoring products alone on a Xeon CPU (benchmarks/
-# bench_catalog.py tries four), and the selection reads each block once while it is in cache.
-DEFAULT_CHUNK = 4096
+DEFAULT_BLOCK_BYTES = 8 << 20
+# Items per chunk by default, users per block filling the budget: [1024, 2048] float32 blocks
+# (8 MiB) score about as fast as the fastest blocking of the products alone on a Xeon CPU
+# (benchmarks/bench_catalog.py tries five), and faster than larger ones while other jobs share
+# the cache; the selection then reads each block once while it is still in cache.
+DEFAULT_CHUNK = 2048
 _INT64_MAX = torch.iinfo(torch.int64).max
 
 
@@ -505,7 +506,8 @@ def catalog_ndcg(
     running top ``max(k)`` per user, the count of items tied with its last score and the
     scores of the relevant items are kept, so the memory beyond the embeddings is
     $O(B (k + P) + \text{block})$. Selecting a block's candidates reads it about once (the
-    maxima of groups of 32 items; only the best groups are looked at).
+    maxima of groups of 32 items; only the groups that reach the running ``k``-th best score
+    are looked at).
 
     Ties: ``"average"`` credits every member of a group of equal scores the group's mean gain
     (also a group straddling ``k``); ``"first"`` ranks equal scores by item index, lowest first.
@@ -523,10 +525,10 @@ def catalog_ndcg(
             entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
         score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
             than a dot product; must score the same pair the same way in every block.
-        chunk_size: items per chunk (rounded down to whole slices of 2,048 items, the last
-            chunk taking the rest); by default chosen from ``memory_budget`` with up to 256
-            users per block.
-        memory_budget: bytes of one block of scores (default 16 MiB); with ``chunk_size`` it
+        chunk_size: items per chunk (the last chunk takes the rest); a multiple of 32 lets the
+            group selection skip most of each block. By default 2,048 items and as many users
+            as ``memory_budget`` holds (longer chunks when fewer users fill it).
+        memory_budget: bytes of one block of scores (default 8 MiB); with ``chunk_size`` it
             sets the users per block.
         gain: ``"exponential"``, ``"linear"`` or a callable.
         discount: ``"log2"``, ``"jarvelin"`` or a callable.
