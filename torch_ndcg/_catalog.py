@@ -17,22 +17,26 @@ either, so the counts are needed only for items ranked inside the top ``K``, and
 they are counts over the top ``K`` itself.
 
 The state per user is therefore the ``K`` best items seen so far (score and global index,
-ordered by score descending, then index ascending), the number of items seen whose score
-equals the ``K``-th best (ties may spill past ``K``), and the score of each relevant item once
-its block has been seen. A block is absorbed by selecting its candidates and merging them
-with the top ``K``. Selection costs about one read of the block: the maxima of groups of
-`GROUP` items (one pass), then only the groups whose maximum reaches the threshold (the current
-``K``-th best score; after the first blocks almost no group does), then only their items that
-reach it. Where too many groups pass (the first block of a user block, when the top ``K`` is
-still empty), the ``(K + e)``-th best group maximum of the block itself raises the threshold:
-those groups hold ``K + e`` distinct items, ``K`` of them ranked even if ``e`` are excluded.
-States of item shards merge exactly (`merge_states`): the top ``K`` of the union is the top
-``K`` of the shards' top ``K``s, and the boundary counts add up.
+ordered by score descending, then index ascending), the number of items seen whose score equals
+the ``K``-th best (ties may spill past ``K``), and the score of each relevant item that can
+count (one at or above the final ``K``-th best). A block is absorbed by selecting its
+candidates and merging them with the top ``K``. Selection costs about one read of the block:
+the maxima of groups of `GROUP` items (one pass), then only the groups whose maximum reaches
+the threshold (the current ``K``-th best score; after the first blocks almost no group does),
+then only their items that reach it. Where too many groups pass (the first block of a user
+block, when the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block
+itself raises the threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked
+even if ``e`` are excluded. The survivors of a few blocks are merged at once (`MERGE_EVERY`):
+until then the threshold lags, which lets a few more items through but pays the merge's fixed
+cost less often; a relevant item's score is taken from the survivors (one below them cannot
+count). States of item shards merge exactly (`merge_states`): the top ``K`` of the union is the
+top ``K`` of the shards' top ``K``s, and the boundary counts add up.
 
-Excluded items take no rank: a candidate that is excluded becomes a placeholder (score
-``-inf``, index `PLACEHOLDER`), which ranks after every real item and which the counts never
-include, so that a genuine ``-inf`` score still ranks. (An excluded item may be the maximum
-of its group, which then passes for nothing: harmless, the survivors are filtered again.)
+Excluded items take no rank: a selected survivor that is excluded is dropped, and in a block
+merged whole an excluded item becomes a placeholder (score ``-inf``, index `PLACEHOLDER`),
+which ranks after every real item and which the counts never include, so that a genuine
+``-inf`` score still ranks. (An excluded item may be the maximum of its group, which then
+passes for nothing: harmless, the survivors are filtered again.)
 """
 
 from __future__ import annotations
@@ -68,8 +72,10 @@ class TopState:
         scores: ``[B, K]`` best scores, descending (``-inf`` in empty slots).
         index: ``[B, K]`` their global item indices (`PLACEHOLDER` in empty slots).
         boundary_count: ``[B]`` int64, real items seen whose score equals ``scores[:, -1]``.
-        rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until seen).
-        rel_seen: ``[B, P]`` bool, whether a relevant item's block was seen.
+        rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until recorded).
+        rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded: every one at
+            or above the final ``K``-th best is (on the CPU only those that survive the
+            selection are; elsewhere every one whose block was seen).
     """
 
     scores: Tensor
@@ -193,6 +199,11 @@ class Stream:
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
         self.select = _host.may_read_back(state.scores.device)
+        self.excluded_keys = None  # the selection's exclusion test: sorted row-and-id keys
+        if self.select and excluded_sorted is not None:
+            keys = _flat_keys(excluded_sorted)
+            self.excluded_keys = keys if keys.shape[0] else None
+        self.members: dict[int, Tensor] = {}
         self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
         self.pending_groups = 0
         # [B, 1]: the highest pruning threshold of the pending blocks, below the next K-th best.
@@ -257,10 +268,15 @@ class Stream:
             groups = pairs - rows * n_groups
         else:  # only the groups of the users whose best item reaches it
             active = active.squeeze(1)
-            pairs = _reaching(maxima[active], threshold[active]).view(-1).nonzero().squeeze(1)
+            chosen = maxima.index_select(0, active)
+            pairs = _reaching(chosen, threshold.index_select(0, active)).view(-1).nonzero()
+            pairs = pairs.squeeze(1)
             local = pairs.div(n_groups, rounding_mode="floor")
-            rows, groups = active[local], pairs - local * n_groups
-        members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
+            rows, groups = active.index_select(0, local), pairs - local * n_groups
+        members = self.members.get(n_groups)
+        if members is None:
+            members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
+            self.members[n_groups] = members
         columns = groups[:, None] + members
         if block.is_contiguous():  # one flat gather
             scores = block.view(-1).take(columns + (rows * width)[:, None])
@@ -281,8 +297,14 @@ class Stream:
         users = self.state.scores.shape[0]
         rows, index, scores = (torch.cat(part) for part in zip(*pending, strict=True))
         assert threshold is not None
-        kept = _reaching(scores, threshold[rows]).nonzero().unbind(1)
-        rows, index, scores = rows[kept[0]], index[kept], scores[kept]
+        kept = _reaching(scores, threshold.index_select(0, rows)).nonzero().unbind(1)
+        rows, index, scores = rows.index_select(0, kept[0]), index[kept], scores[kept]
+        if self.excluded_keys is not None:  # excluded items take no rank: dropped here
+            keys = _flat_keys(rows, index)
+            at = torch.searchsorted(self.excluded_keys, keys)
+            found = self.excluded_keys[at.clamp_(max=self.excluded_keys.shape[0] - 1)].eq(keys)
+            ranked = found.logical_not_().nonzero().squeeze(1)
+            rows, index, scores = rows[ranked], index[ranked], scores[ranked]
         if len(pending) > 1:
             order = rows.argsort(stable=True)
             rows, index, scores = rows[order], index[order], scores[order]
@@ -302,7 +324,7 @@ class Stream:
         packed_scores[rows, position] = scores
         packed_index = index.new_full((users, longest), PLACEHOLDER)
         packed_index[rows, position] = index
-        self._merge(packed_scores, packed_index)
+        _merge(self.state, packed_scores, packed_index)
 
     def _merge(self, cand_scores: Tensor, cand_index: Tensor) -> None:
         """`_merge` of candidates, the excluded ones first made placeholders."""
@@ -311,6 +333,20 @@ class Stream:
             cand_scores = torch.where(excluded, float("-inf"), cand_scores)
             cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
         _merge(self.state, cand_scores, cand_index)
+
+
+def _flat_keys(rows: Tensor, ids: Tensor | None = None) -> Tensor:
+    """int64 keys ``row * 2^32 + id`` (ids below `PLACEHOLDER`), ascending where the rows are.
+
+    With one argument, the keys of a padded ``[B, E]`` ascending id list (int64 maximum:
+    padding), in one sorted 1-D tensor.
+    """
+    if ids is None:
+        ids = rows
+        row = torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(ids)
+        real = ids.ne(torch.iinfo(torch.int64).max)
+        return row[real].bitwise_left_shift(32) + ids[real]
+    return rows.bitwise_left_shift(32) + ids
 
 
 def _pruning_threshold(
