@@ -333,11 +333,9 @@ def main() -> None:
         f"(RecBole {recbole['peak_mib']:.0f} MiB; dense `ndcg` {dense['peak_mib']:.0f} MiB at "
         f"{dense_users} users)"
     )
-    turns = _fresh(
-        ["--items", str(options.items), "--repeats", str(max(options.repeats, 5))]
-        + ["--device", options.device, "--arm", f"interleaved:{best}@{users}"],
-        options.threads,
-    )
+    rounds = ["--repeats", str(max(options.repeats, 5)), "--device", options.device]
+    interleaved = ["--arm", f"interleaved:{best}@{users}"]
+    turns = _fresh(["--items", str(options.items), *rounds, *interleaved], options.threads)
     print(
         f"interleaved in one process ({max(options.repeats, 5)} rounds of the floor's blocking "
         f"{best}, then `catalog_ndcg`): median ratio {turns['ratio']:.2f}x "
