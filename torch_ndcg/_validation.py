@@ -788,9 +788,22 @@ def check_resampling(
 # --- Checks of the metric classes' own arguments ------------------------------------------------
 
 
-def check_aggregation(aggregation: Any) -> None:
-    """``aggregation`` is one of `AGGREGATIONS` or a callable (as torchmetrics')."""
+def check_aggregation(
+    aggregation: Any, confidence: float | None, resamples: Any, seed: Any
+) -> None:
+    """``aggregation`` is one of `AGGREGATIONS` or a callable (as torchmetrics').
+
+    It must aggregate where there is a ``confidence``; the bootstrap's ``resamples`` and
+    ``seed`` are checked too.
+    """
     check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=True)
+    if confidence is not None and aggregation == "none":
+        raise ValueError(
+            "Expected an aggregated `aggregation` with `confidence` (the interval is of the "
+            "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
+            "`aggregation`='none'."
+        )
+    check_resampling(resamples, seed, ("bootstrap_resamples", "bootstrap_seed"))
 
 
 def check_bool(name: str, value: Any) -> None:
