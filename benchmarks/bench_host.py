@@ -170,6 +170,8 @@ def serve() -> None:
     rows = all_steps()
     x, y = torch.ones(1), torch.ones(1)
     tiny: Callable[[], object] = lambda: torch.add(x, y)  # noqa: E731
+    for _, _, step in rows:
+        step()  # tables built and kept: the counts are those of every later call
     print(
         json.dumps([[name, shape, launched_ops(st), python_calls(st)] for name, shape, st in rows])
     )
@@ -221,6 +223,11 @@ def compare(ref: str, timing: dict[str, Any]) -> None:
         subprocess.run([*git, "add", "--detach", "-q", str(tree), ref], check=True)
         try:
             before, after = _Child(tree), _Child(ROOT)
+            timing["rows"] = [
+                index
+                for index, (name, shape, _, _) in enumerate(after.rows)
+                if timing["only"] is None or timing["only"] in f"{name} {shape}"
+            ]
             try:
                 medians = _alternate(before, after, timing)
             finally:
@@ -229,6 +236,8 @@ def compare(ref: str, timing: dict[str, Any]) -> None:
         finally:
             subprocess.run([*git, "remove", "--force", str(tree)], check=True)
     (tiny_before, tiny_after), *rows = medians
+    old_rows = [before.rows[index] for index in timing["rows"]]
+    new_rows = [after.rows[index] for index in timing["rows"]]
     print(
         f"torch {torch.__version__}, CPU, 1 thread; before = {ref}, after = this checkout, timed "
         f"in two processes batch by batch in turn (medians of {timing['repeats']} batches each)"
@@ -239,7 +248,7 @@ def compare(ref: str, timing: dict[str, Any]) -> None:
     header = f"{'call':<26} " + " ".join(f"{name:>{width}}" for name, width in columns)
     print(header)
     print("-" * len(header))
-    for (us_before, us), old, new in zip(rows, before.rows, after.rows, strict=True):
+    for (us_before, us), old, new in zip(rows, old_rows, new_rows, strict=True):
         name, shape, ops, calls = new
         ratio = us / (ops * tiny_after)
         print(
@@ -251,7 +260,7 @@ def compare(ref: str, timing: dict[str, Any]) -> None:
 def _alternate(before: _Child, after: _Child, timing: dict[str, Any]) -> list[tuple[float, float]]:
     """Per row (the tiny op first): the median time of both children, their batches in turn."""
     medians = []
-    for index in range(-1, len(after.rows)):
+    for index in [-1, *timing["rows"]]:
         once = max(after.time_us(index, 1), before.time_us(index, 1), 0.1)
         calls = max(1, int(timing["seconds"] * 1e6 / timing["repeats"] / once))
         times: tuple[list[float], list[float]] = ([], [])
@@ -267,9 +276,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="batches of calls per timing")
     parser.add_argument("--seconds", type=float, default=0.5, help="time spent per timing")
     parser.add_argument("--baseline", help="a git ref to measure by the same method, for ratios")
+    parser.add_argument("--only", help="with --baseline: the rows whose 'call shape' has this")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    timing = {"repeats": args.repeats, "seconds": args.seconds}
+    timing: dict[str, Any] = {"repeats": args.repeats, "seconds": args.seconds}
+    timing["only"] = args.only
     if args.serve:
         serve()
         return
@@ -284,6 +295,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name, shown, step in all_steps():
+        step()  # tables built and kept: the counts are those of every later call
         ops, calls = launched_ops(step), python_calls(step)
         seconds = host_us(step, **timing)
         ratio = seconds / (ops * tiny)
