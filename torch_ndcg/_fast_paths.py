@@ -461,8 +461,8 @@ def dcg_and_ideal(
             ideal_gains = _kernels.ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
         else:  # padding's gain of 0 is the least: it never displaces a real item
             ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
-        acc = accumulate_dtype(preds.device)
-        both = torch.cat([position_gains.to(acc), ideal_gains.to(acc)])
+        # Tie-averaged gains are in the accumulation dtype already: cat promotes the others.
+        both = torch.cat([position_gains, ideal_gains]).to(accumulate_dtype(preds.device))
         with _host.full_precision(preds.device):
             dcg, ideal = _kernels.cumulative_dcg(both, ks, discount).chunk(2)
         return dcg, ideal

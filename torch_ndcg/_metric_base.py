@@ -194,6 +194,17 @@ class NDCGMetricBase(Metric):
     options: MetricOptions
     options_key: Tensor
 
+    # Plain bookkeeping that torchmetrics sets at every ``update`` (and the rows' partition
+    # flag): never a parameter, buffer, module or constant, so torch's attribute setter (its
+    # checks cost a few microseconds an update) is passed by.
+    _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in NDCGMetricBase._PLAIN_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def _state_options(self) -> tuple[Any, ...]:
         """The options (and dtypes) that shape the states: equal for metrics that may share them."""
         raise NotImplementedError

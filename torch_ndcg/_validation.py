@@ -329,7 +329,10 @@ def check_values(
     shown_items = n_items if isinstance(n_items, int) else None
     # The rules of an input kind are built once (a training loop meets few kinds); a graph that
     # torch.compile traces builds its own. Only a named gain enters a message.
-    rules_of = _value_rules if torch.compiler.is_compiling() else _kept_value_rules
+    read_back = _host.may_read_back(preds.device)  # eager: not compiling
+    rules_of = (
+        _value_rules if not read_back and torch.compiler.is_compiling() else _kept_value_rules
+    )
     rules = rules_of(
         None if limit is None else gain,
         dtype,
@@ -339,7 +342,7 @@ def check_values(
         finite_preds,
         real_target.is_floating_point(),
     )
-    if not _host.may_read_back(preds.device):
+    if not read_back:
         for rule in rules:
             ok = rule.ok(low_pred, high_pred, low, high)
             assert_on_device(ok, rule.message.format(found=rule.on_device))
