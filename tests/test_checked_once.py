@@ -203,11 +203,34 @@ def test_no_option_is_checked_again_per_call(name: str) -> None:
     assert _count_option_checks(step) == dict.fromkeys(OPTION_CHECKS, 0)
 
 
-def test_the_functions_check_their_options_once_per_call() -> None:
-    # A function call is where the options are given: checked there, once each.
+def test_the_functions_check_their_options_once() -> None:
+    # A function call is where the options are given: checked there, once each, and calls
+    # with the same options take the configuration checked at the first.
+    _validation._kept_options.clear()
     counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2]))
-    assert counts["check_k"] == 3
-    assert counts["check_option"] == 3 * 4  # gain, discount, ties, empty_target_action
+    assert counts["check_k"] == 1
+    assert counts["check_option"] == 4  # gain, discount, ties, empty_target_action
+    counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2], gain=lambda y: y))
+    assert counts["check_k"] == 3  # a new function at every call: each is checked
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "error"),
+    [
+        ({"validate_args": True}, {"validate_args": 1}, TypeError),
+        ({"k": [5]}, {"k": [5.0]}, ValueError),
+        ({"k": 2}, {"k": True}, ValueError),
+        ({"ignore_index": -1}, {"ignore_index": -1.0}, TypeError),
+        ({"ties": "first"}, {"ties": "firts"}, ValueError),
+    ],
+)
+def test_options_kept_from_an_earlier_call_never_pass_a_bad_one(
+    good: dict[str, Any], bad: dict[str, Any], error: type[Exception]
+) -> None:
+    ndcg(SCORES, LABELS, **good)  # kept
+    for _ in range(2):  # equal to the kept options, not of their type: raises every time
+        with pytest.raises(error):
+            ndcg(SCORES, LABELS, **bad)
 
 
 def test_setting_a_loss_hyper_parameter_checks_it() -> None:
