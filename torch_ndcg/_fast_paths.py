@@ -92,6 +92,17 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
 SMALL_ELEMENTS = 1 << 12
 
 
+def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
+    """`ranking_keys`, or for an unpadded small batch (`SMALL_ELEMENTS`) its scores themselves.
+
+    Float scores have the order and equalities of their integer keys (no NaN is ranked), so
+    where no padding must rank below a real ``-inf`` they serve as keys without an operation.
+    """
+    if mask is None and preds.numel() <= SMALL_ELEMENTS:
+        return preds.to(compute_dtype(preds.dtype))
+    return ranking_keys(preds, mask)
+
+
 # ATen splits a CPU ``topk`` between threads in blocks of ``32768 // row length`` rows
 # (``at::internal::GRAIN_SIZE``), so a batch of fewer elements runs on one thread.
 _CPU_TOPK_GRAIN = 32768
@@ -337,13 +348,8 @@ def _ranked(
     Where a read-back is allowed, the input ``check``, the tie flag and (``probe_labels``) the
     labels' range are read together; the tie flag then spares tie-free batches the averaging.
     Elsewhere nothing is read: ties are always averaged (the same numbers, branch-free).
-    Unpadded small batches are ranked by their float scores themselves (the same order and
-    equalities as their integer keys, with no operation to make the keys).
     """
-    if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        keys = preds.to(compute_dtype(preds.dtype))
-    else:
-        keys = ranking_keys(preds, mask)
+    keys = sort_keys(preds, mask)
     top: tuple[Tensor, Tensor] | None = None
     tie_flag: Tensor | None = None
     read_back = _host.may_read_back(preds.device)
