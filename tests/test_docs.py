@@ -83,3 +83,20 @@ def test_doc_examples(page: Path) -> None:
         namespace = test.globs
     assert runner.failures == 0, "".join(failures)
     assert runner.tries > 0
+
+
+def command_after_marker(page: Path, marker: str) -> str:
+    """The first fenced block after the line ``<!-- marker -->``, as `.ci/run` reads it."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"<!-- {marker} -->") + 1
+    fence = next(i for i in range(start, len(lines)) if lines[i].startswith("```"))
+    end = next(i for i in range(fence + 1, len(lines)) if lines[i].startswith("```"))
+    return "\n".join(lines[fence + 1 : end]).strip()
+
+
+@pytest.mark.parametrize("marker", ["main-command", "test-command"])
+def test_docs_home_repeats_the_readme_commands(marker: str) -> None:
+    """The docs' home page shows the two set-up commands CI runs from the README, unchanged."""
+    readme = command_after_marker(ROOT / "README.md", marker)
+    assert readme, f"README.md has an empty {marker} block"
+    assert command_after_marker(DOCS / "index.md", marker) == readme
