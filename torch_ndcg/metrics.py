@@ -437,6 +437,13 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
     """
 
+    # Lists of batches; torchmetrics' sync may leave one concatenated tensor (torch.jit.script
+    # reads the annotations of the scripted class itself: one type here, as torchmetrics' own
+    # retrieval metrics declare it).
+    preds: list[Tensor]
+    target: list[Tensor]
+    indexes: list[Tensor]
+
     @overload
     def __init__(
         self: "RetrievalNDCG[Tensor]",
@@ -516,6 +523,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")
+        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
+        self._partition_group: Any = None
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         """Store a batch of rows.
