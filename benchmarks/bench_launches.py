@@ -24,7 +24,10 @@ Rows, on the data of ``bench_metrics.py`` and ``bench_losses.py``:
   the accelerator's block size (allRank's ``approxNDCGLoss`` at 16 x 1,024 comes to 416.7 MiB
   here; 417 MiB was measured on an H100).
 
-Run: ``python benchmarks/bench_launches.py`` (``--allrank-path`` as in ``bench_losses.py``).
+Run: ``python benchmarks/bench_launches.py`` (``--allrank-path`` as in ``bench_losses.py``);
+``--debiased`` counts instead a training step of ``UnbiasedLambdaRankLoss`` (and in ``eval()``
+mode, and an IPS-weighted ``LambdaRankLoss`` step) against a plain ``LambdaRankLoss`` step on
+the same clicks at 16 x 1,024.
 """
 
 from __future__ import annotations
@@ -52,8 +55,11 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
+    UnbiasedLambdaRankLoss,
     _host,
     _pairwise,
+    examination_probability,
+    simulate_clicks,
 )
 
 LOSS_CASES = [(64, 128), (16, 1_024)]
@@ -214,11 +220,48 @@ def loss_rows(allrank_path: str) -> None:
             loss_row(f"{name}, {batch} x {length:,}", ours_counts, peer_counts)
 
 
+def debiased_rows() -> None:
+    """Launches of debiased and IPS LambdaRank steps against a plain one on the same clicks."""
+    print("| step (forward + backward), 16 x 1,024 clicks | launches | against plain |")
+    print("|---|---:|---:|")
+    batch, length = LOSS_CASES[-1]
+    generator = torch.Generator().manual_seed(0)
+    preds = torch.randn(batch, length, generator=generator).requires_grad_()
+    positions = torch.stack([torch.randperm(length, generator=generator) for _ in range(batch)])
+    labels = torch.randint(0, 5, (batch, length), generator=generator)
+    clicks = simulate_clicks(labels, positions, generator=generator)
+    shown = positions >= 0
+    weight = 1 / examination_probability(positions)
+    plain = LambdaRankLoss(validate_args=False)
+    unbiased = UnbiasedLambdaRankLoss(num_positions=length, validate_args=False)
+    frozen = UnbiasedLambdaRankLoss(num_positions=length, validate_args=False).eval()
+    steps = {
+        "plain `LambdaRankLoss` (mask of the shown items)": lambda: plain(preds, clicks, shown),
+        "`UnbiasedLambdaRankLoss`, training (biases updated)": lambda: unbiased(
+            preds, clicks, positions
+        ),
+        "`UnbiasedLambdaRankLoss`, `eval()` (biases frozen)": lambda: frozen(
+            preds, clicks, positions
+        ),
+        "`LambdaRankLoss`, IPS `weight=`": lambda: plain(preds, clicks, shown, weight=weight),
+    }
+    base = None
+    for name, step in steps.items():
+        with accelerator_paths():
+            launches = count(lambda step=step: step().backward())
+        base = base or launches
+        print(f"| {name} | {launches} | {launches / base:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=2_000)
     parser.add_argument("--allrank-path", default="/tmp/allrank_site")
+    parser.add_argument("--debiased", action="store_true", help="debiased steps against plain")
     args = parser.parse_args()
+    if args.debiased:
+        debiased_rows()
+        return
     print(f"torch {torch.__version__}; launches = computing ATen ops dispatched per call")
     print()
     print("| call | ours (accelerator paths) | peer | ratio |")

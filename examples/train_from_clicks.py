@@ -3,40 +3,52 @@ r"""Learn to rank from simulated clicks: naive, inverse-propensity weighted, deb
 Data: ``examples/data/`` (LightGBM's lambdarank example: 201 training and 50 test queries, labels
 0-4). Clicks are simulated on the training queries by the position-based model of the unbiased
 learning-to-rank literature (``torch_ndcg.simulate_clicks``): position $i$ (0-based) is
-examined with probability $1 / (i + 1)$, an examined item with label $y$ is clicked with
-probability $0.1 + 0.9 (2^y - 1) / 15$.
+examined with probability $(1 / (i + 1))^\eta$ ($\eta$ = ``--eta``, 1 by default), an
+examined item with label $y$ is clicked with probability $0.1 + 0.9 (2^y - 1) / 15$.
 
 The logged rankings come from a logging ranker, the 300 -> 64 -> 1 MLP trained with
 ``LambdaRankLoss`` on the true labels of 5% of the training queries (10 queries). Two protocols:
 
 - ``stochastic`` (the main one): each session ranks the whole list by the logger's scores
   (standardised) plus Gumbel noise, so an item is shown at many positions and position and
-  relevance can be told apart; ``--sessions`` sessions per query (default 200; the issue's
-  protocol is 2,000).
+  relevance can be told apart; ``--sessions`` sessions per query (2,000, the issue's size).
 - ``top10``: the logger's own ranking every session, only the top 10 shown (the others are
-  never examined), ``--sessions`` (30 in the issue's protocol) per query.
+  never examined); 30 sessions per query unless ``--sessions`` says otherwise.
 
-Methods, each trained on the same clicks (test nDCG@10 on the true test labels):
+The sessions are summed per query, item and display position (`ClickSums`: clicks and views
+per session at each position), so the networks train at the cost of one list per query
+whatever the number of sessions. Methods, each trained on the same clicks (test nDCG@10 on
+the true test labels):
 
 - full information: ``LambdaRankLoss`` on the true labels (the upper bound);
-- naive: ``LambdaRankLoss`` on each session's clicks;
-- IPS (true propensities): the same with ``weight = 1 / examination_probability(positions)``;
-- learnt (Unbiased LambdaRank): ``UnbiasedLambdaRankLoss`` on the clicks and positions;
+- naive: ``LambdaRankLoss(gain="linear")`` on the click-through rates;
+- IPS (true propensities): the same on the clicks divided by the examination probability of
+  their position (``weight = 1 / examination_probability`` on the clicks of a session, summed);
+- ``UnbiasedLambdaRankLoss.aggregated`` on the click and view counts, its biases fixed at the
+  true ones (the pairwise loss with known propensities) or learnt (Unbiased LambdaRank);
+- IPS with learnt propensities: ``LambdaRankLoss`` on the clicks divided by the $t^+$ that
+  ``UnbiasedLambdaRankLoss`` learns alongside (its bias update run on each batch);
 - XGBoost's and LightGBM's debiased LambdaMART: ``rank:ndcg`` with ``lambdarank_unbiased=True``
   (each session a query group in display order), and ``lambdarank`` with the sessions'
-  ``position`` column, on ``--tree-sessions`` sessions per query (default 20; 50 in the issue).
+  ``position`` column, on the first ``--tree-sessions`` (50) sessions of each query: their
+  debiased objectives take a query group in display order, so each session is a group of its
+  own and the rows grow with the sessions (50: 150,000 rows of 300 features; all 2,000 would
+  be 6 million rows, 7 GB).
 
-The MLP methods use the protocol of ``train_ranker.py`` (Adam, lr 1e-3, weight decay 1e-4, 16
-queries per step), with ``--sessions-per-step`` sessions of each query in a step and ``--epochs``
-passes over the queries. Printed: test nDCG@10 as mean ± sd over ``--seeds`` (each seed draws
-its own logger queries, sessions, clicks and initial weights), the fraction of the naive ->
-full-information gap each method closes, and the position biases the debiased loss learnt
-against the simulation's examination ratios $\theta_i / \theta_0$; ``--plot`` draws them.
+Hyper-parameters are chosen on the true labels of a validation split of the training queries
+(20%), never on the test queries: the number of epochs (up to ``--epochs``, Adam lr 1e-3,
+weight decay 1e-4, 16 queries per step, as in ``train_ranker.py``), ``bias_norm`` of the
+learnt methods (among ``--bias-norms``) and the number of trees (25, 50, 100 or 200); each
+method is then retrained on all the training queries and scored once on the test queries.
+Printed: test nDCG@10 as mean ± sd over ``--seeds`` (each seed draws its own logger queries,
+sessions, clicks, validation split and initial weights), the paired difference to naive
+training, the fraction of the naive -> full-information gap each method closes with a
+bootstrap interval, and the position biases learnt against the simulation's examination
+ratios $\theta_i / \theta_0$; ``--plot`` draws them.
 
-Run: ``python examples/train_from_clicks.py`` (seeds 0 and 1, about 2.5 minutes a seed on 2 idle
-CPU cores); ``--seeds 0 1 2 3 4`` for the table of the docs (about 13 minutes); ``--full`` for
-the issue's protocol sizes (2,000 sessions, 50 tree sessions, 200 trees; much longer);
-``--tiny`` for a quick check.
+Run: ``python examples/train_from_clicks.py`` (seeds 0 and 1, about 1.5 minutes a seed on a
+quiet CPU core); ``--seeds 0 1 2 3 4`` for the table of the docs; ``--tiny`` for a quick
+check.
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +71,16 @@ from train_ranker import load_lists, test_ndcg
 from torch_ndcg import (
     LambdaRankLoss,
     UnbiasedLambdaRankLoss,
+    dcg,
     examination_probability,
+    ndcg,
     simulate_clicks,
 )
 
 LOGGER_FRACTION = 0.05
 TOP_SHOWN = 10
+VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
+METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
 
 
 @dataclass(frozen=True)
@@ -80,23 +97,45 @@ def make_mlp() -> nn.Module:
 
 
 StepLoss = Callable[[Tensor, Tensor], Tensor]  # (scores [b, L], query batch) -> loss
+Curve = list[tuple[int, float]]  # (epochs, validation nDCG@10)
+
+EVAL_EVERY = 5  # epochs between two validation scores
 
 
-def train(step_loss: StepLoss, train_lists: PaddedLists, *, seed: int, epochs: int) -> nn.Module:
-    """Train the MLP: each step scores 16 queries and takes ``step_loss`` of their scores."""
+def subset(lists: PaddedLists, queries: Tensor) -> PaddedLists:
+    """The lists of ``queries`` (no flat rows)."""
+    return PaddedLists(lists.features[queries], lists.labels[queries], lists.mask[queries], None)  # type: ignore[arg-type]
+
+
+def train(
+    step_loss: StepLoss,
+    train_lists: PaddedLists,
+    *,
+    seed: int,
+    epochs: int,
+    val: PaddedLists | None = None,
+) -> tuple[nn.Module, Curve]:
+    """Train the MLP: each step scores 16 queries and takes ``step_loss`` of their scores.
+
+    With ``val``, the validation nDCG@10 (true labels) every `EVAL_EVERY` epochs is returned.
+    """
     torch.manual_seed(seed)
     model = make_mlp()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
     order = torch.Generator().manual_seed(seed)
     queries = len(train_lists.labels)
-    for _ in range(epochs):
+    curve: Curve = []
+    for epoch in range(1, epochs + 1):
         for batch in torch.randperm(queries, generator=order).split(16):
             scores = model(train_lists.features[batch]).squeeze(-1)
             loss = step_loss(scores, batch)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    return model
+        if val is not None and epoch % EVAL_EVERY == 0:
+            with torch.no_grad():
+                curve.append((epoch, test_ndcg(model(val.features).squeeze(-1), val)[-1]))
+    return model, curve
 
 
 def train_logger(train_lists: PaddedLists, seed: int, epochs: int) -> nn.Module:
@@ -104,16 +143,14 @@ def train_logger(train_lists: PaddedLists, seed: int, epochs: int) -> nn.Module:
     generator = torch.Generator().manual_seed(10_000 + seed)
     chosen = torch.randperm(len(train_lists.labels), generator=generator)
     chosen = chosen[: max(1, round(LOGGER_FRACTION * len(chosen)))]
-    subset = PaddedLists(
-        train_lists.features[chosen], train_lists.labels[chosen], train_lists.mask[chosen], None
-    )  # type: ignore[arg-type]
+    logged = subset(train_lists, chosen)
     loss_fn = LambdaRankLoss()
     return train(
-        lambda scores, batch: loss_fn(scores, subset.labels[batch], subset.mask[batch]),
-        subset,
+        lambda scores, batch: loss_fn(scores, logged.labels[batch], logged.mask[batch]),
+        logged,
         seed=seed,
         epochs=epochs,
-    )
+    )[0]
 
 
 def log_sessions(
@@ -123,6 +160,7 @@ def log_sessions(
     protocol: str,
     sessions: int,
     seed: int,
+    eta: float = 1.0,
 ) -> ClickLog:
     """Rank each query ``sessions`` times and simulate the clicks."""
     generator = torch.Generator().manual_seed(20_000 + seed)
@@ -138,48 +176,86 @@ def log_sessions(
     shown = mask if protocol == "stochastic" else mask & (positions < TOP_SHOWN)
     positions = torch.where(shown, positions, -1)
     labels = train_lists.labels[:, None, :].expand(-1, sessions, -1)
-    clicks = simulate_clicks(labels, positions, mask=mask, generator=generator)
+    clicks = simulate_clicks(labels, positions, mask=mask, eta=eta, generator=generator)
     return ClickLog(positions, clicks)
 
 
-def session_batch(
-    log: ClickLog, batch: Tensor, per_step: int, generator: torch.Generator
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``per_step`` random sessions of each query in ``batch``.
+@dataclass(frozen=True)
+class ClickSums:
+    """A click log averaged over its sessions, per query, item and display position.
 
-    Returns each session's row in ``batch`` (to pick its scores), its positions and its clicks.
+    ``clicks``, ``views`` ``[Q, L, positions]``: how often (per session) each item was clicked
+    and shown at each position, what `UnbiasedLambdaRankLoss.aggregated` takes. The
+    click-through rate is ``clicks.sum(-1)``; the inverse-propensity estimate of an item's click
+    probability when examined is ``clicks @ (1 / propensity)``.
     """
-    picks = torch.randint(log.positions.shape[1], (len(batch), per_step), generator=generator)
-    picked = (batch[:, None], picks)
-    length = log.positions.shape[-1]
-    return (
-        torch.arange(len(batch)).repeat_interleave(per_step),
-        log.positions[picked].reshape(-1, length),
-        log.clicks[picked].reshape(-1, length),
-    )
+
+    clicks: Tensor
+    views: Tensor
+
+    def __getitem__(self, queries: Tensor) -> ClickSums:
+        return ClickSums(self.clicks[queries], self.views[queries])
+
+    def rates(self, propensity: Tensor | None = None) -> Tensor:
+        """``[Q, L]`` clicks per session, each divided by its position's ``propensity``."""
+        return self.clicks.sum(-1) if propensity is None else self.clicks @ propensity.reciprocal()
 
 
-def click_losses(log: ClickLog, num_positions: int, seed: int, per_step: int) -> dict[str, Any]:
-    """The three click-trained methods as step losses, and the debiased loss module."""
-    generator = torch.Generator().manual_seed(30_000 + seed)
-    plain = LambdaRankLoss()
-    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions)
+def sum_sessions(log: ClickLog, num_positions: int) -> ClickSums:
+    """Average the sessions of every query: training then costs the same for any session count."""
+    queries, sessions, length = log.positions.shape
+    shown = (log.positions >= 0).reshape(-1)
+    item = torch.arange(queries)[:, None, None] * length + torch.arange(length)
+    index = (item * num_positions + log.positions.clamp(min=0)).reshape(-1)[shown]
+    size = queries * length * num_positions
+    views = torch.zeros(size).index_add_(0, index, torch.ones(len(index)))
+    clicks = torch.zeros(size).index_add_(0, index, log.clicks.reshape(-1)[shown])
+    shape = (queries, length, num_positions)
+    return ClickSums(clicks.view(shape) / sessions, views.view(shape) / sessions)
 
-    def naive(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        return plain(scores[index], clicks, positions >= 0)
 
-    def ips(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        shown = positions >= 0
-        weight = 1 / examination_probability(positions).clamp(min=1e-12)
-        return plain(scores[index], clicks, shown, weight=torch.where(shown, weight, 0))
+def true_biases(num_positions: int, eta: float = 1.0) -> Tensor:
+    """The simulation's examination ratios theta_i / theta_0 (t+ of the true propensities)."""
+    ratio = examination_probability(torch.arange(num_positions), eta=eta)
+    return ratio / ratio[0]
 
-    def learnt(scores: Tensor, batch: Tensor) -> Tensor:
-        index, positions, clicks = session_batch(log, batch, per_step, generator)
-        return unbiased(scores[index], clicks, positions)
 
-    return {"naive": naive, "ips": ips, "learnt": learnt, "module": unbiased}
+def step_losses(
+    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0
+) -> dict[str, Any]:
+    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module."""
+    num_positions = sums.clicks.shape[-1]
+    labelled, linear = LambdaRankLoss(), LambdaRankLoss(gain="linear")
+    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
+    fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
+    fixed.t_plus.copy_(true_biases(num_positions, eta))
+    ctr, ips = sums.rates(), sums.rates(true_biases(num_positions, eta))
+
+    # LambdaRank normalises each list's pair weights by its ideal DCG (a session's by that of its
+    # clicks); summed sessions by that of the list's click-through rates, the normaliser of the
+    # naive loss, through a factor 1 / sqrt(Z) on both counts (their product weighs the pairs).
+    ideal = dcg(ctr, ctr, gain="linear", mask=lists.mask)
+    scale = torch.where(ideal > 0, ideal.clamp(min=1e-12).rsqrt(), 0)[:, None, None]
+    clicks, views = sums.clicks * scale, sums.views * scale
+
+    def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
+        return lambda s, b: loss_fn.aggregated(s, clicks[b], views[b], lists.mask[b])
+
+    def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
+        with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
+            unbiased.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
+        labels = sums[batch].rates(unbiased.t_plus)
+        return linear(scores, labels, lists.mask[batch])
+
+    return {
+        "full": lambda s, b: labelled(s, lists.labels[b], lists.mask[b]),
+        "naive": lambda s, b: linear(s, ctr[b], lists.mask[b]),
+        "ips": lambda s, b: linear(s, ips[b], lists.mask[b]),
+        "ips_pairs": pairs(fixed),
+        "learnt": pairs(unbiased),
+        "learnt_ips": learnt_ips,
+        "module": unbiased,
+    }
 
 
 def tree_sessions(
@@ -189,106 +265,198 @@ def tree_sessions(
 
     Returns features, clicks, positions and the group sizes (one group per session).
     """
-    features, clicks, positions, groups = [], [], [], []
-    for query in range(log.positions.shape[0]):
-        for session in range(min(count, log.positions.shape[1])):
-            shown = log.positions[query, session]
-            items = torch.nonzero(shown >= 0).squeeze(-1)
-            items = items[shown[items].argsort()]
-            features.append(train_lists.features[query, items].numpy())
-            clicks.append(log.clicks[query, session, items].numpy())
-            positions.append(shown[items].numpy())
-            groups.append(len(items))
+    shown = log.positions[:, :count]
+    order = torch.where(shown >= 0, shown, shown.shape[-1]).argsort(dim=-1)
+    query = torch.arange(len(shown))[:, None, None].expand_as(order)
+    keep = shown.gather(-1, order) >= 0
+    features = train_lists.features[query, order][keep]
     return (
-        np.concatenate(features),
-        np.concatenate(clicks),
-        np.concatenate(positions),
-        np.asarray(groups),
+        features.numpy(),
+        log.clicks[:, :count].gather(-1, order)[keep].numpy(),
+        shown.gather(-1, order)[keep].numpy(),
+        keep.sum(-1).reshape(-1).numpy(),
     )
 
 
-def tree_scores(
-    log: ClickLog, train_lists: PaddedLists, test: PaddedLists, args: argparse.Namespace, seed: int
-) -> dict[str, Tensor]:
-    """Test scores of XGBoost's and LightGBM's debiased LambdaMART (those installed)."""
-    features, clicks, positions, groups = tree_sessions(log, train_lists, args.tree_sessions)
-    out: dict[str, Tensor] = {}
+TREE_STAGES = (25, 50, 100, 200)
 
-    def padded(flat: np.ndarray) -> Tensor:
-        scores = torch.zeros(test.mask.shape)
-        scores[test.mask] = torch.from_numpy(np.asarray(flat, dtype=np.float32))
-        return scores
 
-    try:
+def fit_trees(
+    name: str,
+    features: np.ndarray,
+    clicks: np.ndarray,
+    positions: np.ndarray,
+    groups: np.ndarray,
+    trees: int,
+    seed: int,
+) -> Callable[[np.ndarray, int], np.ndarray]:
+    """Fit one debiased LambdaMART; returns ``predict(features, trees)``."""
+    if name == "xgboost":
         import xgboost
-    except ImportError:
-        xgboost = None
-    if xgboost is not None:
+
         ranker = xgboost.XGBRanker(
             objective="rank:ndcg",
             lambdarank_unbiased=True,
-            n_estimators=args.trees,
+            n_estimators=trees,
             tree_method="hist",
-            n_jobs=2,
+            n_jobs=1,
             random_state=seed,
         )
         ranker.fit(features, clicks, group=groups)
-        out["xgboost"] = padded(ranker.predict(test.flat.features))
-    try:
-        import lightgbm
-    except ImportError:
-        lightgbm = None
-    if lightgbm is not None:
-        dataset = lightgbm.Dataset(features, clicks, group=groups, position=positions)
-        params = {"objective": "lambdarank", "verbose": -1, "num_threads": 2, "seed": seed}
-        booster = lightgbm.train(params, dataset, num_boost_round=args.trees)
-        out["lightgbm"] = padded(booster.predict(test.flat.features))
-    return out
+
+        def predict_xgboost(features: np.ndarray, trees: int) -> np.ndarray:
+            return np.asarray(ranker.predict(features, iteration_range=(0, trees)))
+
+        return predict_xgboost
+    import lightgbm
+
+    dataset = lightgbm.Dataset(features, clicks, group=groups, position=positions)
+    params = {"objective": "lambdarank", "verbose": -1, "num_threads": 1, "seed": seed}
+    booster = lightgbm.train(params, dataset, num_boost_round=trees)
+
+    def predict_lightgbm(features: np.ndarray, trees: int) -> np.ndarray:
+        return np.asarray(booster.predict(features, num_iteration=trees))
+
+    return predict_lightgbm
+
+
+def flat_scores(lists: PaddedLists, predict: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+    """A tree model's scores of padded lists."""
+    scores = torch.zeros(lists.mask.shape)
+    flat = predict(lists.features[lists.mask].numpy())
+    scores[lists.mask] = torch.from_numpy(np.asarray(flat, dtype=np.float32))
+    return scores
+
+
+def tree_results(
+    log: ClickLog,
+    lists: PaddedLists,
+    fit: Tensor,
+    val: Tensor,
+    test: PaddedLists,
+    args: argparse.Namespace,
+    seed: int,
+) -> tuple[dict[str, Tensor], dict[str, int]]:
+    """Per-query test nDCG@10 of XGBoost's and LightGBM's debiased LambdaMART (those installed).
+
+    The number of trees is chosen among `TREE_STAGES` (up to ``--trees``) on the validation
+    queries, then the model is refitted on all the training queries.
+    """
+    results: dict[str, Tensor] = {}
+    chosen: dict[str, int] = {}
+    stages = [n for n in TREE_STAGES if n < args.trees] + [args.trees]
+    for name in ("xgboost", "lightgbm"):
+        try:
+            __import__(name)
+        except ImportError:
+            continue
+        on_fit = tree_sessions(
+            ClickLog(log.positions[fit], log.clicks[fit]), subset(lists, fit), args.tree_sessions
+        )
+        predict = fit_trees(name, *on_fit, args.trees, seed)
+        val_lists = subset(lists, val)
+        scores = {
+            n: test_ndcg(flat_scores(val_lists, partial(predict, trees=n)), val_lists)[-1]
+            for n in stages
+        }
+        chosen[name] = max(stages, key=lambda n: scores[n])
+        predict = fit_trees(
+            name, *tree_sessions(log, lists, args.tree_sessions), chosen[name], seed
+        )
+        results[name] = per_query(flat_scores(test, partial(predict, trees=chosen[name])), test)
+    return results, chosen
+
+
+def per_query(scores: Tensor, lists: PaddedLists) -> Tensor:
+    """``[Q]`` nDCG@10 of each test query (their mean is ``test_ndcg``'s)."""
+    return ndcg(scores, lists.labels, k=10, mask=lists.mask)
+
+
+def best_epochs(curve: Curve) -> tuple[int, float]:
+    """The epoch count with the best validation nDCG@10, smoothed (the earliest of equals).
+
+    The validation queries are few (40): one checkpoint's score is noisy, so each is averaged
+    with its neighbours (a window of ``3 * EVAL_EVERY`` epochs) before the best is taken.
+    """
+    scores = [score for _, score in curve]
+    smoothed = [statistics.fmean(scores[max(0, i - 1) : i + 2]) for i in range(len(scores))]
+    best = max(range(len(curve)), key=lambda i: (smoothed[i], -i))
+    return curve[best][0], smoothed[best]
 
 
 def run_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
-) -> tuple[dict[str, float], Tensor]:
-    """Every method's test nDCG@10 for one seed, and the learnt biases ``[2, positions]``."""
+) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
+    """Each method's per-query test nDCG@10 (one seed), the learnt biases ``[3, positions]``.
+
+    Hyper-parameters (epochs; ``bias_norm`` of the learnt method; trees) are chosen on the true
+    labels of a validation split of the training queries (`VAL_FRACTION`), then each method is
+    retrained on all the training queries and scored once on the test queries.
+    """
     logger = train_logger(train_lists, seed, args.logger_epochs)
     with torch.no_grad():
         logger_scores = logger(train_lists.features).squeeze(-1)
-        results = {"logger": test_ndcg(logger(test.features).squeeze(-1), test)[-1]}
+        results = {"logger": per_query(logger(test.features).squeeze(-1), test)}
     log = log_sessions(
-        logger_scores, train_lists, protocol=args.protocol, sessions=args.sessions, seed=seed
+        logger_scores,
+        train_lists,
+        protocol=args.protocol,
+        sessions=args.sessions,
+        seed=seed,
+        eta=args.eta,
     )
     num_positions = train_lists.mask.shape[-1]
-    full_loss = LambdaRankLoss()
-
-    def full(scores: Tensor, batch: Tensor) -> Tensor:
-        return full_loss(scores, train_lists.labels[batch], train_lists.mask[batch])
-
-    methods = click_losses(log, num_positions, seed, args.sessions_per_step)
-    for name, step_loss in (("full", full), *((m, methods[m]) for m in ("naive", "ips", "learnt"))):
-        model = train(step_loss, train_lists, seed=seed, epochs=args.epochs)
+    sums = sum_sessions(log, num_positions)
+    order = torch.randperm(
+        len(train_lists.labels), generator=torch.Generator().manual_seed(40_000 + seed)
+    )
+    n_val = round(VAL_FRACTION * len(order))
+    val, fit = order[:n_val], order[n_val:]
+    fit_lists, val_lists = subset(train_lists, fit), subset(train_lists, val)
+    chosen: dict[str, Any] = {}
+    final: dict[str, Any] = {}
+    for name in METHODS:
+        options = args.bias_norms if name.startswith("learnt") else [2.0]
+        best = None
+        for bias_norm in options:
+            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta)
+            _, curve = train(losses[name], fit_lists, seed=seed, epochs=args.epochs, val=val_lists)
+            epochs, score = best_epochs(curve)
+            if best is None or score > best[2]:
+                best = (bias_norm, epochs, score)
+        assert best is not None
+        bias_norm, epochs, _ = best
+        chosen[name] = {"epochs": epochs}
+        if name.startswith("learnt"):
+            chosen[name]["bias_norm"] = bias_norm
+        losses = step_losses(sums, train_lists, bias_norm, args.eta)
+        model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
-            results[name] = test_ndcg(model(test.features).squeeze(-1), test)[-1]
+            results[name] = per_query(model(test.features).squeeze(-1), test)
+        if name == "learnt":
+            final = losses
     if not args.no_trees:
-        for name, scores in tree_scores(log, train_lists, test, args, seed).items():
-            results[name] = test_ndcg(scores, test)[-1]
-    module: UnbiasedLambdaRankLoss = methods["module"]
-    statistics = module.statistics
-    estimate = statistics[0] / statistics[0, 0]  # (t+)^(p + 1): the unshrunk estimate
-    return results, torch.stack([module.t_plus, module.t_minus, estimate])
+        trees, chosen["trees"] = tree_results(log, train_lists, fit, val, test, args, seed)
+        results.update(trees)
+    module: UnbiasedLambdaRankLoss = final["module"]
+    estimate = module.statistics[0] / module.statistics[0, 0]  # (t+)^(p + 1): unshrunk
+    return results, torch.stack([module.t_plus, module.t_minus, estimate]), chosen
 
 
 LABELS = {
     "logger": "the logging ranker (5% of the queries' labels)",
     "full": "LambdaRankLoss on the true labels (full information)",
-    "naive": "LambdaRankLoss on clicks (naive)",
-    "ips": "LambdaRankLoss on clicks, weight = 1 / true propensity (IPS)",
-    "learnt": "UnbiasedLambdaRankLoss on clicks + positions (learnt biases)",
+    "naive": "LambdaRankLoss on click-through rates (naive)",
+    "ips": "LambdaRankLoss on click-through rates / true propensity (IPS)",
+    "ips_pairs": "UnbiasedLambdaRankLoss.aggregated, biases fixed at the true ones",
+    "learnt": "UnbiasedLambdaRankLoss.aggregated, learnt biases",
+    "learnt_ips": "LambdaRankLoss on click-through rates / learnt t+ (IPS, learnt biases)",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
 
 
-def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
+def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> bool:
     """Learnt t+ per position (mean and each seed) against the true examination ratio."""
     try:
         import matplotlib
@@ -299,13 +467,17 @@ def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
 
     positions = np.arange(1, shown + 1)
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    curves = ((2, "C0", "learnt $S^+_i / S^+_1$"), (0, "C1", "$t^+$ used ($p = 2$)"))
+    curves = (
+        (2, "C0", "learnt $S^+_i / S^+_1$"),
+        (0, "C1", "$t^+$ used ($p$ chosen on validation)"),
+    )
     for row, color, label in curves:
         for run in biases[:, row, :shown].numpy():
             ax.plot(positions, run, color=color, linewidth=0.6, alpha=0.4)
         mean = biases[:, row, :shown].mean(0).numpy()
         ax.plot(positions, mean, color=color, linewidth=2, marker="o", label=f"{label} (mean)")
-    ax.plot(positions, 1 / positions, color="k", linestyle="--", label="true $\\theta_i/\\theta_1$")
+    true = (1 / positions) ** eta
+    ax.plot(positions, true, color="k", linestyle="--", label="true $\\theta_i/\\theta_1$")
     ax.set_xlabel("display position (1 = top)")
     ax.set_ylabel("position bias, relative to the top")
     ax.set_yscale("log")
@@ -318,81 +490,122 @@ def plot_biases(path: Path, biases: Tensor, shown: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+    """Run the seeds, print the tables; each method's mean test nDCG@10 per seed."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--epochs", type=int, default=100, help="most epochs tried")
     parser.add_argument("--logger-epochs", type=int, default=30)
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--sessions-per-step", type=int, default=16)
-    parser.add_argument("--tree-sessions", type=int, default=20)
-    parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--sessions", type=int, default=2_000)
+    parser.add_argument("--eta", type=float, default=1.0, help="examination (1/rank)^eta")
+    parser.add_argument("--bias-norms", type=float, nargs="+", default=[0.0, 1.0, 2.0])
+    parser.add_argument("--tree-sessions", type=int, default=50)
+    parser.add_argument("--trees", type=int, default=200, help="most trees tried")
     parser.add_argument("--no-trees", action="store_true", help="skip XGBoost and LightGBM")
-    parser.add_argument("--full", action="store_true", help="the issue's protocol sizes")
     parser.add_argument("--tiny", action="store_true", help="a quick check (seconds)")
     parser.add_argument("--plot", type=Path, default=None, help="learnt biases PNG")
     args = parser.parse_args(argv)
-    if args.full:
-        args.sessions = 2_000 if args.protocol == "stochastic" else 30
-        args.tree_sessions, args.trees = 50, 200
+    if args.protocol == "top10" and "--sessions" not in (argv or []):
+        args.sessions = 30
     if args.tiny:
-        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], 1, 1
-        args.sessions, args.sessions_per_step, args.tree_sessions, args.trees = 4, 4, 2, 3
-    torch.set_num_threads(min(torch.get_num_threads(), 2))
+        args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], EVAL_EVERY, 1
+        args.sessions, args.tree_sessions, args.trees = 8, 2, 3
+        args.bias_norms = args.bias_norms[:1]
+    torch.set_num_threads(1)
     started = time.perf_counter()
     train_lists, test = load_lists("train"), load_lists("test")
-    runs: dict[str, list[float]] = {}
+    runs: dict[str, list[Tensor]] = {}
     biases = []
     for seed in args.seeds:
-        results, learnt = run_seed(args, train_lists, test, seed)
+        results, learnt, chosen = run_seed(args, train_lists, test, seed)
         biases.append(learnt)
         for name, value in results.items():
             runs.setdefault(name, []).append(value)
         print(
             f"seed {seed}: "
-            + ", ".join(f"{name} {value:.4f}" for name, value in results.items())
-            + f" ({time.perf_counter() - started:.0f} s)",
+            + ", ".join(f"{name} {float(value.mean()):.4f}" for name, value in results.items())
+            + f" ({time.perf_counter() - started:.0f} s); chosen on validation: {chosen}",
             flush=True,
         )
     print_tables(args, runs, torch.stack(biases))
     if args.plot is not None:
-        if plot_biases(args.plot, torch.stack(biases), min(TOP_SHOWN, biases[0].shape[-1])):
+        if plot_biases(
+            args.plot, torch.stack(biases), min(TOP_SHOWN, biases[0].shape[-1]), args.eta
+        ):
             print(f"learnt vs true biases: {args.plot}")
         else:
             print("matplotlib is not installed: no plot")
     print(f"total run time {time.perf_counter() - started:.1f} s", flush=True)
-    return runs
+    return {name: [float(value.mean()) for value in values] for name, values in runs.items()}
 
 
-def print_tables(args: argparse.Namespace, runs: dict[str, list[float]], biases: Tensor) -> None:
+BOOTSTRAP = 2_000  # resamples of the seeds and the test queries for the gap's spread
+
+
+def gap_closed(runs: dict[str, Tensor], name: str) -> tuple[float, float, float]:
+    """Fraction of the naive -> full-information gap ``name`` closes, and its 90% interval.
+
+    ``runs`` are ``[seeds, queries]`` per-query nDCG@10. The interval resamples the seeds and
+    the test queries with replacement (the same ones for every method: the differences are
+    paired); percentiles, not an sd: where a resample's gap comes near 0 the ratio is huge.
+    """
+
+    def fraction(values: dict[str, Tensor]) -> Tensor:
+        naive = values["naive"].mean(dim=(-1, -2))
+        return (values[name].mean(dim=(-1, -2)) - naive) / (
+            values["full"].mean(dim=(-1, -2)) - naive
+        )
+
+    point = float(fraction(runs))
+    seeds, queries = runs["full"].shape
+    generator = torch.Generator().manual_seed(0)
+    seed_pick = torch.randint(seeds, (BOOTSTRAP, seeds, 1), generator=generator)
+    query_pick = torch.randint(queries, (BOOTSTRAP, 1, queries), generator=generator)
+    resampled = {key: values[seed_pick, query_pick] for key, values in runs.items()}
+    spread = fraction(resampled).nan_to_num(nan=0.0)
+    low, high = torch.quantile(spread, torch.tensor([0.05, 0.95], dtype=spread.dtype)).tolist()
+    return point, low, high
+
+
+def print_tables(
+    args: argparse.Namespace, per_seed: dict[str, list[Tensor]], biases: Tensor
+) -> None:
     """The results table (mean ± sd, gap closed) and the learnt biases against the true ones."""
+    runs = {name: torch.stack(values) for name, values in per_seed.items()}
     print()
     print(
-        f"protocol {args.protocol}: {args.sessions} sessions per query, {args.epochs} epochs, "
-        f"seeds {args.seeds}; test nDCG@10 (50 queries, true labels)"
+        f"protocol {args.protocol}, examination (1/rank)^{args.eta:g}: {args.sessions} sessions "
+        f"per query, at most {args.epochs} "
+        f"epochs, seeds {args.seeds}; test nDCG@10 ({runs['full'].shape[-1]} queries, true "
+        "labels): mean ± sd over the seeds; the difference to naive training, paired by seed; "
+        "the gap closed, with the 5-95% range of bootstrap resamples of the seeds and queries"
     )
     print()
-    print("| method | test nDCG@10 (mean ± sd) | gap closed |")
-    print("|---|---:|---:|")
-    means = {name: statistics.fmean(values) for name, values in runs.items()}
-    gap = means["full"] - means["naive"]
+    print("| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |")
+    print("|---|---:|---:|---:|")
     for name in LABELS:
         if name not in runs:
             continue
-        values = runs[name]
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        closed = (means[name] - means["naive"]) / gap if gap != 0 else float("nan")
-        closed_text = "" if name in ("full", "naive", "logger") else f"{closed:.0%}"
-        print(f"| {LABELS[name]} | {means[name]:.4f} ± {sd:.4f} | {closed_text} |")
+        means = runs[name].mean(-1)
+        sd = float(means.std()) if len(means) > 1 else 0.0
+        closed_text = difference_text = ""
+        if name != "naive":
+            difference = means - runs["naive"].mean(-1)
+            difference_sd = float(difference.std()) if len(difference) > 1 else 0.0
+            difference_text = f"{float(difference.mean()):+.4f} ± {difference_sd:.4f}"
+        if name not in ("full", "naive", "logger"):
+            closed, low, high = gap_closed(runs, name)
+            closed_text = f"{closed:.0%} [{low:.0%}, {high:.0%}]"
+        print(
+            f"| {LABELS[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
+            f"| {closed_text} |"
+        )
     shown = min(TOP_SHOWN, biases.shape[-1])
     print()
-    print(
-        "| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used (p = 2) "
-        "| t- used |"
-    )
+    print("| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used | t- used |")
     print("|---:|---:|---:|---:|---:|---:|")
     for i in range(shown):
-        true = 1 / (i + 1)
+        true = (1 / (i + 1)) ** args.eta
         learnt = biases[:, 2, i]
         sd = float(learnt.std()) if len(learnt) > 1 else 0.0
         print(

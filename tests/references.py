@@ -362,6 +362,15 @@ def neural_ndcg_dense(
     return _reduce(torch.stack(losses), ideal > 0, reduction)
 
 
+def closed_form_update(sums: list[float], old: list[float], bias_norm: float) -> list[float]:
+    """Hu et al.'s update ``(S[i] / S[0]) ** (1 / (p + 1))``; ``old`` where S[i] or S[0] is 0."""
+    exponent = 1.0 / (1.0 + bias_norm)
+    return [
+        (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
+        for s, t in zip(sums, old, strict=True)
+    ]
+
+
 def unbiased_lambdarank_step(
     preds: list[list[float]],
     clicks: list[list[int]],
@@ -409,12 +418,67 @@ def unbiased_lambdarank_step(
                 s_plus[i] += pair / t_minus[j]
                 s_minus[j] += pair / t_plus[i]
         losses.append(total)
-    exponent = 1.0 / (1.0 + bias_norm)
+    return (
+        losses,
+        s_plus,
+        s_minus,
+        closed_form_update(s_plus, t_plus, bias_norm),
+        closed_form_update(s_minus, t_minus, bias_norm),
+    )
 
-    def update(sums: list[float], old: list[float]) -> list[float]:
-        return [
-            (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
-            for s, t in zip(sums, old, strict=True)
+
+def aggregated_unbiased_lambdarank_step(
+    preds: list[list[float]],
+    clicks: list[list[list[float]]],
+    views: list[list[list[float]]],
+    t_plus: list[float],
+    t_minus: list[float],
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    bias_norm: float = 0.0,
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """One step of Unbiased LambdaRank on per-item, per-position click and view counts.
+
+    Per list: each item's click mass ``A[w] = sum_i clicks[w][i] / t+[i]`` and non-click mass
+    ``B[l] = sum_j (views[l][j] - clicks[l][j]) / t-[j]``; every ordered pair of two different
+    items has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))`` (log2 discount
+    of the current 1-based rank, ties in order of appearance, 0 beyond k), weighted by
+    ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``, ``S-[j] = sum (views - clicks)[l][j]
+    A[w] L``; biases ``(S[i] / S[0]) ** (1 / (p + 1))``.
+    """
+    n_positions = len(t_plus)
+    s_plus = [0.0] * n_positions
+    s_minus = [0.0] * n_positions
+    losses = []
+    for scores, list_clicks, list_views in zip(preds, clicks, views, strict=True):
+        items = range(len(scores))
+        order = sorted(items, key=lambda i: (-scores[i], i))
+        rank = {item: r + 1 for r, item in enumerate(order)}
+        cut = len(scores) if k is None else k
+        skips = [
+            [v - c for c, v in zip(cs, vs, strict=True)]
+            for cs, vs in zip(list_clicks, list_views, strict=True)
         ]
-
-    return losses, s_plus, s_minus, update(s_plus, t_plus), update(s_minus, t_minus)
+        won = [sum(c / t for c, t in zip(cs, t_plus, strict=True)) for cs in list_clicks]
+        lost = [sum(n / t for n, t in zip(ns, t_minus, strict=True)) for ns in skips]
+        total = 0.0
+        for w in items:
+            for lo in items:
+                if w == lo:
+                    continue
+                d_w = log2_discount(rank[w]) if rank[w] <= cut else 0.0
+                d_l = log2_discount(rank[lo]) if rank[lo] <= cut else 0.0
+                pair = abs(d_w - d_l) * math.log1p(math.exp(-sigma * (scores[w] - scores[lo])))
+                total += won[w] * lost[lo] * pair
+                for i in range(n_positions):
+                    s_plus[i] += list_clicks[w][i] * lost[lo] * pair
+                    s_minus[i] += skips[lo][i] * won[w] * pair
+        losses.append(total)
+    return (
+        losses,
+        s_plus,
+        s_minus,
+        closed_form_update(s_plus, t_plus, bias_norm),
+        closed_form_update(s_minus, t_minus, bias_norm),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -315,13 +316,33 @@ def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float,
     loss_fn = UnbiasedLambdaRankLoss(
         num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
     ).double()
-    t_plus, t_minus = [1.0] * 5, [1.0] * 5
-    for _ in range(3):  # three steps: the biases of one step weight the next one's pairs
-        got = loss_fn(preds, clicks, positions)
-        losses, s_plus, s_minus, t_plus, t_minus = references.unbiased_lambdarank_step(
-            preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus, k=k,
+    _steps_equal_the_reference(
+        loss_fn,
+        lambda p: loss_fn(p, clicks, positions),
+        lambda p, t_plus, t_minus: references.unbiased_lambdarank_step(
+            p.tolist(),
+            clicks.tolist(),
+            positions.tolist(),
+            t_plus,
+            t_minus,
+            k=k,
             bias_norm=bias_norm,
-        )  # fmt: skip
+        ),
+        preds,
+    )
+
+
+def _steps_equal_the_reference(
+    loss_fn: UnbiasedLambdaRankLoss,
+    step: Callable[[torch.Tensor], torch.Tensor],
+    reference: Callable[..., tuple[list[float], ...]],
+    preds: torch.Tensor,
+) -> None:
+    """Three steps (the biases of one weight the next one's pairs): losses, statistics, biases."""
+    t_plus, t_minus = [1.0] * loss_fn.num_positions, [1.0] * loss_fn.num_positions
+    for _ in range(3):
+        got = step(preds)
+        losses, s_plus, s_minus, t_plus, t_minus = reference(preds, t_plus, t_minus)
         torch.testing.assert_close(got, torch.tensor(losses, dtype=torch.float64))
         expected_stats = torch.tensor([s_plus, s_minus], dtype=torch.float64)
         torch.testing.assert_close(loss_fn.statistics, expected_stats)
@@ -479,7 +500,22 @@ def _unbiased_step(validate: bool) -> torch.Tensor:
     return torch.cat([leaf.grad.flatten(), loss_fn.t_plus, loss_fn.t_minus])
 
 
-@pytest.mark.parametrize("step", [_weighted_step, _unbiased_step], ids=["weighted", "unbiased"])
+def _aggregated_step(validate: bool) -> torch.Tensor:
+    preds, clicks, views = _counts(8)
+    leaf = preds.float().requires_grad_()
+    mask = torch.ones(leaf.shape, dtype=torch.bool)
+    mask[0, -1] = False
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=5, validate_args=validate)
+    loss_fn.aggregated(leaf, clicks.float(), views.float(), mask).backward()
+    assert leaf.grad is not None
+    return torch.cat([leaf.grad.flatten(), loss_fn.t_plus, loss_fn.t_minus])
+
+
+@pytest.mark.parametrize(
+    "step",
+    [_weighted_step, _unbiased_step, _aggregated_step],
+    ids=["weighted", "unbiased", "aggregated"],
+)
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
 def test_steps_read_back_once_on_the_cpu_and_never_on_an_accelerator(
     step: Callable[[bool], torch.Tensor], validate: bool, monkeypatch: pytest.MonkeyPatch
@@ -560,3 +596,122 @@ def test_int32_positions_and_bool_clicks_give_the_same_step() -> None:
     got = got_fn(preds, clicks.bool(), positions.int())
     assert torch.equal(got, expected)
     assert torch.equal(got_fn.statistics, expected_fn.statistics)
+
+
+# --- sessions summed per item and position (UnbiasedLambdaRankLoss.aggregated) ----------------
+
+
+def _counts(seed: int, n: int = 4, length: int = 5, positions: int = 5) -> tuple[Any, ...]:
+    gen = torch.Generator().manual_seed(seed)
+    preds = torch.randn(n, length, generator=gen, dtype=torch.float64)
+    views = torch.randint(0, 4, (n, length, positions), generator=gen).double()
+    clicks = torch.floor(
+        views * torch.rand(n, length, positions, generator=gen, dtype=torch.float64)
+    )
+    return preds, clicks, views
+
+
+@pytest.mark.parametrize(("k", "bias_norm"), [(None, 0.0), (3, 1.0), (None, 2.0)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregated_updates_equal_the_loop_reference(
+    k: int | None, bias_norm: float, seed: int
+) -> None:
+    preds, clicks, views = _counts(seed)
+    loss_fn = UnbiasedLambdaRankLoss(
+        num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
+    ).double()
+    _steps_equal_the_reference(
+        loss_fn,
+        lambda p: loss_fn.aggregated(p, clicks, views),
+        lambda p, t_plus, t_minus: references.aggregated_unbiased_lambdarank_step(
+            p.tolist(),
+            clicks.tolist(),
+            views.tolist(),
+            t_plus,
+            t_minus,
+            k=k,
+            bias_norm=bias_norm,
+        ),
+        preds,
+    )
+
+
+@pytest.mark.parametrize("k", [None, 3])
+def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
+    """One-hot counts times 1 / sqrt(ideal DCG of the clicks): the per-session loss and step."""
+    preds, clicks, positions = _sessions(4, n=6, length=6, positions=6)
+    positions = positions.abs()  # every item shown
+    per_session, summed = (
+        UnbiasedLambdaRankLoss(num_positions=6, k=k, bias_norm=1.0, momentum=0.5).double()
+        for _ in range(2)
+    )
+    cut = 6 if k is None else k
+    ideal = torch.cumsum(1 / torch.log2(torch.arange(2, 8, dtype=torch.float64)), 0)
+    count = clicks.sum(-1).clamp(max=cut)
+    scale = torch.where(count > 0, ideal[(count - 1).clamp(min=0)].rsqrt(), 0)[:, None, None]
+    views = torch.nn.functional.one_hot(positions, 6).double() * scale
+    for _ in range(3):
+        expected = _loss_and_grad(per_session, preds, clicks, positions)
+        got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(summed.statistics, per_session.statistics)
+        torch.testing.assert_close(summed.t_minus, per_session.t_minus)
+        preds = preds + 0.3 * torch.randn_like(preds)
+
+
+def test_aggregated_on_mean_counts_is_the_mean_session_loss() -> None:
+    """Position-based clicks: the product of two items' means is the mean of their pairs' weights.
+
+    2,000 sessions of one list of 6 items shown in random order. The per-session loss times the
+    ideal DCG of the session's clicks (the pairs' losses without LambdaRank's normalisation),
+    averaged over the sessions, against `aggregated` on the per-session means of the counts:
+    they differ by the covariance of two means, O(1 / S), and by the small dependence of two
+    items' positions within a session.
+    """
+    sessions, length = 2000, 6
+    gen = torch.Generator().manual_seed(3)
+    labels = torch.tensor([4, 3, 2, 1, 0, 0]).expand(sessions, -1)
+    positions = torch.rand(sessions, length, generator=gen).argsort(-1).argsort(-1)
+    clicks = simulate_clicks(labels, positions, generator=gen)
+    preds = torch.linspace(1.0, -1.0, length, dtype=torch.float64)
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=length, reduction="sum").double().eval()
+    loss_fn.t_plus.copy_(torch.linspace(1.0, 0.3, length))  # any biases: they enter both alike
+    ideal = torch.cumsum(1 / torch.log2(torch.arange(2, length + 2, dtype=torch.float64)), 0)
+    count = clicks.sum(-1).long()
+    none_fn = UnbiasedLambdaRankLoss(num_positions=length, reduction="none").double().eval()
+    none_fn.load_state_dict(loss_fn.state_dict())
+    session_losses = none_fn(preds.expand(sessions, -1), clicks, positions)
+    expected = (session_losses * ideal[(count - 1).clamp(min=0)]).mean()
+    shown_at = torch.nn.functional.one_hot(positions, length).double()
+    views = shown_at.mean(0)
+    clicked = (shown_at * clicks[..., None]).mean(0)
+    got = loss_fn.aggregated(preds, clicked, views)
+    assert got.item() == pytest.approx(expected.item(), rel=0.03)
+    # Not a tautology: the same counts with their clicks spread evenly over the positions
+    # (the position information dropped) give another loss.
+    spread = clicked.sum(-1, keepdim=True).expand(-1, length) / length
+    assert loss_fn.aggregated(preds, spread, views).item() != pytest.approx(
+        expected.item(), rel=0.03
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"clicks": torch.zeros(2, 3, 3, dtype=torch.long)}, TypeError, "`clicks`"),
+        ({"views": torch.ones(2, 3, 4)}, ValueError, "`views` to have shape (2, 3, 3)"),
+        ({"clicks": torch.full((2, 3, 3), 2.0)}, ValueError, "at most `views`"),
+        ({"views": torch.full((2, 3, 3), torch.inf)}, ValueError, "finite"),
+        ({"clicks": torch.full((2, 3, 3), torch.nan)}, ValueError, "no NaN"),
+    ],
+)
+def test_bad_aggregated_input_is_named(change: dict[str, Any], error: type, message: str) -> None:
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=3)
+    tensors = {
+        "preds": torch.zeros(2, 3),
+        "clicks": torch.zeros(2, 3, 3),
+        "views": torch.ones(2, 3, 3),
+    }
+    tensors.update(change)
+    with pytest.raises(error, match=re.escape(message)):
+        loss_fn.aggregated(**tensors)

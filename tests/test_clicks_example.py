@@ -16,10 +16,38 @@ def test_train_from_clicks_tiny(tmp_path: Path, capsys: pytest.CaptureFixture[st
     plot = tmp_path / "biases.png"
     runs = train_from_clicks.main(["--tiny", "--plot", str(plot)])
     out = capsys.readouterr().out
-    assert {"logger", "full", "naive", "ips", "learnt"} <= set(runs)
+    assert {"logger", "full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips"} <= set(runs)
     for name in ("xgboost", "lightgbm"):  # both are in the examples extra
         assert name in runs
     assert all(0 <= values[0] <= 1 for values in runs.values())
-    assert "| method | test nDCG@10 (mean ± sd) | gap closed |" in out
+    header = (
+        "| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |"
+    )
+    assert header in out
     assert "| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) |" in out
     assert plot.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_summed_sessions_are_the_sessions_counts() -> None:
+    """`sum_sessions`: per-position click and view rates; their IPS rates are the mean of c/θ."""
+    import torch
+    import train_from_clicks
+
+    gen = torch.Generator().manual_seed(0)
+    queries, sessions, length = 3, 7, 5
+    positions = torch.rand(queries, sessions, length, generator=gen).argsort(-1).argsort(-1)
+    positions[0, :, -1] = -1  # an item never shown
+    clicks = (torch.rand(queries, sessions, length, generator=gen) < 0.4).float()
+    clicks[positions < 0] = 0
+    sums = train_from_clicks.sum_sessions(train_from_clicks.ClickLog(positions, clicks), length)
+    for q in range(queries):
+        for item in range(length):
+            for p in range(length):
+                at = positions[q, :, item] == p
+                assert sums.views[q, item, p] == pytest.approx(float(at.sum()) / sessions)
+                expected = float(clicks[q, at, item].sum()) / sessions
+                assert sums.clicks[q, item, p] == pytest.approx(expected)
+    propensity = train_from_clicks.true_biases(length)
+    ips = torch.where(positions >= 0, clicks / propensity[positions.clamp(min=0)], 0).mean(1)
+    torch.testing.assert_close(sums.rates(propensity), ips)
+    torch.testing.assert_close(sums.rates(), clicks.mean(1))

@@ -179,27 +179,3 @@ def check_binary(
     found = _largest(torch.where(bad, real_values, 0))
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
     return [(~bad.any(), found, message)]
-
-
-def position_sums(values: Tensor, bins: Tensor, n_bins: int) -> Tensor:
-    """``[n_bins]``: the sum of ``values`` over the items of each bin (``bins`` in ``[0, n]``).
-
-    Bin ``n_bins`` collects what is left out (padding, items not shown) and is dropped.
-    """
-    sums = values.new_zeros(n_bins + 1)
-    sums.scatter_add_(0, bins.reshape(-1), values.reshape(-1))
-    return sums[:n_bins]
-
-
-def closed_form_biases(sums: Tensor, exponent: float, previous: Tensor) -> Tensor:
-    r"""Hu et al.'s closed-form bias update: $t_i = (S_i / S_0)^{1 / (p + 1)}$.
-
-    ``sums`` are the statistics $S_i$ per position (the last dimension; ``[2, n]`` updates
-    the biases of clicks and non-clicks at once) and ``exponent`` is $1/(p + 1)$. A position
-    with no statistic (or all of them, when the top one has none) keeps its ``previous`` bias:
-    there is nothing to estimate it from.
-    """
-    top = sums[..., :1]
-    known = (sums > 0) & (top > 0)
-    ratio = torch.where(known, sums / torch.where(known, top, 1), 1)
-    return torch.where(known, ratio.pow(exponent), previous)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import NoReturn
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _clicks, _validation
+from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
 from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
 from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
 from torch_ndcg.losses import _option, _RankingLoss
@@ -148,6 +149,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         # Moving averages of S+ (row 0) and S- (row 1) per position.
         self.statistics: Tensor
         self.register_buffer("statistics", torch.zeros(2, num_positions))
+        # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
+        self._edge: Tensor
+        self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
 
     def forward(  # type: ignore[override]
         self,
@@ -180,41 +184,183 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             self.options,
             extra_checks=_clicks.value_checks(extra) if self.validate_args else None,
         )
-        length = preds.shape[-1]
-        flat_positions = positions.reshape(-1, length).long().clamp(0, self.num_positions - 1)
-        clicked = clicks.reshape(-1, length) > 0
-        biases = torch.stack([self.t_plus, self.t_minus]).to(lists.scores.dtype)
-        # Each item's factor: 1 / t+ at its position if clicked, else 1 / t-.
-        item_bias = torch.where(clicked, biases[0][flat_positions], biases[1][flat_positions])
+        n, length = self.num_positions, preds.shape[-1]
+        # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
+        # shown fall in bins 0 and n + 1, which weigh nothing and are dropped from the sums.
+        unclicked = clicks.reshape(-1, length) <= 0
+        bins = torch.add(positions.reshape(-1, length) + 1, unclicked, alpha=n + 1).long()
+        if real is not None:  # padded items' positions are never checked: any value
+            bins = torch.where(taken.reshape(-1, length), bins, 0)
+        # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
+        factors = torch.cat([self._edge, self.t_plus, self._edge, self.t_minus]).reciprocal()
+        item_factor = factors.to(lists.scores.dtype)[bins]
         per_list, shares = lambda_pairs(
-            lists, self.options, item_factor=item_bias.reciprocal(), item_losses=self.training
+            lists, self.options, item_factor=item_factor, item_losses=self.training
         )
         if shares is not None:
-            self._update_biases(shares * item_bias, clicked, flat_positions, lists.mask)
+            self._update_biases(shares / item_factor, bins)
         return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
 
+    def aggregated(
+        self,
+        preds: Tensor,
+        clicks: Tensor,
+        views: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        r"""The loss of ``[..., L]`` scores on sessions summed per item and position.
+
+        A click log of many sessions of the same lists need not be fed session by session:
+        ``clicks[..., w, i]`` and ``views[..., w, i]`` (``[..., L, num_positions]``,
+        non-negative, ``clicks <= views``) count how often item $w$ was clicked and shown at
+        position $i$ in the sessions of its list. With $A_w = \sum_i \mathrm{clicks}_{wi} / t^+_i$
+        and $B_l = \sum_j (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) / t^-_j$:
+
+        $$
+        \ell = \sum_{w \ne l} A_w B_l \, |\Delta D_{wl}| \,
+            \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+        $$
+
+        with $|\Delta D_{wl}|$ the change of the DCG@k discount when $w$ and $l$ swap places
+        in the current ranking. On one session whose counts (one-hot at each shown item's
+        position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
+        `forward`'s loss exactly, and so are the bias updates,
+        $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
+        $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$.
+        Over many sessions, pass the means over the sessions of their counts (per-position
+        click-through and view rates): the loss is then the mean over the sessions of the
+        per-session pair losses (without LambdaRank's $1 / Z_s$), up to the correlation of two
+        items' clicks within a session, since the mean of a pair's weights
+        $\overline{a_w b_l}$ is taken as the product of the items' means $\bar a_w \bar b_l$
+        (in the position-based click model two items' clicks are independent given their
+        positions; what is left is that two items never share a position: 2% on 6 items in
+        the tests). The cost is that of one list per query whatever the number of sessions; the
+        pairs are computed densely (``[N, L, L]``), for lists of up to a few thousand items.
+
+        Args:
+            preds: ``[..., L]`` floating scores.
+            clicks: ``[..., L, num_positions]`` floating click counts (or weighted sums).
+            views: ``[..., L, num_positions]`` floating counts of the times shown, at least
+                ``clicks``.
+            mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+
+        Returns:
+            The reduced loss (``reduction``; ``"mean"`` is over the lists with a click).
+
+        Raises:
+            TypeError: a tensor of the wrong dtype.
+            ValueError: shapes that disagree, or (``validate_args``) counts negative, not
+                finite, or clicks above views.
+
+        Example:
+            >>> import torch
+            >>> from torch_ndcg import UnbiasedLambdaRankLoss
+            >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, bias_norm=0.0, momentum=0.0)
+
+            The two sessions of `forward`'s example, summed: item 0 clicked once at each
+            position, item 1 shown once at each position and never clicked.
+
+            >>> preds = torch.tensor([0.0, 1.0])
+            >>> clicks = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+            >>> views = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+            >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
+            tensor(1.9387)
+        """
+        length, n = preds.shape[-1], self.num_positions
+        if not isinstance(preds, Tensor) or not preds.is_floating_point():
+            raise TypeError(f"Expected `preds` to be a floating tensor, but got {preds!r}.")
+        counts_shape = (*preds.shape, n)
+        for name, value in (("clicks", clicks), ("views", views)):
+            if not isinstance(value, Tensor) or not value.is_floating_point():
+                raise TypeError(
+                    f"Expected `{name}` to be a floating tensor, but got "
+                    f"{getattr(value, 'dtype', type(value).__name__)}."
+                )
+            if tuple(value.shape) != counts_shape:
+                raise ValueError(
+                    f"Expected `{name}` to have shape {counts_shape} (`preds`' shape and "
+                    f"`num_positions`), but got {tuple(value.shape)}."
+                )
+        if self.validate_args:
+            _validation.check_mask(mask, preds.shape)
+        dtype = preds.dtype
+        scores = preds.reshape(-1, length)
+        real = None if mask is None else mask.reshape(-1, length)
+        won = clicks.reshape(-1, length, n).to(dtype)
+        lost = views.reshape(-1, length, n).to(dtype) - won
+        if real is not None:
+            won = won * real[..., None]
+            lost = lost * real[..., None]
+        if self.validate_args and won.numel() > 0:
+            low, high = torch.aminmax(torch.cat([won.detach(), lost.detach()]))
+            check = _clicks.value_checks(
+                [
+                    (low == low, low, "Expected `clicks` and `views` to contain no NaN."),
+                    (high < torch.inf, high, "Expected `views` to be finite, but found {found}."),
+                    (
+                        low >= 0,
+                        low,
+                        "Expected `clicks` non-negative and at most `views`, but found a "
+                        "difference or count of {found}.",
+                    ),
+                ]
+            )
+            _clicks.resolve_checks(check)
+        inverse = torch.stack([self.t_plus, self.t_minus]).to(dtype).reciprocal()
+        winner = won @ inverse[0]  # A_w: [N, L]
+        loser = lost @ inverse[1]  # B_l
+        # Current ranking: 1-based ranks, ties in order of appearance, padding last.
+        keys = _fast_paths.ranking_keys(scores.detach(), real)
+        order = _fast_paths.stable_descending_order(keys, length)
+        ranks = torch.empty_like(order).scatter_(
+            -1, order, torch.arange(1, length + 1, device=order.device).expand_as(order)
+        )
+        kmax = length if self.k is None else min(self.k, length)
+        discount = _kernels.discounts(ranks.to(dtype), self.discount).to(dtype)
+        discount = torch.where(ranks <= kmax, discount, 0)
+        delta = (discount[:, :, None] - discount[:, None, :]).abs()
+        difference = scores[:, :, None] - scores[:, None, :]
+        pair = delta * torch.nn.functional.softplus(-self.sigma * difference)  # L_wl: [N, L, L]
+        per_list = torch.einsum("nw,nwl,nl->n", winner, pair, loser)
+        if self.training:
+            with torch.no_grad():
+                plus = torch.einsum("nwi,nwl,nl->i", won, pair, loser)
+                minus = torch.einsum("nlj,nwl,nw->j", lost, pair, winner)
+                self._add_statistics(torch.stack([plus, minus]))
+        has_click = won.sum(dim=(-1, -2)) > 0
+        per_list = torch.where(has_click, per_list, 0)
+        return _reduce(per_list, has_click, self.reduction, preds.shape[:-1])
+
     @torch.no_grad()
-    def _update_biases(
-        self, statistic: Tensor, clicked: Tensor, positions: Tensor, taken: Tensor | None
-    ) -> None:
+    def _update_biases(self, statistic: Tensor, bins: Tensor) -> None:
         """Add this batch's ``S+`` and ``S-`` to their moving averages; update the biases.
 
         ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
-        (its share of the debiased losses times its own bias).
+        (its share of the debiased losses times its own bias); ``bins`` as in `forward`.
         """
         n = self.num_positions
-        # Bins 0..n-1: clicked items by position; n..2n-1: unclicked; 2n: left out.
-        bins = torch.where(clicked, positions, positions + n)
-        if taken is not None:
-            bins = torch.where(taken, bins, 2 * n)
-        batch = _clicks.position_sums(statistic.to(self.statistics.dtype), bins, 2 * n)
+        sums = self.statistics.new_zeros(2 * (n + 1))
+        sums.scatter_add_(0, bins.reshape(-1), statistic.reshape(-1).to(sums.dtype))
+        self._add_statistics(sums.view(2, n + 1)[:, 1:])
+
+    @torch.no_grad()
+    def _add_statistics(self, batch: Tensor) -> None:
+        r"""Sum ``batch`` (``[2, num_positions]``: S+, S-) over the ranks; update the biases.
+
+        Hu et al.'s closed form, $t_i = (S_i / S_0)^{1 / (p + 1)}$; a position with no
+        statistic (or all of them, when the top one has none) keeps its bias: there is nothing
+        to estimate it from. Branch-free and in place: a handful of launches per step.
+        """
+        batch = batch.to(self.statistics.dtype)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            batch = batch.contiguous()
             dist.all_reduce(batch)
-        self.statistics.lerp_(batch.view(2, n), 1 - self.momentum)
-        previous = torch.stack([self.t_plus, self.t_minus])
-        biases = _clicks.closed_form_biases(self.statistics, 1 / (1 + self.bias_norm), previous)
-        self.t_plus.copy_(biases[0])
-        self.t_minus.copy_(biases[1])
+        sums = self.statistics.lerp_(batch, 1 - self.momentum)
+        top = sums[:, :1]
+        known = torch.minimum(sums, top) > 0
+        estimate = (sums / top).pow_(1 / (1 + self.bias_norm))
+        for row, bias in enumerate((self.t_plus, self.t_minus)):
+            torch.where(known[row], estimate[row], bias, out=bias)
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
