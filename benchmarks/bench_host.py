@@ -16,13 +16,25 @@ checks):
 
 Run: ``python benchmarks/bench_host.py``. The machine's load moves the times (not the counts):
 compare runs made one after the other, and repeat.
+
+``--baseline REF`` measures a git commit by the same method in the same run: two child
+processes run this script's steps, one with ``PYTHONPATH`` set to a temporary ``git worktree``
+of ``REF``, one with this checkout's package; each timed batch of calls of the one is followed
+by the same batch of the other (so a change of the machine's load falls on both), and the
+``after / before`` ratio of the medians is printed per row.
+``python benchmarks/bench_host.py --baseline f96d896`` compares with the code
+before the checked-configuration work (issue 17).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,26 +148,158 @@ def tiny_op_us(*, repeats: int, seconds: float) -> float:
     return host_us(lambda: torch.add(x, y), repeats=repeats, seconds=seconds)
 
 
+def all_steps() -> list[tuple[str, str, Callable[[], object]]]:
+    """Every row: ``(call, shape, step)``."""
+    return [
+        (name, f"{shape[0]}x{shape[1]}", step)
+        for shape in SHAPES
+        for name, step in steps(shape).items()
+    ]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def serve() -> None:
+    """Child of ``--baseline``: print each row's counts, then time the batches asked for.
+
+    Reads lines ``"<row> <calls>"`` (row -1: the tiny op) and answers each with the time of one
+    call in microseconds, over one batch of ``calls`` calls.
+    """
+    torch.set_num_threads(1)
+    rows = all_steps()
+    x, y = torch.ones(1), torch.ones(1)
+    tiny: Callable[[], object] = lambda: torch.add(x, y)  # noqa: E731
+    for _, _, step in rows:
+        step()  # tables built and kept: the counts are those of every later call
+    print(
+        json.dumps([[name, shape, launched_ops(st), python_calls(st)] for name, shape, st in rows])
+    )
+    sys.stdout.flush()
+    for line in sys.stdin:
+        index, calls = (int(word) for word in line.split())
+        step = tiny if index < 0 else rows[index][2]
+        for _ in range(3 if calls > 1 else 0):  # warm
+            step()
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        print((time.perf_counter() - start) / calls * 1e6)
+        sys.stdout.flush()
+
+
+class _Child:
+    """A `serve` process importing ``torch_ndcg`` from ``package_root``."""
+
+    def __init__(self, package_root: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(package_root)}
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.rows: list[list[Any]] = json.loads(self.stdout.readline())
+
+    def time_us(self, index: int, calls: int) -> float:
+        self.stdin.write(f"{index} {calls}\n")
+        self.stdin.flush()
+        return float(self.stdout.readline())
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.process.wait()
+
+
+def compare(ref: str, timing: dict[str, Any]) -> None:
+    """Time ``ref`` and this checkout batch by batch, alternating, and print their ratios."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "baseline"
+        git = ["git", "-C", str(ROOT), "worktree"]
+        subprocess.run([*git, "add", "--detach", "-q", str(tree), ref], check=True)
+        try:
+            before, after = _Child(tree), _Child(ROOT)
+            timing["rows"] = [
+                index
+                for index, (name, shape, _, _) in enumerate(after.rows)
+                if timing["only"] is None or timing["only"] in f"{name} {shape}"
+            ]
+            try:
+                medians = _alternate(before, after, timing)
+            finally:
+                before.close()
+                after.close()
+        finally:
+            subprocess.run([*git, "remove", "--force", str(tree)], check=True)
+    (tiny_before, tiny_after), *rows = medians
+    old_rows = [before.rows[index] for index in timing["rows"]]
+    new_rows = [after.rows[index] for index in timing["rows"]]
+    print(
+        f"torch {torch.__version__}, CPU, 1 thread; before = {ref}, after = this checkout, timed "
+        f"in two processes batch by batch in turn (medians of {timing['repeats']} batches each)"
+    )
+    print(f"one tiny op (1-element add): before {tiny_before:.2f} us, after {tiny_after:.2f} us")
+    columns = [("shape", 9), ("before us", 10), ("after us", 9), ("after/before", 13)]
+    columns += [("ops", 9), ("py calls", 10), ("x tiny op", 10)]
+    header = f"{'call':<26} " + " ".join(f"{name:>{width}}" for name, width in columns)
+    print(header)
+    print("-" * len(header))
+    for (us_before, us), old, new in zip(rows, old_rows, new_rows, strict=True):
+        name, shape, ops, calls = new
+        ratio = us / (ops * tiny_after)
+        print(
+            f"{name:<26} {shape:>9} {us_before:>10.1f} {us:>9.1f} {us / us_before:>13.2f} "
+            f"{f'{old[2]}>{ops}':>9} {f'{old[3]}>{calls}':>10} {ratio:>10.1f}"
+        )
+
+
+def _alternate(before: _Child, after: _Child, timing: dict[str, Any]) -> list[tuple[float, float]]:
+    """Per row (the tiny op first): the median time of both children, their batches in turn."""
+    medians = []
+    for index in [-1, *timing["rows"]]:
+        once = max(after.time_us(index, 1), before.time_us(index, 1), 0.1)
+        calls = max(1, int(timing["seconds"] * 1e6 / timing["repeats"] / once))
+        times: tuple[list[float], list[float]] = ([], [])
+        for _ in range(timing["repeats"]):
+            times[0].append(before.time_us(index, calls))
+            times[1].append(after.time_us(index, calls))
+        medians.append((statistics.median(times[0]), statistics.median(times[1])))
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="batches of calls per timing")
     parser.add_argument("--seconds", type=float, default=0.5, help="time spent per timing")
+    parser.add_argument("--baseline", help="a git ref to measure by the same method, for ratios")
+    parser.add_argument("--only", help="with --baseline: the rows whose 'call shape' has this")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    timing: dict[str, Any] = {"repeats": args.repeats, "seconds": args.seconds}
+    timing["only"] = args.only
+    if args.serve:
+        serve()
+        return
+    if args.baseline:
+        compare(args.baseline, timing)
+        return
     torch.set_num_threads(1)
-    timing = {"repeats": args.repeats, "seconds": args.seconds}
     tiny = tiny_op_us(**timing)
     print(f"torch {torch.__version__}, CPU, 1 thread; one tiny op (1-element add): {tiny:.2f} us")
     columns = ("shape", 10), ("host us", 9), ("ops", 5), ("py calls", 9), ("x tiny op", 10)
     header = f"{'call':<28} " + " ".join(f"{name:>{width}}" for name, width in columns)
     print(header)
     print("-" * len(header))
-    for shape in SHAPES:
-        for name, step in steps(shape).items():
-            ops, calls = launched_ops(step), python_calls(step)
-            seconds = host_us(step, **timing)
-            ratio = seconds / (ops * tiny)
-            shown = f"{shape[0]}x{shape[1]}"
-            print(f"{name:<28} {shown:>10} {seconds:>9.1f} {ops:>5} {calls:>9} {ratio:>10.1f}")
+    for name, shown, step in all_steps():
+        step()  # tables built and kept: the counts are those of every later call
+        ops, calls = launched_ops(step), python_calls(step)
+        seconds = host_us(step, **timing)
+        ratio = seconds / (ops * tiny)
+        print(f"{name:<28} {shown:>10} {seconds:>9.1f} {ops:>5} {calls:>9} {ratio:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Rows of a retrieval metric exchanged between DDP ranks so that each query lands on one rank.
+"""The partitioned-rows protocol: a retrieval metric's rows, one rank per query, under DDP.
 
 Query ``q`` belongs to rank ``q mod world``. Each rank sends every other rank the rows of its
 queries with one ``all_to_all_single`` per dtype (split sizes exchanged first), so that after
@@ -6,18 +6,29 @@ the exchange a rank holds all the rows of its queries and nothing else: per-rank
 work fall as ``1 / world``, where gathering every row on every rank would not. Received rows
 come in source-rank order (rank 0's rows, then rank 1's, ...), each source's in their own
 order, which is the row order that ``ties="first"`` documents.
+
+`PartitionedRows` is that protocol for a torchmetrics metric storing rows: its sync exchanges
+the rows (instead of gathering every row to every rank), its ``compute`` scores this rank's
+queries and finishes with one sum all-reduce or a gather of the per-query values, and an error
+on one rank is raised on every rank together, so that no rank waits alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_ndcg._host import read_together
+from torch_ndcg._options import compute_dtype
+
+_Scored = TypeVar("_Scored")
 
 
 def world_size(group: Any | None) -> int:
@@ -67,3 +78,108 @@ def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     """``tensor`` summed over the ranks of ``group`` (in place, returned)."""
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     return tensor
+
+
+class PartitionedRows(Metric):
+    """A metric of rows in list states ``preds``, ``target``, ``indexes``, partitioned under DDP.
+
+    After a sync with torchmetrics' default ``dist_sync_fn`` this rank holds the rows of its own
+    queries only (`exchange_by_query`); a custom ``dist_sync_fn`` gets torchmetrics' gather.
+    ``compute`` goes through `score_on_every_rank`, then `sum_over_ranks` or
+    `gather_over_ranks`, which are no-ops where the rows are not partitioned.
+    """
+
+    preds: list[Tensor]
+    target: list[Tensor]
+    indexes: list[Tensor]
+    # While the states hold this rank's share of the queries (after a DDP sync): True, and the
+    # process group (None is the default group).
+    _partitioned = False
+    _partition_group: Any = None
+
+    def stored_rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The stored rows as three flat tensors."""
+        if isinstance(self.preds, list) and not self.preds:
+            empty = torch.empty(0, dtype=compute_dtype(self.dtype), device=self.device)
+            return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
+        return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether this rank holds its own queries' rows only, now.
+
+        torchmetrics' forward may leave the flag set without a sync (``dist_sync_on_step``).
+        """
+        return self._partitioned and self._is_synced
+
+    def score_on_every_rank(self, score: Callable[[], _Scored]) -> _Scored:
+        """``score()``; where partitioned, an error of any rank raised on every rank together.
+
+        Raising skips torchmetrics' unsync: this rank's rows are restored first, so that the
+        metric stays usable.
+        """
+        if not self.partitioned:
+            return score()
+        failure: Exception | None = None
+        try:
+            scored = score()
+        except Exception as error:
+            failure = error
+        failed = torch.tensor([float(failure is not None)], device=self.device)
+        if all_reduce_sum(failed, self._partition_group).item() > 0:
+            self.unsync()
+            raise failure or ValueError(
+                "Found an invalid query on another rank (see its error): "
+                f"`{type(self).__name__}.compute` raises on every rank."
+            )
+        return scored
+
+    def sum_over_ranks(self, totals: Tensor) -> Tensor:
+        """``totals`` summed over the ranks where partitioned (one all-reduce)."""
+        return all_reduce_sum(totals, self._partition_group) if self.partitioned else totals
+
+    def gather_over_ranks(self, values: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """Every rank's per-query ``values`` and their ``ids``, by id, where partitioned."""
+        if not self.partitioned:
+            return values, ids
+        group = self._partition_group
+        values = dim_zero_cat(gather_all_tensors(values, group))
+        ids = dim_zero_cat(gather_all_tensors(ids, group))
+        order = ids.argsort()  # each query was scored on one rank: ids are distinct
+        return values.index_select(0, order), ids.index_select(0, order)
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Any | None = None,
+    ) -> None:
+        """Exchange rows between ranks so that each query lands on one rank (see the class)."""
+        group = process_group if process_group is not None else self.process_group
+        if dist_sync_fn is gather_all_tensors and world_size(group) > 1:
+            preds, target, indexes = self.stored_rows()
+            (pairs,), owned = exchange_by_query(
+                [torch.stack([preds, target], dim=-1)], indexes, group
+            )
+            self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
+            self._partitioned, self._partition_group = True, group
+            return
+        # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
+        # state: the other ranks' int64 ids, and their float32 rows in a half-precision
+        # metric, would then meet another dtype in the gather (gloo aborts).
+        for name in ("preds", "target", "indexes"):
+            value = getattr(self, name)
+            if isinstance(value, list) and not value:
+                dtype = torch.int64 if name == "indexes" else compute_dtype(self.dtype)
+                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
+        super()._sync_dist(dist_sync_fn, process_group)
+
+    def unsync(self, should_unsync: bool = True) -> None:
+        """Restore this rank's own rows after a sync (see torchmetrics)."""
+        super().unsync(should_unsync)
+        if should_unsync:
+            self._partitioned = False
+
+    def reset(self) -> None:
+        """Forget every row (see torchmetrics)."""
+        super().reset()
+        self._partitioned = False

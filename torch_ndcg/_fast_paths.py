@@ -86,6 +86,23 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     return keys
 
 
+# Batches of at most this many items are small: the call's cost is the number of operations it
+# launches, not their size, so they take the paths with the fewest (float scores as their own
+# keys, the ideal DCG from the sorted gains, one product for both DCGs).
+SMALL_ELEMENTS = 1 << 12
+
+
+def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
+    """`ranking_keys`, or for an unpadded small batch (`SMALL_ELEMENTS`) its scores themselves.
+
+    Float scores have the order and equalities of their integer keys (no NaN is ranked), so
+    where no padding must rank below a real ``-inf`` they serve as keys without an operation.
+    """
+    if mask is None and preds.numel() <= SMALL_ELEMENTS:
+        return preds.to(compute_dtype(preds.dtype))
+    return ranking_keys(preds, mask)
+
+
 # ATen splits a CPU ``topk`` between threads in blocks of ``32768 // row length`` rows
 # (``at::internal::GRAIN_SIZE``), so a batch of fewer elements runs on one thread.
 _CPU_TOPK_GRAIN = 32768
@@ -99,9 +116,13 @@ def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     A small CPU batch, which ATen would select on one thread, is first padded with the dtype's
     minimum to just past the row length at which ATen uses two threads, when that costs less
     than half the length again: about 1.6x faster on ``[256, 100]`` with two threads. The
-    padding is below every key, so it is never selected and the result is the same.
+    padding is below every key, so it is never selected and the result is the same. A small
+    batch (`SMALL_ELEMENTS`) is selected by ``topk`` even when all its items are wanted: for
+    a few rows it costs less than ``sort``.
     """
     rows, length = keys.shape
+    if keys.numel() <= SMALL_ELEMENTS:
+        return keys.topk(kmax, dim=-1, sorted=True)
     if kmax < length and _host.eager_cpu(keys.device) and torch.get_num_threads() > 1:
         two_thread_length = _CPU_TOPK_GRAIN // max(rows, 1) + 1
         if length < two_thread_length <= length * (1 + _MAX_TOPK_PADDING):
@@ -312,23 +333,6 @@ def ideal_dcg_from_label_counts(
     return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
-def _position_gains(
-    keys: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    top: tuple[Tensor, Tensor] | None,
-    order: Tensor,
-    tied: bool,
-    gain: Gain,
-    dtype: torch.dtype,
-) -> tuple[Tensor, Tensor | None]:
-    """Gains credited to the top positions, tie-averaged where ``tied``; and the item gains."""
-    if top is None or not tied:
-        return _kernels.ranked_gains(target, mask, order, gain, dtype), None
-    item_gains = _kernels.list_gains(target, mask, gain, dtype)
-    return tie_averaged_gains(keys, top[0], top[1], item_gains), item_gains
-
-
 def _ranked(
     preds: Tensor,
     target: Tensor,
@@ -345,7 +349,7 @@ def _ranked(
     labels' range are read together; the tie flag then spares tie-free batches the averaging.
     Elsewhere nothing is read: ties are always averaged (the same numbers, branch-free).
     """
-    keys = ranking_keys(preds, mask)
+    keys = sort_keys(preds, mask)
     top: tuple[Tensor, Tensor] | None = None
     tie_flag: Tensor | None = None
     read_back = _host.may_read_back(preds.device)
@@ -370,6 +374,30 @@ def _ranked(
             probe_values = [0.0, float(max_label)]
     tied = bool(tie_value and tie_value[0])
     return keys, top, order, tied, probe_values
+
+
+def _position_gains(
+    keys: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    top: tuple[Tensor, Tensor] | None,
+    order: Tensor,
+    tied: bool,
+    gain: Gain,
+    dtype: torch.dtype,
+    item_gains: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Gains credited to the top positions, tie-averaged where ``tied``; and the item gains.
+
+    Without ties only the top items' gains are taken, from ``item_gains`` where given.
+    """
+    if top is None or not tied:
+        if item_gains is not None:
+            return item_gains.gather(-1, order), item_gains
+        return _kernels.ranked_gains(target, mask, order, gain, dtype), None
+    if item_gains is None:
+        item_gains = _kernels.list_gains(target, mask, gain, dtype)
+    return tie_averaged_gains(keys, top[0], top[1], item_gains), item_gains
 
 
 def ranked_dcg(
@@ -402,9 +430,10 @@ def dcg_and_ideal(
     At most one host read-back, and only on the CPU (see `torch_ndcg._host`): the input
     ``check``, whether a tie touches the top k, and the labels' range (for the label-count
     ideal DCG of integer labels) are read together. Ties are averaged only where a tie
-    touches the top k (always, where nothing is read back); the ideal DCG comes from label
-    counts (`ideal_dcg_from_label_counts`) for small integer labels and a named gain, else
-    from the sorted labels (`torch_ndcg._kernels.ideal_dcg`).
+    touches the top k (always, where nothing is read back). The ideal DCG of a small batch
+    (`SMALL_ELEMENTS`) comes from its sorted gains, with the DCG in one product; of a larger
+    one from label counts (`ideal_dcg_from_label_counts`) for small integer labels and a named
+    gain, else from the sorted labels (`torch_ndcg._kernels.ideal_dcg`).
 
     Args:
         preds: ``[N, L]`` scores, floating.
@@ -418,6 +447,7 @@ def dcg_and_ideal(
     """
     gain, discount = options.gain, options.discount
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
+    small = preds.numel() <= SMALL_ELEMENTS
     keys, top, order, tied, probe_values = _ranked(
         preds,
         target,
@@ -425,11 +455,25 @@ def dcg_and_ideal(
         kmax=kmax,
         ties=options.ties,
         check=check,
-        probe_labels=not callable(gain),
+        probe_labels=not (small or callable(gain)),
     )
     dtype = compute_dtype(preds.dtype)
-    position_gains, item_gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
+    if small:
+        item_gains = _kernels.list_gains(target, mask, gain, dtype)
+        position_gains, _ = _position_gains(
+            keys, target, mask, top, order, tied, gain, dtype, item_gains
+        )
+        if callable(gain):  # its gains may be negative: padding is ranked apart
+            ideal_gains = _kernels.ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
+        else:  # padding's gain of 0 is the least: it never displaces a real item
+            ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
+        # Tie-averaged gains are in the accumulation dtype already: cat promotes the others.
+        both = torch.cat([position_gains, ideal_gains]).to(accumulate_dtype(preds.device))
+        with _host.full_precision(preds.device):
+            dcg, ideal = _kernels.cumulative_dcg(both, ks, discount).chunk(2)
+        return dcg, ideal
     levels = None if callable(gain) else counted_levels(target, probe_values)
+    position_gains, gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, discount)
         if levels is not None and not callable(gain):
@@ -439,6 +483,6 @@ def dcg_and_ideal(
             )
         else:
             ideal = _kernels.ideal_dcg(
-                target, mask, ks, kmax, gain, discount, dtype, item_gains=item_gains
+                target, mask, ks, kmax, gain, discount, dtype, item_gains=gains
             )
     return dcg, ideal

@@ -17,7 +17,7 @@ from torchmetrics import Metric, MetricCollection
 
 from torch_ndcg import _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties, compute_dtype
-from torch_ndcg.functional._significance import REDUCE_LAST_DIM
+from torch_ndcg.functional._significance import REDUCE_LAST_DIM, normal_interval
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
@@ -118,9 +118,39 @@ def aggregate(values: Tensor, aggregation: Any) -> Tensor:
     return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
 
 
-def plot_distribution(values: dict[str, Tensor], ax: Any, title: str) -> Any:
-    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out."""
+def mean_of_counted(
+    values: Tensor, confidence: float | None, reduce: Callable[[Tensor], Tensor]
+) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+    """Mean of ``[Q, C]`` values over the counted ones, and its normal interval (``confidence``).
+
+    ``reduce`` sums the ``[sum, count(, sum of squares)]`` terms over the ranks (one
+    all-reduce) or returns them as they are.
+    """
+    terms = list(counted_sum(values))
+    if confidence is not None:
+        terms.append(counted_sum(values * values)[0])
+    totals = reduce(torch.stack(terms).to(torch.float64))
+    mean = totals[0] / totals[1].clamp(min=1)
+    if confidence is None:
+        return mean, None
+    _, low, high = normal_interval(totals[0], totals[2], totals[1], confidence)
+    return mean, (low, high)
+
+
+def plot_distribution(result: Any, name: str, ax: Any, title: str) -> Any:
+    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out.
+
+    ``result`` is one ``(values, ids)`` result of ``aggregation="none"``; ``name`` that of a
+    single cut-off's values.
+    """
     import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
+
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ValueError(
+            "Expected `val` to be one `(values, ids)` result of `compute()` with "
+            f"`aggregation`='none', but got {type(result).__name__}."
+        )
+    values = result[0] if isinstance(result[0], dict) else {name: result[0]}
 
     fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
     for name, column in values.items():
@@ -155,8 +185,25 @@ class NDCGMetricBase(Metric):
     while ``merge_state``, which may take a metric from another process, compares bytes 0-3.
     """
 
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+    plot_lower_bound = 0.0
+    plot_upper_bound = 1.0
+
     options: MetricOptions
     options_key: Tensor
+
+    # Plain bookkeeping that torchmetrics sets at every ``update`` (and the rows' partition
+    # flag): never a parameter, buffer, module or constant, so torch's attribute setter (its
+    # checks cost a few microseconds an update) is passed by.
+    _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in NDCGMetricBase._PLAIN_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def _state_options(self) -> tuple[Any, ...]:
         """The options (and dtypes) that shape the states: equal for metrics that may share them."""
@@ -236,6 +283,18 @@ class NDCGMetricBase(Metric):
                 )
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics would return the value cached before the merge
+
+    def plot(self, val: Any = None, ax: Any = None) -> Any:
+        """Plot a value (or a list of values) of the metric; needs matplotlib.
+
+        Args:
+            val: a result of ``compute``/``forward`` or a list of them; ``None`` computes one.
+            ax: a matplotlib axis to draw on.
+
+        Returns:
+            ``(figure, axis)``.
+        """
+        return self._plot(val, ax)
 
     @property
     def result_dtype(self) -> torch.dtype:

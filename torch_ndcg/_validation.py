@@ -18,7 +18,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 from torch import Tensor
@@ -103,6 +103,66 @@ def check_cutoffs(k: Any) -> Cutoffs:
     return Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
 
 
+# Checked option sets kept for the functions, which get their options at every call: a loop
+# calling `ndcg` with the same options checks them at its first call only. At most this many.
+_KEPT_OPTION_SETS = 64
+_kept_options: dict[tuple[Any, ...], Any] = {}
+_Checked = TypeVar("_Checked")
+_Options = ParamSpec("_Options")
+
+
+def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``options`` as a key that only equal options share, or ``None`` (not kept).
+
+    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and hashable
+    callables are kept, each with its type: ``True`` and ``1``, ``5`` and ``5.0``, ``[5]`` and
+    ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph checks as it traces).
+    """
+    if torch.compiler.is_compiling():
+        return None
+    key: list[Any] = []
+    for option in options:
+        kind = type(option)
+        if kind in (list, tuple):
+            if not all(type(item) is int for item in option):
+                return None
+            key.append((tuple, *option))
+        elif option is None or kind in (int, bool, str):
+            key.append((kind, option))
+        elif callable(option):
+            try:
+                hash(option)
+            except TypeError:
+                return None
+            key.append((kind, option))
+        else:
+            return None
+    return tuple(key)
+
+
+def _kept(check: Callable[_Options, _Checked]) -> Callable[_Options, _Checked]:
+    """``check`` of positional options, its configs kept: options met before are not checked.
+
+    Only options that passed are kept (see `_plain_key`), so bad ones raise at every call.
+    """
+
+    @functools.wraps(check)
+    def checked(*options: _Options.args, **keywords: _Options.kwargs) -> _Checked:
+        key = None if keywords else _plain_key((check, *options))
+        if key is not None and key in _kept_options:
+            found: _Checked = _kept_options[key]
+            return found
+        config = check(*options, **keywords)
+        if key is not None:
+            if len(_kept_options) >= _KEPT_OPTION_SETS:
+                _kept_options.clear()
+            _kept_options[key] = config
+        return config
+
+    return checked
+
+
+@_kept
 def check_list_options(
     k: Any,
     gain: Any,
@@ -112,7 +172,10 @@ def check_list_options(
     ignore_index: Any,
     validate_args: Any,
 ) -> ListOptions:
-    """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config."""
+    """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config.
+
+    Options met at an earlier call are not checked again (see `_kept`).
+    """
     cutoffs = check_cutoffs(k)
     check_bool("validate_args", validate_args)
     check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
@@ -329,7 +392,10 @@ def check_values(
     shown_items = n_items if isinstance(n_items, int) else None
     # The rules of an input kind are built once (a training loop meets few kinds); a graph that
     # torch.compile traces builds its own. Only a named gain enters a message.
-    rules_of = _value_rules if torch.compiler.is_compiling() else _kept_value_rules
+    read_back = _host.may_read_back(preds.device)  # eager: not compiling
+    rules_of = (
+        _value_rules if not read_back and torch.compiler.is_compiling() else _kept_value_rules
+    )
     rules = rules_of(
         None if limit is None else gain,
         dtype,
@@ -339,7 +405,7 @@ def check_values(
         finite_preds,
         real_target.is_floating_point(),
     )
-    if not _host.may_read_back(preds.device):
+    if not read_back:
         for rule in rules:
             ok = rule.ok(low_pred, high_pred, low, high)
             assert_on_device(ok, rule.message.format(found=rule.on_device))
@@ -788,9 +854,22 @@ def check_resampling(
 # --- Checks of the metric classes' own arguments ------------------------------------------------
 
 
-def check_aggregation(aggregation: Any) -> None:
-    """``aggregation`` is one of `AGGREGATIONS` or a callable (as torchmetrics')."""
+def check_aggregation(
+    aggregation: Any, confidence: float | None, resamples: Any, seed: Any
+) -> None:
+    """``aggregation`` is one of `AGGREGATIONS` or a callable (as torchmetrics').
+
+    It must aggregate where there is a ``confidence``; the bootstrap's ``resamples`` and
+    ``seed`` are checked too.
+    """
     check_option("aggregation", aggregation, AGGREGATIONS, callable_ok=True)
+    if confidence is not None and aggregation == "none":
+        raise ValueError(
+            "Expected an aggregated `aggregation` with `confidence` (the interval is of the "
+            "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
+            "`aggregation`='none'."
+        )
+    check_resampling(resamples, seed, ("bootstrap_resamples", "bootstrap_seed"))
 
 
 def check_bool(name: str, value: Any) -> None:

@@ -1,25 +1,26 @@
-"""torchmetrics metrics over the functional core: ``NDCG`` and ``RetrievalNDCG``.
+"""torchmetrics metrics over the functional core: ``NDCG`` and ``RetrievalNDCG``, and their typing.
 
-Both classes only store options and state; the numbers come from `torch_ndcg.ndcg` and
-`torch_ndcg._kernels`.
+Both classes only store options and state; the numbers come from `torch_ndcg.ndcg`, the
+torchmetrics machinery from `torch_ndcg._metric_base` and the DDP protocol of the rows from
+`torch_ndcg._distributed`.
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, cast, overload
+from typing import Any, Generic, Literal, TypedDict, cast, overload
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.data import dim_zero_cat
-from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
-from torch_ndcg import _distributed, _options, _validation
+from torch_ndcg import _options, _validation
+from torch_ndcg._distributed import PartitionedRows
 from torch_ndcg._metric_base import (
     MetricOptions,
     NDCGMetricBase,
     aggregate,
     counted_sum,
+    mean_of_counted,
     plot_distribution,
 )
 from torch_ndcg._options import (
@@ -32,7 +33,12 @@ from torch_ndcg._options import (
     compute_dtype,
 )
 from torch_ndcg.functional import _catalog
-from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists, _retrieval_values
+from torch_ndcg.functional._ndcg import (
+    _ndcg_of_lists,
+    _prepare_lists,
+    _retrieval_values,
+    _rows_to_store,
+)
 from torch_ndcg.functional._significance import bootstrap_interval, normal_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
@@ -40,6 +46,42 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 #: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads); a bare
 #: ``NDCG`` annotation leaves it open (``Any``).
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
+
+
+class _MetricKeywords(TypedDict, total=False):
+    """The keywords torchmetrics' `Metric` takes (1.9), passed on as they are."""
+
+    compute_on_cpu: bool
+    dist_sync_on_step: bool
+    process_group: Any
+    dist_sync_fn: Callable[..., Any] | None
+    distributed_available_fn: Callable[[], bool] | None
+    sync_on_compute: bool
+    compute_with_cache: bool
+
+
+class _Options(_MetricKeywords, total=False):
+    """The keywords of both metrics that do not change the type of ``compute()``.
+
+    The overloads of ``__init__`` differ only in ``k``, ``confidence`` and ``aggregation``;
+    they take the rest as ``**options: Unpack[_Options]``, so the type checker sees every
+    keyword with its type while the list is written once (the implementation's signature,
+    which the documentation shows, keeps its defaults).
+    """
+
+    gain: Gain
+    discount: Discount
+    ties: Ties
+    empty_target_action: EmptyTargetAction
+    ignore_index: int | None
+    validate_args: bool
+
+
+class _RetrievalOptions(_Options, total=False):
+    """`_Options` and the bootstrap's keywords of `RetrievalNDCG`."""
+
+    bootstrap_resamples: int
+    bootstrap_seed: int
 
 
 class NDCG(NDCGMetricBase, Generic[ResultT]):
@@ -103,12 +145,6 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         tensor(0.6309)
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-    plot_lower_bound = 0.0
-    plot_upper_bound = 1.0
-
     sum_ndcg: Tensor
     count: Tensor
     sum_sq_ndcg: Tensor
@@ -118,14 +154,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         self: "NDCG[Tensor]",
         k: int | None = None,
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
         confidence: None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_Options],
     ) -> None: ...
 
     @overload
@@ -133,14 +163,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         self: "NDCG[dict[str, Tensor]]",
         k: Sequence[int],
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
         confidence: float | None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_Options],
     ) -> None: ...
 
     @overload
@@ -148,14 +172,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         self: "NDCG[dict[str, Tensor]]",
         k: int | None = None,
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
         confidence: float,
-        **metric_kwargs: Any,
+        **options: Unpack[_Options],
     ) -> None: ...
 
     def __init__(
@@ -328,20 +346,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         )
         return cast(ResultT, self.options.shape(mean, self.result_dtype, (low, high)))
 
-    def plot(self, val: Any = None, ax: Any = None) -> Any:
-        """Plot a value (or a list of values) of the metric; needs matplotlib.
 
-        Args:
-            val: a result of ``compute``/``forward`` or a list of them; ``None`` computes one.
-            ax: a matplotlib axis to draw on.
-
-        Returns:
-            ``(figure, axis)``.
-        """
-        return self._plot(val, ax)
-
-
-class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
+class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     $$
@@ -371,17 +377,15 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
     rank 1, and so on, so it depends on how rows were split across ranks; the default
     ``ties="average"`` does not depend on any order.
 
-    Note:
-        The default gain is exponential, $2^y - 1$ (LightGBM, TF-Ranking, Rax). torchmetrics'
-        ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
-        ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
-        the same).
+    The default gain is exponential, as `NDCG`'s (see its note: ``gain="linear"`` gives
+    torchmetrics' ``RetrievalNormalizedDCG`` numbers).
 
     Args:
         k: an int, a sequence of ints, or ``None`` (each whole query).
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        ties: ``"average"`` or ``"first"``.
+        gain: as `NDCG`; so are ``discount``, ``ties``, ``validate_args`` and
+            ``metric_kwargs``.
+        discount: as `NDCG`.
+        ties: as `NDCG`.
         empty_target_action: value of queries with no relevant item: ``"neg"`` 0, ``"pos"`` 1,
             ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises in ``compute``.
         ignore_index: label value of rows to drop.
@@ -389,8 +393,7 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             ``"median"`` (the lower one, as ``torch.median``), ``"min"``, ``"max"``, a callable
             of the ``[Q]`` values (as torchmetrics' retrieval metrics), or ``"none"`` for
             per-query values.
-        validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
-            assertions (``RuntimeError``, no read-back) on an accelerator.
+        validate_args: as `NDCG`.
         confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
             as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
             interval from the sum, count and sum of squares (one all-reduce under DDP).
@@ -404,7 +407,7 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             aggregation other than ``"mean"``).
         bootstrap_seed: seed of the bootstrap resampling: the same rows give the same bounds,
             on every rank.
-        metric_kwargs: passed to `torchmetrics.Metric`.
+        metric_kwargs: as `NDCG`.
 
     Result:
         Aggregated: a scalar tensor (int ``k`` or ``None``) or a dict ``{"ndcg@k": ...}``
@@ -434,14 +437,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-    plot_lower_bound = 0.0
-    plot_upper_bound = 1.0
-
-    # Lists of batches; torchmetrics' sync may leave one concatenated tensor (jit needs a
-    # single type here, as torchmetrics' own retrieval metrics declare it).
+    # Lists of batches; torchmetrics' sync may leave one concatenated tensor (torch.jit.script
+    # reads the annotations of the scripted class itself: one type here, as torchmetrics' own
+    # retrieval metrics declare it).
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
@@ -451,15 +449,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self: "RetrievalNDCG[Tensor]",
         k: int | None = None,
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
         aggregation: Aggregated = ...,
-        validate_args: bool = ...,
         confidence: None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
     @overload
@@ -467,17 +459,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self: "RetrievalNDCG[dict[str, Tensor]]",
         k: Sequence[int],
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
         aggregation: Aggregated = ...,
-        validate_args: bool = ...,
         confidence: float | None = None,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
     @overload
@@ -485,17 +469,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self: "RetrievalNDCG[dict[str, Tensor]]",
         k: int | None = None,
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
         aggregation: Aggregated = ...,
-        validate_args: bool = ...,
         confidence: float,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
     @overload
@@ -503,15 +479,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self: "RetrievalNDCG[tuple[Tensor, Tensor]]",
         k: int | None = None,
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
         aggregation: Literal["none"],
-        validate_args: bool = ...,
         confidence: None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
     @overload
@@ -519,15 +489,9 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self: "RetrievalNDCG[tuple[dict[str, Tensor], Tensor]]",
         k: Sequence[int],
         *,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
         aggregation: Literal["none"],
-        validate_args: bool = ...,
         confidence: None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
     def __init__(
@@ -551,16 +515,7 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self.options = MetricOptions(
             k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
         )
-        _validation.check_aggregation(aggregation)
-        if confidence is not None and aggregation == "none":
-            raise ValueError(
-                "Expected an aggregated `aggregation` with `confidence` (the interval is of the "
-                "aggregate: 'mean', 'median', 'min', 'max' or a callable), but got "
-                "`aggregation`='none'."
-            )
-        _validation.check_resampling(
-            bootstrap_resamples, bootstrap_seed, ("bootstrap_resamples", "bootstrap_seed")
-        )
+        _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
         self.aggregation = aggregation
         self.bootstrap_resamples = bootstrap_resamples
         self.bootstrap_seed = bootstrap_seed
@@ -568,9 +523,7 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")
-        # While the states hold this rank's share of the queries (after a DDP sync): True,
-        # and the process group (None is the default group).
-        self._partitioned = False
+        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
         self._partition_group: Any = None
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
@@ -581,28 +534,16 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
             target: non-negative labels, the shape of ``preds``.
             indexes: integer query ids, the shape of ``preds``.
         """
-        opt = self.options
-        _validation.check_row_metadata(preds, target, indexes)
-        _validation.check_device(preds, self.options_key.device)
-        stored_preds = preds.detach().reshape(-1).to(compute_dtype(self.dtype))
-        # Checked as stored: the gains' overflow limit is that of the stored dtype.
-        real = _validation.check_rows(
+        rows = _rows_to_store(
             preds,
             target,
             indexes,
-            gain=opt.gain,
-            ignore_index=opt.ignore_index,
-            validate_args=opt.validate_args,
-            scores=stored_preds,
+            self.options.lists,
+            compute_dtype(self.dtype),
+            self.options_key.device,
         )
-        stored_target = target.detach().reshape(-1).to(stored_preds.dtype)
-        if real is not None:
-            # Compared in the labels' own dtype (exactly), then marked by NaN, which compute()
-            # drops: a stored float label could round onto `ignore_index` or off it.
-            stored_target = torch.where(real, stored_target, torch.nan)
-        self.preds.append(stored_preds)
-        self.target.append(stored_target)
-        self.indexes.append(indexes.detach().reshape(-1).to(torch.int64))
+        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
+            state.append(row)
 
     def _state_options(self) -> tuple[Any, ...]:
         # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
@@ -612,69 +553,28 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
         return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
 
-    def _stored_rows(self) -> tuple[Tensor, Tensor, Tensor]:
-        """The stored rows as three flat tensors (ignored rows still marked)."""
-        if isinstance(self.preds, list) and not self.preds:
-            empty = torch.empty(0, dtype=compute_dtype(self.dtype), device=self.device)
-            return empty, empty, torch.empty(0, dtype=torch.int64, device=self.device)
-        return dim_zero_cat(self.preds), dim_zero_cat(self.target), dim_zero_cat(self.indexes)
-
-    def _kept_rows(self, target: Tensor) -> Tensor | None:
-        """The stored rows to score: not marked (NaN label) as ``ignore_index`` (``None``: all)."""
-        return None if self.options.ignore_index is None else ~target.isnan()
+    def _score_queries(self) -> tuple[Tensor, Tensor]:
+        """The per-query values and ids of the stored rows (rows marked ignored dropped)."""
+        preds, target, indexes = self.stored_rows()
+        kept = None if self.options.ignore_index is None else ~target.isnan()
+        return _retrieval_values(preds, target, indexes, kept, self.options.lists)
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        `_sync_dist`): it scores them, and one all-reduce (``"mean"``) or a gather of
-        the per-query values (the other aggregations, ``"none"``) gives every rank the value
-        of all the queries.
+        `torch_ndcg._distributed.PartitionedRows`): it scores them, and one all-reduce
+        (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
+        gives every rank the value of all the queries.
         """
         opt = self.options
-        # torchmetrics' forward may leave the flag set without a sync (dist_sync_on_step).
-        partitioned = self._partitioned and self._is_synced
-        group = self._partition_group
-        failure: Exception | None = None
-        try:
-            preds, target, indexes = self._stored_rows()
-            values, ids = _retrieval_values(
-                preds, target, indexes, self._kept_rows(target), opt.lists
-            )
-        except Exception as error:
-            if not partitioned:
-                raise
-            failure = error  # raised below on every rank together: no rank waits alone
-        if partitioned:
-            failed = torch.tensor([float(failure is not None)], device=self.device)
-            if _distributed.all_reduce_sum(failed, group).item() > 0:
-                # Raising skips torchmetrics' unsync: restore this rank's rows first, so that
-                # the metric stays usable.
-                self.unsync()
-                raise failure or ValueError(
-                    "Found an invalid query on another rank (see its error): "
-                    "`RetrievalNDCG.compute` raises on every rank."
-                )
+        values, ids = self.score_on_every_rank(self._score_queries)
         bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
         if self.aggregation == "mean":
-            # [sum, count] per cut-off, and the sum of squares for an interval: one all-reduce.
-            terms = list(counted_sum(values))
-            if opt.confidence is not None:
-                terms.append(counted_sum(values * values)[0])
-            totals = torch.stack(terms).to(torch.float64)
-            if partitioned:
-                totals = _distributed.all_reduce_sum(totals, group)
-            mean = totals[0] / totals[1].clamp(min=1)
-            if opt.confidence is not None:
-                _, low, high = normal_interval(totals[0], totals[2], totals[1], opt.confidence)
-                bounds = (low, high)
+            mean, bounds = mean_of_counted(values, opt.confidence, self.sum_over_ranks)
         else:
-            if partitioned:
-                values = dim_zero_cat(gather_all_tensors(values, group))
-                ids = dim_zero_cat(gather_all_tensors(ids, group))
-                order = ids.argsort()  # each query was scored on one rank: ids are distinct
-                values, ids = values.index_select(0, order), ids.index_select(0, order)
-        if self._update_count > 0 and ids.numel() == 0 and not partitioned:
+            values, ids = self.gather_over_ranks(values, ids)
+        if self._update_count > 0 and ids.numel() == 0 and not self.partitioned:
             rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
         if self.aggregation == "none":
             return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
@@ -689,48 +589,6 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
                     seed=self.bootstrap_seed,
                 )
         return cast(ResultT, opt.shape(mean, self.result_dtype, bounds))
-
-    def _sync_dist(
-        self,
-        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
-        process_group: Any | None = None,
-    ) -> None:
-        """Exchange rows between ranks so that each query lands on one rank.
-
-        The one place where torchmetrics' sync (a gather of every row to every rank) is
-        replaced: with the default ``dist_sync_fn``, rows go to the rank that owns their
-        query (`torch_ndcg._distributed.exchange_by_query`) and `compute` finishes
-        with one reduction. A custom ``dist_sync_fn`` gets torchmetrics' gather.
-        """
-        group = process_group if process_group is not None else self.process_group
-        if dist_sync_fn is gather_all_tensors and _distributed.world_size(group) > 1:
-            preds, target, indexes = self._stored_rows()
-            (pairs,), owned = _distributed.exchange_by_query(
-                [torch.stack([preds, target], dim=-1)], indexes, group
-            )
-            self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
-            self._partitioned, self._partition_group = True, group
-            return
-        # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
-        # state: the other ranks' int64 ids, and their float32 rows in a half-precision
-        # metric, would then meet another dtype in the gather (gloo aborts).
-        for name in ("preds", "target", "indexes"):
-            value = getattr(self, name)
-            if isinstance(value, list) and not value:
-                dtype = torch.int64 if name == "indexes" else compute_dtype(self.dtype)
-                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
-        super()._sync_dist(dist_sync_fn, process_group)
-
-    def unsync(self, should_unsync: bool = True) -> None:
-        """Restore this rank's own rows after a sync (see torchmetrics)."""
-        super().unsync(should_unsync)
-        if should_unsync:
-            self._partitioned = False
-
-    def reset(self) -> None:
-        """Forget every row (see torchmetrics)."""
-        super().reset()
-        self._partitioned = False
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the metric's value(s), or with ``aggregation="none"`` their distribution.
@@ -755,10 +613,4 @@ class RetrievalNDCG(NDCGMetricBase, Generic[ResultT]):
         if self.aggregation != "none":
             return self._plot(val, ax)
         result = self.compute() if val is None else val
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise ValueError(
-                "Expected `val` to be one `(values, ids)` result of `compute()` with "
-                f"`aggregation`='none', but got {type(result).__name__}."
-            )
-        values = result[0] if isinstance(result[0], dict) else {self.options.names[0]: result[0]}
-        return plot_distribution(values, ax, type(self).__name__)
+        return plot_distribution(result, self.options.names[0], ax, type(self).__name__)

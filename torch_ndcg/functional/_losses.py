@@ -318,7 +318,7 @@ def lambda_pairs(
 
     # Current ranking: position = rank (ties in order of appearance, padding last).
     order = _fast_paths.stable_descending_order(
-        _fast_paths.ranking_keys(scores.detach(), real), length
+        _fast_paths.sort_keys(scores.detach(), real), length
     )
     ranked_gains = lists.scaled_gains.gather(-1, order)
     ranked_scores = scores.gather(-1, order)

@@ -330,6 +330,39 @@ def retrieval_ndcg(
     return (values if options.cutoffs.is_sequence else values[:, 0]), ids
 
 
+def _rows_to_store(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor,
+    options: ListOptions,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Checked flat rows as `torch_ndcg.RetrievalNDCG` stores them, its states on ``device``.
+
+    Scores and labels in ``dtype``; rows whose label is ``ignore_index`` get a NaN label, which
+    `_retrieval_values` drops (compared in the labels' own dtype, exactly: a stored float label
+    could round onto ``ignore_index`` or off it). Checked as stored: the gains' overflow limit
+    is that of ``dtype``.
+    """
+    _validation.check_row_metadata(preds, target, indexes)
+    _validation.check_device(preds, device)
+    stored_preds = preds.detach().reshape(-1).to(dtype)
+    real = _validation.check_rows(
+        preds,
+        target,
+        indexes,
+        gain=options.gain,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
+        scores=stored_preds,
+    )
+    stored_target = target.detach().reshape(-1).to(dtype)
+    if real is not None:
+        stored_target = torch.where(real, stored_target, torch.nan)
+    return stored_preds, stored_target, indexes.detach().reshape(-1).to(torch.int64)
+
+
 def _retrieval_values(
     preds: Tensor, target: Tensor, indexes: Tensor, real: Tensor | None, options: ListOptions
 ) -> tuple[Tensor, Tensor]:
