@@ -4,7 +4,9 @@
 on top of `torchmetrics.Metric`: their checked options (`MetricOptions`) and the shaping of
 results by cut-off, the dtype each state keeps through ``.to(dtype)`` casts, the compute-group
 key (``options_key``) and ``merge_state``, and ``per_cutoff``. The overrides of torchmetrics
-internals (``_apply``, ``_computed``, ``_forward_cache``) all live here.
+internals (``_apply``, ``_computed``, ``_forward_cache``) all live here. On top of it, the two
+kinds of state: `CountedMean` (constant-size sums, `torch_ndcg.NDCG`) and `QueryRows` (stored
+rows scored per query, `torch_ndcg.RetrievalNDCG`).
 """
 
 import zlib
