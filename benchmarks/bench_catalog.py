@@ -15,7 +15,9 @@ Linux ``VmHWM`` over the process's size once the embeddings exist; on CUDA
 (e) 4 gloo ranks each holding a quarter of the items (``item_offset``, ``process_group``):
     per-rank peak (including its shard of the embeddings) and time, against one process
     holding the whole catalog (peak including all the embeddings).
-Also the sparse-target `ndcg` of 100 x 1,000,000 scores against one ``topk(10)`` of them.
+Also (d) against the floor's blocking in turns in one process (the median of the rounds'
+ratios: on a shared machine the separate processes of (a) and (d) may meet different loads),
+and the sparse-target `ndcg` of 100 x 1,000,000 scores against one ``topk(10)`` of them.
 
 Times are medians of ``--repeats`` runs, one CPU thread by default (``--threads``), as the
 issue's table. Ratios are printed against the floor and RecBole's pattern measured in the same
@@ -167,6 +169,25 @@ def arm(name: str, users: int, n_items: int, repeats: int, device: torch.device)
             lambda: ndcg(scores, target, k=K, mask=mask), repeats, device
         )
         result["values"] = values.tolist()
+    elif name.startswith("interleaved"):
+        # The floor's blocking and `catalog_ndcg` in turns in one process: the ratio of each
+        # round, whose two runs share the machine's load of that moment.
+        block_users, chunk = (int(v) for v in name.split(":")[1].split("x"))
+        target = sparse_target(relevant, grades, n_items)
+        ratios, floors, ours = [], [], []
+        for _ in range(repeats):
+            floor_time = _timed(
+                lambda: floor_blocks(queries, items, block_users, chunk), 1, device
+            )[0]
+            our_time = _timed(
+                lambda: catalog_ndcg(queries, items, target, k=K, exclude=seen), 1, device
+            )[0]
+            floors.append(floor_time)
+            ours.append(our_time)
+            ratios.append(our_time / floor_time)
+        result["time"] = statistics.median(ours)
+        result["floor"] = statistics.median(floors)
+        result["ratio"] = statistics.median(ratios)
     elif name in ("sparse-ndcg", "topk"):
         scores = queries @ items.T
         target = sparse_target(relevant, grades, n_items)
@@ -273,7 +294,7 @@ def main() -> None:
         f"median of {options.repeats}"
     )
     floors = {}
-    for shape in ("125x8192", "250x16384", "256x2048", "1000x4096"):
+    for shape in ("125x8192", "250x16384", "256x2048", "1000x2048", "1000x4096"):
         floors[shape] = _fresh([*common, "--arm", f"floor:{shape}@{users}"], options.threads)
     best = min(floors, key=lambda shape: floors[shape]["time"])
     floor = floors[best]
@@ -311,6 +332,14 @@ def main() -> None:
         f"{ours['time'] / recbole['time']:.2f}x RecBole's pattern; peak {ours['peak_mib']:.0f} MiB "
         f"(RecBole {recbole['peak_mib']:.0f} MiB; dense `ndcg` {dense['peak_mib']:.0f} MiB at "
         f"{dense_users} users)"
+    )
+    rounds = ["--repeats", str(max(options.repeats, 5)), "--device", options.device]
+    interleaved = ["--arm", f"interleaved:{best}@{users}"]
+    turns = _fresh(["--items", str(options.items), *rounds, *interleaved], options.threads)
+    print(
+        f"interleaved in one process ({max(options.repeats, 5)} rounds of the floor's blocking "
+        f"{best}, then `catalog_ndcg`): median ratio {turns['ratio']:.2f}x "
+        f"({turns['time']:.3f} s / {turns['floor']:.3f} s)"
     )
     sparse = _fresh([*common, "--arm", f"sparse-ndcg@{dense_users}"], options.threads)
     topk = _fresh([*common, "--arm", f"topk@{dense_users}"], options.threads)

@@ -19,7 +19,8 @@ from torch import Tensor
 from tests.conftest import take_accelerator_paths
 from tests.host_reads import count_host_reads
 from torch_ndcg import NDCG, catalog_ndcg, dcg, ndcg
-from torch_ndcg._catalog import SLICE
+
+SLICE = 2048  # items: tests build catalogs of a few such lengths, with chunks of it
 
 Data = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
@@ -200,6 +201,78 @@ def test_excluded_items_that_score_best(ties: str) -> None:
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
         got = ndcg(scores.float(), sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
         torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=0)
+
+
+def _patterns(users: int, n_items: int) -> dict[str, Tensor]:
+    """Score tables that stress the pruning: ties at the running k-th best in every block, a
+    threshold that every block beats, one that no later block reaches, all items tied."""
+    gen = torch.Generator().manual_seed(7)
+    index = torch.arange(n_items, dtype=torch.float64).expand(users, n_items)
+    return {
+        "all tied": torch.zeros(users, n_items, dtype=torch.float64),
+        "rising": index + torch.arange(users)[:, None],
+        "falling": -index,
+        "few levels": torch.randint(0, 4, (users, n_items), generator=gen).double(),
+        "periodic": (index % 97).floor() + (index % 3 == 0),
+        "random": torch.randn(users, n_items, generator=gen, dtype=torch.float64),
+    }
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_pruned_selection_on_adversarial_scores(ties: str) -> None:
+    """The streamed selection (group maxima against the running k-th best, survivors merged a
+    few blocks late) gives the dense values on score tables built to defeat it: ties with the
+    threshold in every block, rising and falling scores, every item tied, k above the block
+    width, relevant items tied with the boundary, users with nothing relevant; float64 scores
+    (two stable sorts) and float32 (integer keys)."""
+    users, n_items = 6, 3 * SLICE + 50  # 16 blocks of 384 items and a ragged rest
+    _, _, relevant, grades, excluded = catalog(29, users, n_items, ties=False)
+    target, mask = dense(relevant, grades, excluded, n_items)
+    sparse = sparse_relevance(relevant, grades, n_items)
+    for name, table in _patterns(users, n_items).items():
+        for dtype, ks in [(torch.float64, [1, [3, 300], 3000]), (torch.float32, [[1, 30]])]:
+            scores = table.to(dtype)
+            ids = torch.arange(users, dtype=dtype)[:, None]
+            items = torch.arange(n_items, dtype=dtype)[:, None]
+
+            def lookup(q: Tensor, x: Tensor, scores: Tensor = scores) -> Tensor:
+                return scores[q[:, 0].long()][:, x[:, 0].long()]
+
+            for k in ks:
+                expected = ndcg(scores, target, k=k, mask=mask, ties=ties)  # type: ignore[arg-type]
+                got = catalog_ndcg(
+                    ids,
+                    items,
+                    sparse,
+                    k=k,
+                    exclude=excluded,
+                    score_fn=lookup,
+                    chunk_size=384,
+                    memory_budget=3 * 384 * 8,  # three users per block
+                    ties=ties,  # type: ignore[arg-type]
+                )
+                torch.testing.assert_close(got, expected, atol=1e-5, rtol=0, msg=name)
+                got = ndcg(scores, sparse, k=k, exclude=excluded, ties=ties)  # type: ignore[arg-type]
+                torch.testing.assert_close(got, expected, atol=1e-5, rtol=0, msg=name)
+
+
+def test_a_nan_score_after_the_threshold_is_set_is_an_error() -> None:
+    """A NaN in a late block, in a group that the threshold would otherwise skip, still raises."""
+    users, n_items = 3, 4 * SLICE
+    table = -torch.arange(n_items, dtype=torch.float32).expand(users, n_items).clone()
+    table[1, -5] = float("nan")
+    relevant = torch.tensor([[0], [1], [2]])
+    with pytest.raises(ValueError, match="NaN"):
+        catalog_ndcg(
+            torch.arange(users, dtype=torch.float32)[:, None],
+            torch.arange(n_items, dtype=torch.float32)[:, None],
+            relevant,
+            k=5,
+            score_fn=lambda q, x: table[q[:, 0].long()][:, x[:, 0].long()],
+            chunk_size=512,
+        )
+    with pytest.raises(ValueError, match="NaN"):
+        ndcg(table, torch.zeros(users, n_items).index_fill(1, torch.tensor([0]), 1.0).to_sparse())
 
 
 def recbole_ndcg(

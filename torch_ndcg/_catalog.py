@@ -17,22 +17,26 @@ either, so the counts are needed only for items ranked inside the top ``K``, and
 they are counts over the top ``K`` itself.
 
 The state per user is therefore the ``K`` best items seen so far (score and global index,
-ordered by score descending, then index ascending), the number of items seen whose score
-equals the ``K``-th best (ties may spill past ``K``), and the score of each relevant item once
-its block has been seen. A block is absorbed by selecting its candidates and merging them
-with the top ``K``. Selection costs about one read of the block: the maxima of groups of
-`GROUP` items (one pass), then only the groups whose maximum reaches the current ``K``-th
-best score (after the first blocks, almost none), then only their items that reach it. In
-the first blocks, where many groups pass, the ``K`` best groups hold the block's top ``K``;
-where the ``K``-th and ``(K+1)``-th group maxima are equal an unselected group may hold an
-item tied with the boundary, and that block is absorbed whole. States of item shards merge
-exactly (`merge_states`): the top ``K`` of the union is the top ``K`` of the shards' top
-``K``s, and the boundary counts add up.
+ordered by score descending, then index ascending), the number of items seen whose score equals
+the ``K``-th best (ties may spill past ``K``), and the score of each relevant item that can
+count (one at or above the final ``K``-th best). A block is absorbed by selecting its
+candidates and merging them with the top ``K``. Selection costs about one read of the block:
+the maxima of groups of `GROUP` items (one pass), then only the groups whose maximum reaches
+the threshold (the current ``K``-th best score; after the first blocks almost no group does),
+then only their items that reach it. Where too many groups pass (the first block of a user
+block, when the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block
+itself raises the threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked
+even if ``e`` are excluded. The survivors of a few blocks are merged at once (`MERGE_EVERY`):
+until then the threshold lags, which lets a few more items through but pays the merge's fixed
+cost less often; a relevant item's score is taken from the survivors (one below them cannot
+count). States of item shards merge exactly (`merge_states`): the top ``K`` of the union is the
+top ``K`` of the shards' top ``K``s, and the boundary counts add up.
 
-Excluded items take no rank: a candidate that is excluded becomes a placeholder (score
-``-inf``, index `PLACEHOLDER`), which ranks after every real item and which the counts never
-include, so that a genuine ``-inf`` score still ranks. (An excluded item may be the maximum
-of its group: the best-groups selection takes one more group per excluded item.)
+Excluded items take no rank: a selected survivor that is excluded is dropped, and in a block
+merged whole an excluded item becomes a placeholder (score ``-inf``, index `PLACEHOLDER`),
+which ranks after every real item and which the counts never include, so that a genuine
+``-inf`` score still ranks. (An excluded item may be the maximum of its group, which then
+passes for nothing: harmless, the survivors are filtered again.)
 """
 
 from __future__ import annotations
@@ -50,13 +54,14 @@ from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
 # hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
 PLACEHOLDER = (1 << 32) - 1
-# The one-pass candidate selection splits a block into slices of SLICE items (2048 items of 256
-# users: 2 MiB of float32, which stays in a core's cache between the product that writes it and
-# the reduction that reads it), each into GROUPS_PER_SLICE groups of GROUP items: K + 1 groups
-# of 32 are a few hundred candidates.
-SLICE = 2048
+# Items per group of the one-pass candidate selection (`group_maxima`): a block of C items has
+# C / 32 groups, few enough that comparing their maxima with the threshold costs little beside
+# the one read of the block, small enough that a passing group brings few items below it.
 GROUP = 32
-GROUPS_PER_SLICE = SLICE // GROUP
+# Blocks whose survivors are merged into the top K at once (sooner if they are many): the
+# threshold then lags a few blocks, which lets a few more items survive, and the merge's
+# fixed cost is paid a few times less often.
+MERGE_EVERY = 8
 
 
 @dataclass
@@ -67,8 +72,10 @@ class TopState:
         scores: ``[B, K]`` best scores, descending (``-inf`` in empty slots).
         index: ``[B, K]`` their global item indices (`PLACEHOLDER` in empty slots).
         boundary_count: ``[B]`` int64, real items seen whose score equals ``scores[:, -1]``.
-        rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until seen).
-        rel_seen: ``[B, P]`` bool, whether a relevant item's block was seen.
+        rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until recorded).
+        rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded: every one at
+            or above the final ``K``-th best is (on the CPU only those that survive the
+            selection are; elsewhere every one whose block was seen).
     """
 
     scores: Tensor
@@ -153,164 +160,213 @@ def _excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
 _NAN_MESSAGE = "Expected the scores to have no NaN, but a block of scores has one."
 
 
-def group_maxima(block: Tensor) -> Tensor | None:
-    """``[B, C / GROUP]`` maxima of a block's candidate groups, or ``None`` if it has none.
+def group_maxima(block: Tensor) -> Tensor:
+    """``[B, C // GROUP]`` maxima of the item groups of a ``[B, C]`` block (``C >= GROUP``).
 
-    A block of whole slices (`SLICE` items) whose rows are contiguous: one reduction. Group
-    ``j`` of slice ``s`` holds the items ``s * SLICE + j + m * GROUPS_PER_SLICE``,
-    ``m < GROUP``: strided groups make the reduction an element-wise maximum of vectors.
+    Group ``j`` holds the columns ``j + m * (C // GROUP)``, ``m < GROUP``: strided groups make
+    the reduction an element-wise maximum of ``GROUP`` vectors, one read of the block. The last
+    ``C % GROUP`` columns are in no group. A NaN score makes its group's maximum NaN.
     """
     users, width = block.shape
-    if width % SLICE or block.stride(-1) != 1 or width == 0:
-        return None
-    slices = block.view(users, width // SLICE, GROUP, GROUPS_PER_SLICE)
-    return slices.amax(2).flatten(1)
+    n_groups = width // GROUP
+    grouped = block.narrow(1, 0, n_groups * GROUP)
+    if grouped.stride(-1) != 1:
+        grouped = grouped.contiguous()
+    return grouped.view(users, GROUP, n_groups).amax(1)
 
 
-def group_items(groups: Tensor) -> Tensor:
-    """``[B, G * GROUP]`` block columns of the items of groups ``[B, G]`` (see `group_maxima`)."""
-    first = (groups // GROUPS_PER_SLICE) * SLICE + groups % GROUPS_PER_SLICE
-    offsets = torch.arange(GROUP, device=groups.device) * GROUPS_PER_SLICE
-    return first[:, :, None].add(offsets).flatten(1)
+def _reaching(values: Tensor, threshold: Tensor) -> Tensor:
+    """``values >= threshold`` (broadcast), and NaN values too: they raise later."""
+    return values.lt(threshold).logical_not_()
 
 
-def absorb(
-    state: TopState,
-    block: Tensor,
-    start: int,
-    rel_ids: Tensor,
-    excluded_sorted: Tensor | None,
-    *,
-    maxima: Tensor | None = None,
-) -> None:
-    """Absorb the scores ``block`` (``[B, C]``, never modified) of items ``start .. start + C - 1``.
+class Stream:
+    """The running top ``K`` of a block of users while their blocks of scores stream in.
+
+    On the CPU each block's candidates are selected (`group_maxima`, then the groups and items
+    that reach the threshold), and the survivors of up to `MERGE_EVERY` blocks are merged into
+    the top ``K`` at once; elsewhere every block is merged whole, branch-free (no read-back).
 
     Args:
-        state: the users' state (updated in place).
-        block: the users' scores of the block's items (any strides).
-        start: global index of the block's first item.
+        state: the empty state of the users (`new_state`).
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
-        maxima: the block's `group_maxima`, if already taken.
     """
-    users, width = block.shape
-    local, inside = _in_block(rel_ids, start, width)
-    seen = block.gather(1, local)
-    state.rel_scores = torch.where(inside, seen, state.rel_scores)
-    state.rel_seen = state.rel_seen | inside
-    candidates = None
-    if _host.may_read_back(block.device):  # the selection reads counts back: CPU only
-        if maxima is None:
-            maxima = group_maxima(block)
-        if maxima is not None:
-            # An excluded item may be its group's maximum: each can stand in for one group.
-            excluded_here = None
-            if excluded_sorted is not None:
-                excluded_here = _in_block(excluded_sorted, start, width)[1].sum(1).max()
-            candidates = _passing_groups(state, block, maxima, start, excluded_here)
-            if candidates is not None and candidates[0].shape[1] == 0:
-                return  # no item of the block reaches the top K
-    if candidates is None:  # the whole block is the candidate set
-        candidates = (
-            block,
-            torch.arange(start, start + width, device=block.device).expand(users, width),
-        )
-        if _host.may_read_back(block.device) and bool(block.isnan().any()):
+
+    def __init__(self, state: TopState, rel_ids: Tensor, excluded_sorted: Tensor | None) -> None:
+        self.state = state
+        self.rel_ids = rel_ids
+        self.excluded = excluded_sorted
+        self.select = _host.may_read_back(state.scores.device)
+        self.excluded_keys = None  # the selection's exclusion test: sorted row-and-id keys
+        if self.select and excluded_sorted is not None:
+            keys = _flat_keys(excluded_sorted)
+            self.excluded_keys = keys if keys.shape[0] else None
+        self.members: dict[int, Tensor] = {}
+        self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
+        self.pending_groups = 0
+        # [B, 1]: the highest pruning threshold of the pending blocks, below the next K-th best.
+        self.threshold: Tensor | None = None
+
+    def absorb(self, block: Tensor, start: int) -> None:
+        """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
+        state = self.state
+        users, width = block.shape
+        if not self.select or width % GROUP:
+            self._flush()
+            local, inside = _in_block(self.rel_ids, start, width)
+            state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
+            state.rel_seen = state.rel_seen | inside
+            index = torch.arange(start, start + width, device=block.device).expand(users, width)
+            if self.select and bool(block.isnan().any()):
+                raise ValueError(_NAN_MESSAGE)
+            self._merge(block, index)
+            return
+        rows, columns, scores, threshold = self._survivors(block, start)
+        self.pending.append((rows, columns + start, scores))
+        self.threshold = threshold
+        self.pending_groups += rows.shape[0]
+        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= MERGE_EVERY * users:
+            self._flush()
+
+    def result(self) -> TopState:
+        """The state once every block was absorbed."""
+        self._flush()
+        return self.state
+
+    def _survivors(self, block: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The groups of the block whose maximum reaches the pruning threshold.
+
+        The threshold is the current ``K``-th best score, or where too many groups pass (the
+        first block) the ``(K + e)``-th largest group maximum of the block when that is higher
+        (`_pruning_threshold`). Every item that reaches the threshold is in such a group.
+
+        Returns:
+            ``[n]`` rows (users, ascending), ``[n, GROUP]`` block columns and scores of the
+            ``n`` passing groups' items, and the ``[B, 1]`` threshold.
+        """
+        users, width = block.shape
+        maxima = group_maxima(block)
+        n_groups = maxima.shape[1]
+        threshold = self.state.scores[:, -1:]
+        if self.threshold is not None:  # a pending block's threshold holds for this one too
+            threshold = threshold.maximum(self.threshold)
+        active = _reaching(maxima.amax(1, keepdim=True), threshold).view(-1).nonzero()
+        if 2 * active.shape[0] > users:  # many users pass: every group at once
+            pairs = _reaching(maxima, threshold).view(-1).nonzero()
+            if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
+                excluded_here = None
+                if self.excluded is not None:
+                    excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
+                tighter = _pruning_threshold(self.state, maxima, excluded_here)
+                if tighter is not None:
+                    threshold = tighter
+                    pairs = _reaching(maxima, threshold).view(-1).nonzero()
+            pairs = pairs.squeeze(1)
+            rows = pairs.div(n_groups, rounding_mode="floor")
+            groups = pairs - rows * n_groups
+        else:  # only the groups of the users whose best item reaches it
+            active = active.squeeze(1)
+            chosen = maxima.index_select(0, active)
+            pairs = _reaching(chosen, threshold.index_select(0, active)).view(-1).nonzero()
+            pairs = pairs.squeeze(1)
+            local = pairs.div(n_groups, rounding_mode="floor")
+            rows, groups = active.index_select(0, local), pairs - local * n_groups
+        members = self.members.get(n_groups)
+        if members is None:
+            members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
+            self.members[n_groups] = members
+        columns = groups[:, None] + members
+        if block.is_contiguous():  # one flat gather
+            scores = block.view(-1).take(columns + (rows * width)[:, None])
+        else:
+            scores = block[rows[:, None], columns]
+        return rows, columns, scores, threshold
+
+    def _flush(self) -> None:
+        """Merge the pending groups' items that reach the threshold: packed per user, one merge.
+
+        The new ``K``-th best is at least every pending block's threshold: items below the
+        highest of them cannot enter, nor tie with it.
+        """
+        if not self.pending:
+            return
+        pending, threshold = self.pending, self.threshold
+        self.pending, self.pending_groups, self.threshold = [], 0, None
+        users = self.state.scores.shape[0]
+        rows, index, scores = (torch.cat(part) for part in zip(*pending, strict=True))
+        assert threshold is not None
+        kept = _reaching(scores, threshold.index_select(0, rows)).nonzero().unbind(1)
+        rows, index, scores = rows.index_select(0, kept[0]), index[kept], scores[kept]
+        if self.excluded_keys is not None:  # excluded items take no rank: dropped here
+            keys = _flat_keys(rows, index)
+            at = torch.searchsorted(self.excluded_keys, keys)
+            found = self.excluded_keys[at.clamp_(max=self.excluded_keys.shape[0] - 1)].eq(keys)
+            ranked = found.logical_not_().nonzero().squeeze(1)
+            rows, index, scores = rows[ranked], index[ranked], scores[ranked]
+        if len(pending) > 1:
+            order = rows.argsort(stable=True)
+            rows, index, scores = rows[order], index[order], scores[order]
+        # A relevant item that can count (at or above the final K-th best) is among these.
+        found, which = index[:, None].eq(self.rel_ids[rows]).nonzero().unbind(1)
+        self.state.rel_scores[rows[found], which] = scores[found]
+        self.state.rel_seen[rows[found], which] = True
+        counts = torch.bincount(rows, minlength=users)
+        longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
+        if nan:
             raise ValueError(_NAN_MESSAGE)
-    cand_scores, cand_index = candidates
-    if excluded_sorted is not None:
-        excluded = _excluded(cand_index, excluded_sorted)
-        cand_scores = torch.where(excluded, float("-inf"), cand_scores)
-        cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
-    _merge(state, cand_scores, cand_index)
+        if longest == 0:
+            return
+        position = torch.arange(rows.shape[0], device=rows.device)
+        position -= (counts.cumsum(0) - counts)[rows]
+        packed_scores = scores.new_full((users, longest), float("-inf"))
+        packed_scores[rows, position] = scores
+        packed_index = index.new_full((users, longest), PLACEHOLDER)
+        packed_index[rows, position] = index
+        _merge(self.state, packed_scores, packed_index)
+
+    def _merge(self, cand_scores: Tensor, cand_index: Tensor) -> None:
+        """`_merge` of candidates, the excluded ones first made placeholders."""
+        if self.excluded is not None:
+            excluded = _excluded(cand_index, self.excluded)
+            cand_scores = torch.where(excluded, float("-inf"), cand_scores)
+            cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
+        _merge(self.state, cand_scores, cand_index)
 
 
-def _best_groups(
-    block: Tensor, maxima: Tensor, start: int, n_groups: int
-) -> tuple[Tensor, Tensor] | None:
-    """The items of the ``n_groups`` groups with the largest maxima.
+def _flat_keys(rows: Tensor, ids: Tensor | None = None) -> Tensor:
+    """int64 keys ``row * 2^32 + id`` (ids below `PLACEHOLDER`), ascending where the rows are.
 
-    With ``n_groups = K + e`` (``e`` excluded items in the block, each of which may be the
-    maximum of a group that holds nothing as good) they hold the block's top ``K``, and every
-    other item lies below the new boundary, except where the ``n_groups``-th and
-    ``(n_groups + 1)``-th maxima are equal: another group may then hold an item tied with it,
-    and the answer is ``None`` (take the whole block).
+    With one argument, the keys of a padded ``[B, E]`` ascending id list (int64 maximum:
+    padding), in one sorted 1-D tensor.
     """
-    if maxima.shape[1] <= n_groups + 1:
-        return None
-    best = maxima.topk(n_groups + 1, dim=-1, sorted=True)
-    if bool(best.values[:, n_groups].eq(best.values[:, n_groups - 1]).any()):
-        return None
-    columns = group_items(best.indices[:, :n_groups])
-    return block.gather(1, columns), columns + start
+    if ids is None:
+        ids = rows
+        row = torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(ids)
+        real = ids.ne(torch.iinfo(torch.int64).max)
+        return row[real].bitwise_left_shift(32) + ids[real]
+    return rows.bitwise_left_shift(32) + ids
 
 
-def _compacted(
-    mask: Tensor, counts: Tensor, width: int, *values: tuple[Tensor, float | int]
-) -> list[Tensor]:
-    """The ``True`` entries of ``[B, M]`` ``mask`` packed to the left of ``[B, width]`` rows.
+def _pruning_threshold(
+    state: TopState, maxima: Tensor, excluded_here: Tensor | None
+) -> Tensor | None:
+    """A higher threshold ``[B, 1]`` from the block's own group maxima, where many groups pass.
 
-    Each ``(tensor, fill)`` of ``values`` gives a ``[B, width]`` tensor of its entries where
-    ``mask`` holds, in order, and ``fill`` after them. ``counts`` is ``mask.sum(1)``.
+    The ``(K + e)``-th largest group maximum ``t`` (``e``: the user's excluded items in the
+    block) is the maximum of ``K + e`` distinct items, at least ``K`` of them ranked: the new
+    ``K``-th best is at least ``t``, so the items below ``max(boundary, t)`` cannot enter.
+    ``None`` when the block has no more than ``K + e`` groups. Reads ``max(e)`` back: CPU only.
     """
-    users = mask.shape[0]
-    rows, columns = mask.nonzero().unbind(1)
-    position = torch.arange(rows.numel(), device=rows.device) - (counts.cumsum(0) - counts)[rows]
-    packed = []
-    for tensor, fill in values:
-        out = torch.full((users, width), fill, dtype=tensor.dtype, device=tensor.device)
-        out[rows, position] = tensor[rows, columns]
-        packed.append(out)
-    return packed
-
-
-def _passing_groups(
-    state: TopState, block: Tensor, maxima: Tensor, start: int, excluded_here: Tensor | None
-) -> tuple[Tensor, Tensor] | None:
-    """The items at or above the current ``K``-th best score, found through group maxima.
-
-    Every such item is in a group whose maximum reaches the boundary, and the new boundary is
-    not below it: these candidates are all the merge needs, ties included. The groups are
-    selected first, then their items. Where more than ``K + 1 + e`` groups pass (early blocks),
-    the `_best_groups` instead. Reads back the largest numbers of groups and items per user:
-    CPU only.
-
-    Returns:
-        ``(scores, global index)`` of the ``[B, m]`` candidates (padding: a placeholder at
-        ``-inf``); no candidate (``m = 0``) when no item passes; ``None`` when the whole block is to
-        be taken.
-    """
-    boundary = state.scores[:, -1:]
-    passing = maxima.ge(boundary)
-    counts = passing.sum(1)
-    extra = counts.new_zeros(()) if excluded_here is None else excluded_here
-    flags = torch.stack([counts.max(), extra, maxima.isnan().any().to(counts.dtype)])
-    most, spare, nan = flags.tolist()
-    if nan:
-        raise ValueError(_NAN_MESSAGE)
     kmax = state.scores.shape[-1]
-    if most > kmax + 1 + spare:
-        return _best_groups(block, maxima, start, kmax + spare)
-    if most == 0:
-        return block.new_empty((block.shape[0], 0)), maxima.new_empty((0, 0), dtype=torch.int64)
-    (groups,) = _compacted(
-        passing,
-        counts,
-        most,
-        (torch.arange(maxima.shape[1], device=maxima.device).expand_as(maxima), -1),
-    )
-    columns = group_items(groups.clamp(min=0))
-    scores = block.gather(1, columns)
-    kept = scores.ge(boundary) & groups.ge(0).repeat_interleave(GROUP, dim=1)
-    kept_counts = kept.sum(1)
-    width = int(kept_counts.max())
-    if width == 0:
-        return scores[:, :0], columns[:, :0]
-    cand_scores, cand_index = _compacted(
-        kept, kept_counts, width, (scores, float("-inf")), (columns + start, PLACEHOLDER)
-    )
-    return cand_scores, cand_index
+    most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+    if maxima.shape[1] <= most:
+        return None
+    best = maxima.topk(most, dim=1).values
+    if excluded_here is not None:
+        best = best.gather(1, excluded_here[:, None] + (kmax - 1))
+    return torch.maximum(state.scores[:, -1:], best[:, -1:])
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:

@@ -18,11 +18,13 @@ __all__ = ["catalog_ndcg"]
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
-# Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise:
-# [256, 16384] float32 scores (scored and reduced slice by slice, see `embedding_blocks`).
-DEFAULT_BLOCK_BYTES = 16 << 20
-# Users per block by default: enough rows to keep a matrix product efficient.
-DEFAULT_USERS_PER_BLOCK = 256
+# Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise.
+DEFAULT_BLOCK_BYTES = 8 << 20
+# Items per chunk by default, users per block filling the budget: [1024, 2048] float32 blocks
+# (8 MiB) score about as fast as the fastest blocking of the products alone on a Xeon CPU
+# (benchmarks/bench_catalog.py tries five), and faster than larger ones while other jobs share
+# the cache; the selection then reads each block once while it is still in cache.
+DEFAULT_CHUNK = 2048
 _INT64_MAX = torch.iinfo(torch.int64).max
 
 
@@ -241,22 +243,24 @@ def catalog_target(
 
 
 def _blocking(
-    users: int, chunk_size: int | None, memory_budget: int | None, itemsize: int, kmax: int
+    users: int, chunk_size: int | None, memory_budget: int | None, itemsize: int
 ) -> tuple[int, int]:
-    """``(users per block, items per chunk)`` of the score blocks."""
+    """``(users per block, items per chunk)`` of the score blocks.
+
+    By default `DEFAULT_CHUNK` items and as many users as the budget holds; with fewer users,
+    longer chunks (whole multiples of `DEFAULT_CHUNK` items) fill the budget.
+    """
     budget = DEFAULT_BLOCK_BYTES if memory_budget is None else memory_budget
     elements = max(budget // itemsize, 1)
     if chunk_size is None:
-        block_users = min(users, DEFAULT_USERS_PER_BLOCK)
-        # At least enough items for the group selection to pay (see `_catalog.absorb`).
-        floor = _catalog.GROUP * (kmax + 2)
-        chunk = max(elements // max(block_users, 1), floor)
-        chunk -= chunk % _catalog.GROUP
-        return max(block_users, 1), chunk
+        block_users = max(1, min(users, elements // DEFAULT_CHUNK))
+        chunk = max(elements // block_users, _catalog.GROUP)
+        step = DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog.GROUP
+        return block_users, chunk - chunk % step
     return max(1, min(users, elements // chunk_size)), chunk_size
 
 
-Block = tuple[int, int, int, Tensor, "Tensor | None"]
+Block = tuple[int, int, int, Tensor]
 
 
 def stream_state(
@@ -266,27 +270,26 @@ def stream_state(
     dtype: torch.dtype,
     device: torch.device,
 ) -> _catalog.TopState:
-    """Absorb score blocks ``(first user, last user + 1, first item, block, maxima)``.
+    """Absorb score blocks ``(first user, last user + 1, first item, block)``.
 
     Blocks come user block by user block, each over all of its item chunks in order.
     """
     users = target.ids.shape[0]
     done: list[_catalog.TopState] = []
-    state: _catalog.TopState | None = None
+    stream: _catalog.Stream | None = None
     current = (-1, -1)
-    for first, stop, start, block, maxima in blocks:
+    for first, stop, start, block in blocks:
         if (first, stop) != current:
-            if state is not None:
-                done.append(state)
+            if stream is not None:
+                done.append(stream.result())
             current = (first, stop)
+            rows = target.rows(first, stop)
             state = _catalog.new_state(stop - first, kmax, target.ids.shape[1], dtype, device)
-        assert state is not None
-        rows = target.rows(first, stop)
-        if block.dtype != dtype:
-            block, maxima = block.to(dtype), None
-        _catalog.absorb(state, block, start, rows.ids, rows.excluded, maxima=maxima)
-    if state is not None:
-        done.append(state)
+            stream = _catalog.Stream(state, rows.ids, rows.excluded)
+        assert stream is not None
+        stream.absorb(block.to(dtype), start)
+    if stream is not None:
+        done.append(stream.result())
     if not done:
         return _catalog.new_state(users, kmax, target.ids.shape[1], dtype, device)
     if len(done) == 1:
@@ -300,23 +303,6 @@ def stream_state(
     )
 
 
-def _whole_slices(chunk: int) -> int:
-    """``chunk`` rounded down to whole slices (at least one)."""
-    return max(chunk - chunk % _catalog.SLICE, _catalog.SLICE)
-
-
-def _chunks(n_items: int, chunk: int) -> Iterator[tuple[int, int]]:
-    """``(start, width)`` of the item chunks: whole slices, then the last items on their own."""
-    whole = _whole_slices(chunk)
-    start = 0
-    while start < n_items:
-        width = min(whole, n_items - start)
-        if width < whole and width > _catalog.SLICE:
-            width -= width % _catalog.SLICE
-        yield start, width
-        start += width
-
-
 def embedding_blocks(
     queries: Tensor,
     items: Tensor,
@@ -327,46 +313,31 @@ def embedding_blocks(
 ) -> Iterator[Block]:
     """Score blocks of ``queries`` against item chunks, by ``score_fn`` or matrix products.
 
-    The default scores each slice of a chunk (`_catalog.SLICE` items) with one product into
-    a reused buffer, transposed (``items @ queries.T``: a slice is then contiguous) and takes
-    its group maxima while the slice is still in cache.
+    The default writes each block's product ``query_block @ item_chunk.T`` into one reused
+    contiguous buffer (``[block_users, chunk]``), which the selection then reads once.
     """
     users, n_items = queries.shape[0], items.shape[0]
-    buffer = maxima = None
+    buffer = None
     if score_fn is None:
-        width = max(min(_whole_slices(chunk), n_items), 1)
-        buffer = queries.new_empty((width, block_users))
-        maxima = queries.new_empty((block_users, width // _catalog.GROUP + 1))
+        buffer = queries.new_empty(min(block_users, users) * min(chunk, n_items))
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
         query_block = queries[first:stop]
-        for start, width in _chunks(n_items, chunk):
-            item_chunk = items[start : start + width]
-            if score_fn is not None:
+        for start in range(0, n_items, chunk):
+            item_chunk = items[start : start + chunk]
+            rows, width = stop - first, item_chunk.shape[0]
+            if score_fn is None:
+                assert buffer is not None
+                block = buffer[: rows * width].view(rows, width)
+                torch.mm(query_block, item_chunk.T, out=block)
+            else:
                 block = score_fn(query_block, item_chunk)
-                expected = (stop - first, width)
-                if tuple(block.shape) != expected:
+                if tuple(block.shape) != (rows, width):
                     raise ValueError(
-                        f"Expected `score_fn` to return scores of shape {expected}, "
+                        f"Expected `score_fn` to return scores of shape {(rows, width)}, "
                         f"but got {tuple(block.shape)}."
                     )
-                yield first, stop, item_offset + start, block, None
-                continue
-            assert buffer is not None
-            assert maxima is not None
-            rows = stop - first
-            out = buffer[:width, :rows] if rows == block_users else queries.new_empty((width, rows))
-            whole = width % _catalog.SLICE == 0
-            # Users by rows, as the selection reads them: each slice's maxima written transposed.
-            block_maxima = maxima[:rows, : width // _catalog.GROUP] if whole else None
-            for at in range(0, width, _catalog.SLICE):
-                part = out[at : at + _catalog.SLICE]
-                torch.mm(item_chunk[at : at + _catalog.SLICE], query_block.T, out=part)
-                if block_maxima is not None:
-                    groups = slice(at // _catalog.GROUP, (at + _catalog.SLICE) // _catalog.GROUP)
-                    slice_maxima = part.view(_catalog.GROUP, -1, rows).amax(0)
-                    block_maxima[:, groups] = slice_maxima.T
-            yield first, stop, item_offset + start, out.T, block_maxima
+            yield first, stop, item_offset + start, block
 
 
 def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]:
@@ -374,8 +345,8 @@ def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]
     users, n_items = preds.shape
     for first in range(0, users, block_users):
         stop = min(first + block_users, users)
-        for start, width in _chunks(n_items, chunk):
-            yield first, stop, start, preds[first:stop, start : start + width], None
+        for start in range(0, n_items, chunk):
+            yield first, stop, start, preds[first:stop, start : start + chunk]
 
 
 def _pack(state: _catalog.TopState) -> Tensor:
@@ -535,7 +506,8 @@ def catalog_ndcg(
     running top ``max(k)`` per user, the count of items tied with its last score and the
     scores of the relevant items are kept, so the memory beyond the embeddings is
     $O(B (k + P) + \text{block})$. Selecting a block's candidates reads it about once (the
-    maxima of groups of 32 items; only the best groups are looked at).
+    maxima of groups of 32 items; only the groups that reach the running ``k``-th best score
+    are looked at).
 
     Ties: ``"average"`` credits every member of a group of equal scores the group's mean gain
     (also a group straddling ``k``); ``"first"`` ranks equal scores by item index, lowest first.
@@ -553,10 +525,10 @@ def catalog_ndcg(
             entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
         score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
             than a dot product; must score the same pair the same way in every block.
-        chunk_size: items per chunk (rounded down to whole slices of 2,048 items, the last
-            chunk taking the rest); by default chosen from ``memory_budget`` with up to 256
-            users per block.
-        memory_budget: bytes of one block of scores (default 16 MiB); with ``chunk_size`` it
+        chunk_size: items per chunk (the last chunk takes the rest); a multiple of 32 lets the
+            group selection skip most of each block. By default 2,048 items and as many users
+            as ``memory_budget`` holds (longer chunks when fewer users fill it).
+        memory_budget: bytes of one block of scores (default 8 MiB); with ``chunk_size`` it
             sets the users per block.
         gain: ``"exponential"``, ``"linear"`` or a callable.
         discount: ``"log2"``, ``"jarvelin"`` or a callable.
@@ -658,10 +630,7 @@ def catalog_ndcg_values(
         None if target.excluded is None else target.excluded.to(queries.device),
     )
     check_target(target, None if sharded else n_items, gain, validate_args=validate_args)
-    kmax = max([n_items] if ks is None else ks)
-    block_users, chunk = _blocking(
-        users, chunk_size, memory_budget, torch.finfo(dtype).bits // 8, min(kmax, 1 << 20)
-    )
+    block_users, chunk = _blocking(users, chunk_size, memory_budget, queries.element_size())
     with torch.no_grad(), _host.full_precision(queries.device):
         blocks = embedding_blocks(queries, items, score_fn, block_users, chunk, item_offset)
         value, ideal = catalog_values(
@@ -733,8 +702,7 @@ def sparse_values(
         excluded = padded if excluded is None else _union(excluded, padded)
     catalog = CatalogTarget(catalog.ids, catalog.grades, excluded)
     check_target(catalog, n_items, gain, validate_args=validate_args)
-    kmax = min(max([n_items] if ks is None else ks), max(n_items, 1))
-    block_users, chunk = _blocking(users, None, None, preds.element_size(), kmax)
+    block_users, chunk = _blocking(users, None, None, preds.element_size())
     with torch.no_grad():
         blocks = score_blocks(preds, block_users, chunk)
         value, ideal = catalog_values(
