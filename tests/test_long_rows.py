@@ -11,6 +11,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests import references
 from tests.host_reads import count_host_reads
@@ -179,3 +181,21 @@ def test_grouped_top_values_equal_topk() -> None:
         want = values.topk(count, dim=-1).values
         torch.testing.assert_close(got, want, equal_nan=True)
         torch.testing.assert_close(values.gather(-1, index), got, equal_nan=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    count=st.integers(1, 12),
+    extra=st.integers(0, 700),
+    levels=st.integers(1, 1000),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_grouped_top_is_topk_property(count: int, extra: int, levels: int, seed: int) -> None:
+    """Any row long enough for the grouped selection, few or many distinct values."""
+    length = count * _fast_paths.GROUP * 4 + extra
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randint(0, levels, (3, length), generator=gen).float()
+    got, index = _fast_paths.grouped_top(values, count)
+    torch.testing.assert_close(got, values.topk(count, dim=-1).values)
+    torch.testing.assert_close(values.gather(-1, index), got)
+    assert all(len(set(row)) == count for row in index.tolist())  # distinct items

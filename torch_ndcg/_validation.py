@@ -365,6 +365,9 @@ def check_values(
     returned as a `torch_ndcg._host.DeferredCheck` for the caller to read together
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
+    Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
+    except on lists of `torch_ndcg._fast_paths.LONG_ROW_LENGTH` items or more: there only
+    label-like score extremes (`_label_like`) lead to its two passes, with a read of their own.
 
     Returns:
         A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
