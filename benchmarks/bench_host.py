@@ -43,9 +43,6 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_launches import launches_kernel
-
 from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
@@ -57,6 +54,16 @@ from torch_ndcg import (
 
 SHAPES = [(8, 10), (256, 100)]
 K = 10
+
+
+def launches_kernel(func: Any) -> bool:
+    """Whether an ATen operation computes (not a view or alias of an input).
+
+    Here, not in ``bench_launches.py`` (which uses it too): ``--baseline`` imports this script
+    with an older package, which lacks names that ``bench_launches.py`` imports.
+    """
+    returns = func._schema.returns
+    return not any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
 class _OpCounter(TorchDispatchMode):

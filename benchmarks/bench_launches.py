@@ -46,6 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_host import launches_kernel
 from bench_losses import import_allrank
 from bench_metrics import BATCH_QUERIES, ITEMS, K, feed_lists, feed_rows, make_data
 
@@ -63,12 +64,6 @@ from torch_ndcg import (
 )
 
 LOSS_CASES = [(64, 128), (16, 1_024)]
-
-
-def launches_kernel(func: Any) -> bool:
-    """Whether an ATen operation computes (not a view or alias of an input)."""
-    returns = func._schema.returns
-    return not any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
 class LaunchCounter(TorchDispatchMode):

@@ -4,22 +4,50 @@
 on top of `torchmetrics.Metric`: their checked options (`MetricOptions`) and the shaping of
 results by cut-off, the dtype each state keeps through ``.to(dtype)`` casts, the compute-group
 key (``options_key``) and ``merge_state``, and ``per_cutoff``. The overrides of torchmetrics
-internals (``_apply``, ``_computed``, ``_forward_cache``) all live here.
+internals (``_apply``, ``_computed``, ``_forward_cache``) all live here. On top of it, the two
+kinds of state: `CountedMean` (constant-size sums, `torch_ndcg.NDCG`) and `QueryRows` (stored
+rows scored per query, `torch_ndcg.RetrievalNDCG`).
 """
 
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypedDict
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
+from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _validation
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, Ties, compute_dtype
-from torch_ndcg.functional._significance import REDUCE_LAST_DIM, normal_interval
+from torch_ndcg._distributed import PartitionedRows
+from torch_ndcg._options import (
+    Discount,
+    EmptyTargetAction,
+    Gain,
+    Ties,
+    accumulate_dtype,
+    compute_dtype,
+)
+from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
+from torch_ndcg.functional._significance import (
+    REDUCE_LAST_DIM,
+    bootstrap_interval,
+    normal_interval,
+)
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
+
+
+class MetricKeywords(TypedDict, total=False):
+    """The keywords torchmetrics' `Metric` takes (1.9), passed on as they are."""
+
+    compute_on_cpu: bool
+    dist_sync_on_step: bool
+    process_group: Any
+    dist_sync_fn: Callable[..., Any] | None
+    distributed_available_fn: Callable[[], bool] | None
+    sync_on_compute: bool
+    compute_with_cache: bool
 
 
 class MetricOptions:
@@ -118,6 +146,21 @@ def aggregate(values: Tensor, aggregation: Any) -> Tensor:
     return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
 
 
+def aggregate_with_interval(
+    values: Tensor, aggregation: Any, confidence: float | None, n_resamples: int, seed: int
+) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+    """`aggregate` of ``[Q, C]`` values, and its percentile bootstrap interval (``confidence``).
+
+    The resamples are drawn from a generator seeded with ``seed``: every rank holding every
+    query's value draws the same bounds.
+    """
+    result = aggregate(values, aggregation)
+    if confidence is None:
+        return result, None
+    bounds = bootstrap_interval(values, aggregation, confidence, n_resamples=n_resamples, seed=seed)
+    return result, bounds
+
+
 def mean_of_counted(
     values: Tensor, confidence: float | None, reduce: Callable[[Tensor], Tensor]
 ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
@@ -198,6 +241,13 @@ class NDCGMetricBase(Metric):
     # flag): never a parameter, buffer, module or constant, so torch's attribute setter (its
     # checks cost a few microseconds an update) is passed by.
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
+
+    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
+        """Check ``metric_kwargs`` (other libraries' names first), then the `MetricOptions`."""
+        self._reject_ported_names(type(self).__name__, metric_kwargs)
+        super().__init__(**metric_kwargs)
+        self.options = MetricOptions(*options)
+        self._add_options_state()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in NDCGMetricBase._PLAIN_ATTRIBUTES:
@@ -285,16 +335,29 @@ class NDCGMetricBase(Metric):
         self._computed = None  # torchmetrics would return the value cached before the merge
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
-        """Plot a value (or a list of values) of the metric; needs matplotlib.
+        """Plot the metric's value(s), or with ``aggregation="none"`` their distribution.
+
+        Aggregated, as torchmetrics' metrics: one value (a dict of them for a sequence ``k``)
+        or a list of values over time. With ``aggregation="none"`` (`torch_ndcg.RetrievalNDCG`)
+        the per-query values are drawn as a histogram on [0, 1], one per cut-off (queries
+        skipped by ``"skip"`` left out); the query ids are not plotted. Needs matplotlib.
 
         Args:
-            val: a result of ``compute``/``forward`` or a list of them; ``None`` computes one.
+            val: a result of ``compute``/``forward`` or, aggregated, a list of them;
+                ``None`` computes one.
             ax: a matplotlib axis to draw on.
 
         Returns:
             ``(figure, axis)``.
+
+        Raises:
+            ValueError: with ``aggregation="none"``, a ``val`` that is not one
+                ``(values, ids)`` result.
         """
-        return self._plot(val, ax)
+        if getattr(self, "aggregation", None) != "none":
+            return self._plot(val, ax)
+        result = self.compute() if val is None else val
+        return plot_distribution(result, self.options.names[0], ax, type(self).__name__)
 
     @property
     def result_dtype(self) -> torch.dtype:
@@ -370,3 +433,145 @@ class NDCGMetricBase(Metric):
         return MetricCollection(
             members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]
         )
+
+
+class CountedMean(NDCGMetricBase):
+    """A mean of per-list values in constant-size states, with its normal interval.
+
+    The states: a float64 running sum per cut-off (``sum_ndcg``), a list count (``count``)
+    and, with ``confidence``, the sum of squares (``sum_sq_ndcg``); all three are synchronised
+    under DDP by one sum all-reduce, exact whatever the split of batches across ranks.
+    `torch_ndcg.NDCG` is this state over the values of `torch_ndcg.ndcg`.
+    """
+
+    sum_ndcg: Tensor
+    count: Tensor
+    sum_sq_ndcg: Tensor
+
+    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
+        super().__init__(metric_kwargs, *options)
+        n = self.options.n_cutoffs
+        self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
+        if self.options.confidence is not None:  # the interval's one more constant-size state
+            self.add_state("sum_sq_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def _state_options(self) -> tuple[Any, ...]:
+        opt = self.options
+        options = (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
+        # The interval's state enters the key only when kept: earlier keys stay valid.
+        interval = ("sum_sq_ndcg",) if opt.confidence is not None else ()
+        return (*options, opt.ignore_index, *interval)
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        if name in ("sum_ndcg", "sum_sq_ndcg"):
+            return accumulate_dtype(self.device)
+        return super()._state_dtype(name, value)
+
+    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
+        """Add ``[N, len(k)]`` values to the state; ``real`` marks lists that count.
+
+        Called in the caller's inference mode (in-place additions to the states are allowed
+        there).
+        """
+        opt = self.options
+        values = values.to(self.sum_ndcg.dtype)
+        batch_count: Tensor | int
+        counted: Tensor | None = None
+        if real is None and opt.empty_target_action != "skip":
+            batch_sum, batch_count = values.sum(0), values.shape[0]
+        else:
+            counted = ~values.isnan()
+            if real is not None:
+                # A list of padding only is no list (RetrievalNDCG never sees its rows).
+                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
+            batch_sum, batch_count = counted_sum(values, counted)
+        # In place by method: `+=` would go through torchmetrics' slow attribute setter.
+        self.sum_ndcg.add_(batch_sum)
+        self.count.add_(batch_count)
+        if opt.confidence is not None:
+            squares = values * values
+            self.sum_sq_ndcg.add_(
+                squares.sum(0) if counted is None else counted_sum(squares, counted)[0]
+            )
+
+    def _mean(self) -> MetricValue:
+        """The mean of the counted values (0 if none), shaped; with its interval's bounds."""
+        if self.options.confidence is None:
+            mean = self.sum_ndcg / self.count.clamp(min=1)
+            return self.options.shape(mean, self.result_dtype)
+        mean, low, high = normal_interval(
+            self.sum_ndcg, self.sum_sq_ndcg, self.count, self.options.confidence
+        )
+        return self.options.shape(mean, self.result_dtype, (low, high))
+
+
+class QueryRows(NDCGMetricBase, PartitionedRows):
+    """Flat rows ``(preds, target, indexes)`` in list states, scored and aggregated per query.
+
+    The rows are stored checked, in the metric's float dtype (ids as int64), and exchanged
+    under DDP by `torch_ndcg._distributed.PartitionedRows`; `_aggregated` scores them with
+    `torch_ndcg.functional.retrieval_ndcg`'s kernel and reduces the per-query values by
+    ``aggregation`` (with its interval). `torch_ndcg.RetrievalNDCG` is this state.
+    """
+
+    aggregation: Any
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
+        super().__init__(metric_kwargs, *options)
+        self.add_state("preds", [], dist_reduce_fx="cat")
+        self.add_state("target", [], dist_reduce_fx="cat")
+        self.add_state("indexes", [], dist_reduce_fx="cat")
+        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
+        self._partition_group: Any = None
+
+    def _store_rows(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        rows = _rows_to_store(
+            preds,
+            target,
+            indexes,
+            self.options.lists,
+            compute_dtype(self.dtype),
+            self.options_key.device,
+        )
+        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
+            state.append(row)
+
+    def _state_options(self) -> tuple[Any, ...]:
+        # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
+        # metrics with other `k`, gains, ... may share them in a MetricCollection.
+        return (self.options.ignore_index, compute_dtype(self.dtype))
+
+    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
+        return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
+
+    def _score_queries(self) -> tuple[Tensor, Tensor]:
+        """The per-query values and ids of the stored rows (rows marked ignored dropped)."""
+        preds, target, indexes = self.stored_rows()
+        kept = None if self.options.ignore_index is None else ~target.isnan()
+        return _retrieval_values(preds, target, indexes, kept, self.options.lists)
+
+    def _aggregated(self) -> MetricValue | tuple[MetricValue, Tensor]:
+        """The aggregate of the queries seen so far (with its interval), or ``(values, ids)``."""
+        opt = self.options
+        values, ids = self.score_on_every_rank(self._score_queries)
+        bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
+        if self.aggregation == "mean":
+            mean, bounds = mean_of_counted(values, opt.confidence, self.sum_over_ranks)
+        else:
+            values, ids = self.gather_over_ranks(values, ids)
+        if self._update_count > 0 and ids.numel() == 0 and not self.partitioned:
+            rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
+        if self.aggregation == "none":
+            return opt.shape(values, self.result_dtype), ids
+        if self.aggregation != "mean":  # every rank has every query's value: same draws
+            mean, bounds = aggregate_with_interval(
+                values,
+                self.aggregation,
+                opt.confidence,
+                self.bootstrap_resamples,
+                self.bootstrap_seed,
+            )
+        return opt.shape(mean, self.result_dtype, bounds)

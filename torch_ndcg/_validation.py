@@ -181,13 +181,7 @@ def check_list_options(
     check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
     check_ignore_index(ignore_index)
     return ListOptions(
-        cutoffs=cutoffs,
-        gain=gain,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        ignore_index=ignore_index,
-        validate_args=validate_args,
+        cutoffs, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
 
 
@@ -737,51 +731,46 @@ def check_finite_scale(
 # Argument names of torchmetrics, scikit-learn, TF-Ranking, allRank and LightGBM, and ours: what
 # each of our functions says when it meets one (only names it has an equivalent for).
 _CUTOFF_NAMES = {"top_k": "torchmetrics'", "topn": "TF-Ranking's", "eval_at": "LightGBM's"}
-_SHARED_NAMES: dict[str, str] = {
-    "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
-    "label_gain": "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])",
-}
-METRIC_PORTED_NAMES: dict[str, str] = {
-    **{
-        name: f"`k` ({peer} `{name}`; a sequence of cut-offs works)"
-        for name, peer in _CUTOFF_NAMES.items()
-    },
-    **_SHARED_NAMES,
-    "ignore_ties": (
-        "`ties`='first' for scikit-learn's `ignore_ties=True` (on tie-free scores; "
-        "'average', the default, for False)"
-    ),
-}
-_LOSS_NAMES: dict[str, str] = {
-    **{name: f"`k` ({peer} `{name}`; one int)" for name, peer in _CUTOFF_NAMES.items()},
-    **_SHARED_NAMES,
-    "eps": "nothing: no epsilon is needed (allRank's `eps`)",
-}
-LAMBDARANK_PORTED_NAMES: dict[str, str] = {
+
+
+def _ported_names(cutoff: str, **others: str) -> dict[str, str]:
+    """The cut-off names (``k``: ``cutoff``), those every entry point shares, and ``others``."""
+    return {
+        **{name: f"`k` ({peer} `{name}`; {cutoff})" for name, peer in _CUTOFF_NAMES.items()},
+        "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
+        "label_gain": (
+            "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])"
+        ),
+        **others,
+    }
+
+
+METRIC_PORTED_NAMES = _ported_names(
+    "a sequence of cut-offs works",
+    ignore_ties="`ties`='first' for scikit-learn's `ignore_ties=True` (on tie-free scores; "
+    "'average', the default, for False)",
+)
+_LOSS_NAMES = _ported_names("one int", eps="nothing: no epsilon is needed (allRank's `eps`)")
+LAMBDARANK_PORTED_NAMES = {
     **_LOSS_NAMES,
     "weighing_scheme": (
         "`weighting` (allRank's lambdaRank_scheme = 'lambdarank', ndcgLoss2_scheme = 'ndcg2', "
         "ndcgLoss2PP_scheme = 'ndcg2pp'; its RankNet and ndcgLoss1 schemes have no equivalent)"
     ),
 }
-APPROX_PORTED_NAMES: dict[str, str] = {
+APPROX_PORTED_NAMES = {
     **_LOSS_NAMES,
     "alpha": "`temperature`=1/alpha (allRank's approxNDCGLoss `alpha`)",
 }
-
-
-NEURAL_PORTED_NAMES: dict[str, str] = {
+NEURAL_PORTED_NAMES = {
     **_LOSS_NAMES,
     "powered_relevancies": (
         "`gain` (allRank's `powered_relevancies=True` is gain='exponential', False is 'linear')"
     ),
-    "stochastic": "nothing: only the deterministic NeuralSort is implemented (allRank's "
-    "`stochastic`)",
-    "n_samples": "nothing: only the deterministic NeuralSort is implemented (allRank's "
-    "`n_samples`)",
-    "beta": "nothing: only the deterministic NeuralSort is implemented (allRank's `beta`)",
-    "log_scores": "nothing: only the deterministic NeuralSort is implemented (allRank's "
-    "`log_scores`)",
+    **{
+        name: f"nothing: only the deterministic NeuralSort is implemented (allRank's `{name}`)"
+        for name in ("stochastic", "n_samples", "beta", "log_scores")
+    },
     "tau": "`temperature` (NeuralSort's `tau`)",
 }
 

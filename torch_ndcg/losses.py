@@ -49,7 +49,9 @@ class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
     Subclasses name their checker (``_check``), the function's unchecked core (``_core``) and
-    the hyper-parameters ``repr`` shows (``_shown``).
+    the hyper-parameters ``repr`` shows (``_shown``). Their ``__init__`` spell every keyword out
+    with its default, as the functions do: the public signatures that type checkers and the
+    docs read, so these lists stay written out (``duplicates`` pairs them).
     """
 
     options: LossOptions

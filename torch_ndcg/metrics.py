@@ -6,40 +6,17 @@ torchmetrics machinery from `torch_ndcg._metric_base` and the DDP protocol of th
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypedDict, cast, overload
+from typing import Any, Generic, Literal, cast, overload
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar, Unpack
 
-from torch_ndcg import _options, _validation
-from torch_ndcg._distributed import PartitionedRows
-from torch_ndcg._metric_base import (
-    MetricOptions,
-    NDCGMetricBase,
-    aggregate,
-    counted_sum,
-    mean_of_counted,
-    plot_distribution,
-)
-from torch_ndcg._options import (
-    Aggregated,
-    Aggregation,
-    Discount,
-    EmptyTargetAction,
-    Gain,
-    Ties,
-    compute_dtype,
-)
+from torch_ndcg import _validation
+from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
+from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
 from torch_ndcg.functional import _catalog
-from torch_ndcg.functional._ndcg import (
-    _ndcg_of_lists,
-    _prepare_lists,
-    _retrieval_values,
-    _rows_to_store,
-)
-from torch_ndcg.functional._significance import bootstrap_interval, normal_interval
+from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -48,19 +25,7 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
 
 
-class _MetricKeywords(TypedDict, total=False):
-    """The keywords torchmetrics' `Metric` takes (1.9), passed on as they are."""
-
-    compute_on_cpu: bool
-    dist_sync_on_step: bool
-    process_group: Any
-    dist_sync_fn: Callable[..., Any] | None
-    distributed_available_fn: Callable[[], bool] | None
-    sync_on_compute: bool
-    compute_with_cache: bool
-
-
-class _Options(_MetricKeywords, total=False):
+class _Options(MetricKeywords, total=False):
     """The keywords of both metrics that do not change the type of ``compute()``.
 
     The overloads of ``__init__`` differ only in ``k``, ``confidence`` and ``aggregation``;
@@ -84,7 +49,7 @@ class _RetrievalOptions(_Options, total=False):
     bootstrap_seed: int
 
 
-class NDCG(NDCGMetricBase, Generic[ResultT]):
+class NDCG(CountedMean, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     $$
@@ -102,10 +67,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
     only of padding (``mask`` / ``ignore_index``) are not counted at all.
 
     Note:
-        The default gain is exponential, $2^y - 1$ (LightGBM, TF-Ranking, Rax). torchmetrics'
-        ``RetrievalNormalizedDCG`` and scikit-learn's ``ndcg_score`` use the label itself: pass
-        ``gain="linear"`` to get their numbers. Graded labels give different values (0/1 labels
-        the same).
+        The default gain is exponential, $2^y - 1$, as `torch_ndcg.ndcg`'s (see its note):
+        pass ``gain="linear"`` to get the numbers of torchmetrics' ``RetrievalNormalizedDCG``.
 
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
@@ -176,6 +139,7 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         **options: Unpack[_Options],
     ) -> None: ...
 
+    # Every keyword spelled out with its default (as `ndcg`): the signature the docs show.
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
@@ -189,30 +153,10 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         confidence: float | None = None,
         **metric_kwargs: Any,
     ) -> None:
-        self._reject_ported_names(type(self).__name__, metric_kwargs)
-        super().__init__(**metric_kwargs)
-        self.options = MetricOptions(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
-        )
-        opt = self.options
-        self._add_options_state()
-        n = opt.n_cutoffs
-        self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
-        if confidence is not None:  # the interval's one more constant-size state
-            self.add_state("sum_sq_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
-
-    def _state_options(self) -> tuple[Any, ...]:
-        opt = self.options
-        options = (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
-        # The interval's state enters the key only when kept: earlier keys stay valid.
-        interval = ("sum_sq_ndcg",) if opt.confidence is not None else ()
-        return (*options, opt.ignore_index, *interval)
-
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        if name in ("sum_ndcg", "sum_sq_ndcg"):
-            return _options.accumulate_dtype(self.device)
-        return super()._state_dtype(name, value)
+        super().__init__(
+            metric_kwargs, k, gain, discount, ties, empty_target_action, ignore_index,
+            validate_args, confidence
+        )  # fmt: skip
 
     def update(
         self,
@@ -283,7 +227,6 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
             >>> metric.compute()
             tensor(1.)
         """
-        opt = self.options
         # What torchmetrics' wrapper does around `update`: this is an update too.
         self._computed = None
         self._update_count += 1
@@ -293,7 +236,7 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
                 queries,
                 items,
                 relevant,
-                opt.lists,
+                self.options.lists,
                 exclude=exclude,
                 score_fn=score_fn,
                 chunk_size=chunk_size,
@@ -304,33 +247,6 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
             share = _catalog.user_share(values.shape[0], process_group, values.device)
             self._add_values(values, share)
 
-    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
-        """Add ``[N, len(k)]`` nDCG values to the state; ``real`` marks lists that count.
-
-        Called in the caller's inference mode (in-place additions to the states are allowed
-        there).
-        """
-        opt = self.options
-        values = values.to(self.sum_ndcg.dtype)
-        batch_count: Tensor | int
-        counted: Tensor | None = None
-        if real is None and opt.empty_target_action != "skip":
-            batch_sum, batch_count = values.sum(0), values.shape[0]
-        else:
-            counted = ~values.isnan()
-            if real is not None:
-                # A list of padding only is no list (RetrievalNDCG never sees its rows).
-                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
-            batch_sum, batch_count = counted_sum(values, counted)
-        # In place by method: `+=` would go through torchmetrics' slow attribute setter.
-        self.sum_ndcg.add_(batch_sum)
-        self.count.add_(batch_count)
-        if opt.confidence is not None:
-            squares = values * values
-            self.sum_sq_ndcg.add_(
-                squares.sum(0) if counted is None else counted_sum(squares, counted)[0]
-            )
-
     def compute(self) -> ResultT:
         """Mean nDCG of the lists seen so far (0 if none was counted), with its interval.
 
@@ -338,16 +254,10 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         (`torch_ndcg.functional._significance.normal_interval`; NaN with fewer than two
         lists).
         """
-        if self.options.confidence is None:
-            mean = self.sum_ndcg / self.count.clamp(min=1)
-            return cast(ResultT, self.options.shape(mean, self.result_dtype))
-        mean, low, high = normal_interval(
-            self.sum_ndcg, self.sum_sq_ndcg, self.count, self.options.confidence
-        )
-        return cast(ResultT, self.options.shape(mean, self.result_dtype, (low, high)))
+        return cast(ResultT, self._mean())
 
 
-class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
+class RetrievalNDCG(QueryRows, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     $$
@@ -401,8 +311,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
             queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
             cost is resamples × queries gathered values and one reduction over them per
-            cut-off; a callable is called once per resample).
-            Not with ``"none"``.
+            cut-off; a callable is called once per resample). Not with ``"none"``.
         bootstrap_resamples: number of bootstrap resamples (with ``confidence`` and an
             aggregation other than ``"mean"``).
         bootstrap_seed: seed of the bootstrap resampling: the same rows give the same bounds,
@@ -437,9 +346,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
     """
 
-    # Lists of batches; torchmetrics' sync may leave one concatenated tensor (torch.jit.script
-    # reads the annotations of the scripted class itself: one type here, as torchmetrics' own
-    # retrieval metrics declare it).
+    # Lists of batches (one tensor after torchmetrics' sync), declared here as torchmetrics'
+    # retrieval metrics do: torch.jit.script reads the scripted class's own annotations.
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
@@ -494,6 +402,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
+    # Every keyword spelled out with its default (as `ndcg`): the signature the docs show.
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
@@ -510,21 +419,13 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         bootstrap_seed: int = 0,
         **metric_kwargs: Any,
     ) -> None:
-        self._reject_ported_names(type(self).__name__, metric_kwargs)
-        super().__init__(**metric_kwargs)
-        self.options = MetricOptions(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args, confidence
-        )
+        super().__init__(
+            metric_kwargs, k, gain, discount, ties, empty_target_action, ignore_index,
+            validate_args, confidence
+        )  # fmt: skip
         _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
-        self.aggregation = aggregation
+        self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples
-        self.bootstrap_seed = bootstrap_seed
-        self._add_options_state()
-        self.add_state("preds", [], dist_reduce_fx="cat")
-        self.add_state("target", [], dist_reduce_fx="cat")
-        self.add_state("indexes", [], dist_reduce_fx="cat")
-        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
-        self._partition_group: Any = None
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         """Store a batch of rows.
@@ -534,30 +435,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
             target: non-negative labels, the shape of ``preds``.
             indexes: integer query ids, the shape of ``preds``.
         """
-        rows = _rows_to_store(
-            preds,
-            target,
-            indexes,
-            self.options.lists,
-            compute_dtype(self.dtype),
-            self.options_key.device,
-        )
-        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
-            state.append(row)
-
-    def _state_options(self) -> tuple[Any, ...]:
-        # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
-        # metrics with other `k`, gains, ... may share them in a MetricCollection.
-        return (self.options.ignore_index, compute_dtype(self.dtype))
-
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
-
-    def _score_queries(self) -> tuple[Tensor, Tensor]:
-        """The per-query values and ids of the stored rows (rows marked ignored dropped)."""
-        preds, target, indexes = self.stored_rows()
-        kept = None if self.options.ignore_index is None else ~target.isnan()
-        return _retrieval_values(preds, target, indexes, kept, self.options.lists)
+        self._store_rows(preds, target, indexes)
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
@@ -567,50 +445,4 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.
         """
-        opt = self.options
-        values, ids = self.score_on_every_rank(self._score_queries)
-        bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
-        if self.aggregation == "mean":
-            mean, bounds = mean_of_counted(values, opt.confidence, self.sum_over_ranks)
-        else:
-            values, ids = self.gather_over_ranks(values, ids)
-        if self._update_count > 0 and ids.numel() == 0 and not self.partitioned:
-            rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
-        if self.aggregation == "none":
-            return cast(ResultT, (opt.shape(values, self.result_dtype), ids))
-        if self.aggregation != "mean":
-            mean = aggregate(values, self.aggregation)
-            if opt.confidence is not None:  # every rank has every query's value: same draws
-                bounds = bootstrap_interval(
-                    values,
-                    self.aggregation,
-                    opt.confidence,
-                    n_resamples=self.bootstrap_resamples,
-                    seed=self.bootstrap_seed,
-                )
-        return cast(ResultT, opt.shape(mean, self.result_dtype, bounds))
-
-    def plot(self, val: Any = None, ax: Any = None) -> Any:
-        """Plot the metric's value(s), or with ``aggregation="none"`` their distribution.
-
-        Aggregated, as torchmetrics' metrics: one value (a dict of them for a sequence ``k``)
-        or a list of values over time. With ``aggregation="none"`` the per-query values are
-        drawn as a histogram on [0, 1], one per cut-off (queries skipped by ``"skip"`` left
-        out); the query ids are not plotted. Needs matplotlib.
-
-        Args:
-            val: a result of ``compute``/``forward`` or, aggregated, a list of them;
-                ``None`` computes one.
-            ax: a matplotlib axis to draw on.
-
-        Returns:
-            ``(figure, axis)``.
-
-        Raises:
-            ValueError: with ``aggregation="none"``, a ``val`` that is not one
-                ``(values, ids)`` result.
-        """
-        if self.aggregation != "none":
-            return self._plot(val, ax)
-        result = self.compute() if val is None else val
-        return plot_distribution(result, self.options.names[0], ax, type(self).__name__)
+        return cast(ResultT, self._aggregated())

@@ -57,6 +57,8 @@ def _prepare_lists(
     )
 
 
+# `dcg`, `ndcg` and `retrieval_ndcg` (and the metrics and losses) spell their shared keywords
+# out with their defaults: public signatures, read by type checkers and the docs, kept written out.
 def dcg(
     preds: Tensor,
     target: Tensor,
@@ -135,16 +137,7 @@ def dcg(
     options = _validation.check_list_options(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
-    if _catalog.is_sparse(target):
-        value = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=False)
-        return _catalog.shape_values(value, options.cutoffs, preds.dtype)
-    if exclude is not None:
-        mask = _catalog.dense_mask_with_exclusions(
-            exclude, mask, target, validate_args=validate_args
-        )
-    lists = _prepare_lists(preds, target, mask, options)
-    value = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
-    return lists.shape_output(value, options.cutoffs, _options.compute_dtype(preds.dtype))
+    return _values(preds, target, mask, exclude, options, normalize=False)
 
 
 def ndcg(
@@ -219,16 +212,32 @@ def ndcg(
     options = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
+    return _values(preds, target, mask, exclude, options, normalize=True)
+
+
+def _values(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    exclude: Tensor | None,
+    options: ListOptions,
+    *,
+    normalize: bool,
+) -> Tensor:
+    """`ndcg` (``normalize``) or `dcg`, options checked: a sparse target streamed, else lists."""
     if _catalog.is_sparse(target):
-        values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=True)
+        values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
         return _catalog.shape_values(values, options.cutoffs, preds.dtype)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(
-            exclude, mask, target, validate_args=validate_args
+            exclude, mask, target, validate_args=options.validate_args
         )
     lists = _prepare_lists(preds, target, mask, options)
-    normalized = _ndcg_of_lists(lists, options)
-    return lists.shape_output(normalized, options.cutoffs, _options.compute_dtype(preds.dtype))
+    if normalize:
+        values = _ndcg_of_lists(lists, options)
+    else:
+        values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
+    return lists.shape_output(values, options.cutoffs, _options.compute_dtype(preds.dtype))
 
 
 def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:

@@ -542,17 +542,12 @@ def paired_randomization_test(
     10,000 queries.
 
     Args:
-        a: the first model's per-query values: a ``[Q]`` tensor, a dict of them per
-            cut-off, or a ``(values, ids)`` pair as ``RetrievalNDCG(aggregation="none")``
-            returns it (ids ``[Q]``, integer, distinct).
-        b: the second model's, in the same form. Values alone are paired by position (the
-            same queries in the same order); ``(values, ids)`` pairs are paired by id, in any
-            order.
+        a: the first model's per-query values, as in `paired_t_test`.
+        b: the second model's, in the same form, paired as in `paired_t_test`.
         n_resamples: number of random sign flips $R$.
         seed: seed of the flips.
         confidence: coverage of the interval of the mean difference.
-        unmatched_ids: with ids, ``"raise"`` (the default) when the two id sets differ,
-            ``"intersect"`` to test on the queries both have.
+        unmatched_ids: as in `paired_t_test` (``"raise"`` or ``"intersect"``).
 
     Returns:
         A `PairedTestResult` (``statistic`` = the mean difference; unpacks as
