@@ -10,6 +10,9 @@
   inputs (`tie_averaged_gains`, bounded by `DENSE_TIE_ELEMENTS`);
 - the ideal DCG from label counts, with no sort, for small integer labels
   (`ideal_dcg_from_label_counts`).
+- for long rows (`long_rows`, decided from the shape), the top ``k + 1`` and the ``k`` largest
+  labels selected from group maxima (`grouped_top`), the float scores as their own keys, and
+  the general path only where a tie touches the top ``k`` (`_long_row_gains`).
 
 `dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
 call's one read-back (`torch_ndcg._host`), which also carries the input checks. On an
