@@ -17,7 +17,9 @@ Linux ``VmHWM`` over the process's size once the embeddings exist; on CUDA
     holding the whole catalog (peak including all the embeddings).
 Also (d) against the floor's blocking in turns in one process (the median of the rounds'
 ratios: on a shared machine the separate processes of (a) and (d) may meet different loads),
-and the sparse-target `ndcg` of 100 x 1,000,000 scores against one ``topk(10)`` of them.
+and the sparse-target `ndcg` of 100 x 1,000,000 scores against one ``topk(10)`` of them; and
+the dense-target `ndcg` of 256 x 100,000 scores against one ``topk(10)`` of them, both tie
+rules, in turns in one process (``--dense-long-only`` runs this alone).
 
 Times are medians of ``--repeats`` runs, one CPU thread by default (``--threads``), as the
 issue's table. Ratios are printed against the floor and RecBole's pattern measured in the same
@@ -188,6 +190,28 @@ def arm(name: str, users: int, n_items: int, repeats: int, device: torch.device)
         result["time"] = statistics.median(ours)
         result["floor"] = statistics.median(floors)
         result["ratio"] = statistics.median(ratios)
+    elif name == "dense-long":
+        # Dense-target `ndcg` and one topk(10) of the same [B, N] scores in turns, both tie
+        # rules: the median of each round's ratio (the runs of a round share its load).
+        scores = queries @ items.T
+        target = torch.zeros_like(scores).scatter_(1, relevant, grades)
+        sparse = sparse_target(relevant, grades, n_items)
+        ratios: dict[str, list[float]] = {"average": [], "first": []}
+        times: dict[str, list[float]] = {"average": [], "first": [], "topk": []}
+        for _ in range(repeats):
+            topk_time = _timed(lambda: scores.topk(K, dim=1), 1, device)[0]
+            times["topk"].append(topk_time)
+            for ties in ratios:
+                run_time, values = _timed(
+                    lambda ties=ties: ndcg(scores, target, k=K, ties=ties), 1, device
+                )
+                times[ties].append(run_time)
+                ratios[ties].append(run_time / topk_time)
+                # The same values as the sparse-target path on the same data.
+                assert torch.allclose(values, ndcg(scores, sparse, k=K, ties=ties), atol=1e-6)
+        result["time"] = statistics.median(times["average"])
+        result["times"] = {name: statistics.median(v) for name, v in times.items()}
+        result["ratios"] = {ties: statistics.median(v) for ties, v in ratios.items()}
     elif name in ("sparse-ndcg", "topk"):
         scores = queries @ items.T
         target = sparse_target(relevant, grades, n_items)
@@ -260,6 +284,25 @@ def _fresh(args: list[str], threads: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# Users x items of the dense-target arm against one topk (the issue's long-row case).
+DENSE_LONG = (256, 100_000)
+
+
+def _print_dense_long(repeats: int, device: str, threads: int) -> None:
+    """Dense-target `ndcg` of ``DENSE_LONG`` scores against one ``topk(10)``, both tie rules."""
+    users, n_items = DENSE_LONG
+    rounds = ["--items", str(n_items), "--repeats", str(max(repeats, 5)), "--device", device]
+    result = _fresh([*rounds, "--arm", f"dense-long@{users}"], threads)
+    times, ratios = result["times"], result["ratios"]
+    print(
+        f"dense-target `ndcg` of {users} x {n_items:,} scores (k={K}, validate_args=True), in "
+        f"turns with one topk({K}) ({times['topk']:.4f} s), median of {max(repeats, 5)} rounds' "
+        f"ratios: ties='average' {ratios['average']:.2f}x ({times['average']:.4f} s), "
+        f"ties='first' {ratios['first']:.2f}x ({times['first']:.4f} s); peak "
+        f"{result['peak_mib']:.0f} MiB beyond the embeddings (scores and target included)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=1000)
@@ -269,6 +312,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--world", type=int, default=4)
+    parser.add_argument(
+        "--dense-long-only",
+        action="store_true",
+        help=f"only dense-target ndcg of {DENSE_LONG[0]} x {DENSE_LONG[1]:,} against one topk",
+    )
     parser.add_argument("--arm", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -277,6 +325,9 @@ def main() -> None:
     if options.arm:
         name, users = options.arm.rsplit("@", 1)
         print(json.dumps(arm(name, int(users), options.items, options.repeats, device)))
+        return
+    if options.dense_long_only:
+        _print_dense_long(options.repeats, options.device, options.threads)
         return
     if options.worker == "whole":
         print(json.dumps(whole_catalog(options.users, options.items)))
@@ -348,6 +399,7 @@ def main() -> None:
         f"{sparse['time']:.3f} s = {sparse['time'] / topk['time']:.2f}x one topk({K}) "
         f"({topk['time']:.3f} s); peak {sparse['peak_mib']:.0f} MiB"
     )
+    _print_dense_long(options.repeats, options.device, options.threads)
     if options.device != "cpu":
         return
     world = options.world

@@ -48,16 +48,13 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
+from torch_ndcg._fast_paths import GROUP, group_maxima
 from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
 # hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
 PLACEHOLDER = (1 << 32) - 1
-# Items per group of the one-pass candidate selection (`group_maxima`): a block of C items has
-# C / 32 groups, few enough that comparing their maxima with the threshold costs little beside
-# the one read of the block, small enough that a passing group brings few items below it.
-GROUP = 32
 # Blocks whose survivors are merged into the top K at once (sooner if they are many): the
 # threshold then lags a few blocks, which lets a few more items survive, and the merge's
 # fixed cost is paid a few times less often.
@@ -158,21 +155,6 @@ def _excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
 
 
 _NAN_MESSAGE = "Expected the scores to have no NaN, but a block of scores has one."
-
-
-def group_maxima(block: Tensor) -> Tensor:
-    """``[B, C // GROUP]`` maxima of the item groups of a ``[B, C]`` block (``C >= GROUP``).
-
-    Group ``j`` holds the columns ``j + m * (C // GROUP)``, ``m < GROUP``: strided groups make
-    the reduction an element-wise maximum of ``GROUP`` vectors, one read of the block. The last
-    ``C % GROUP`` columns are in no group. A NaN score makes its group's maximum NaN.
-    """
-    users, width = block.shape
-    n_groups = width // GROUP
-    grouped = block.narrow(1, 0, n_groups * GROUP)
-    if grouped.stride(-1) != 1:
-        grouped = grouped.contiguous()
-    return grouped.view(users, GROUP, n_groups).amax(1)
 
 
 def _reaching(values: Tensor, threshold: Tensor) -> Tensor:

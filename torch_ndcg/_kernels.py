@@ -21,7 +21,7 @@ The matrix products here run in the dtypes they are given only with autocast off
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -194,13 +194,15 @@ def ideal_ranked_gains(
     kmax: int,
     gain: Gain,
     dtype: torch.dtype,
+    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] | None = None,
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
     The built-in gains never decrease with the label, so the ideal order is the label order and
     the top ``kmax`` labels are selected in the labels' own dtype (cheaper for integer labels);
     a callable gain is ranked by the gains themselves (``item_gains``, required then), and so
-    are labels whose gains are at hand (the same order; no gain is taken twice).
+    are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
+    picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
     """
     by_gain = callable(gain) or item_gains is not None
     if by_gain:
@@ -210,7 +212,7 @@ def ideal_ranked_gains(
         values = target.to(torch.uint8) if target.dtype == torch.bool else target
     if mask is not None:
         values = torch.where(mask, values, _lowest(values.dtype))
-    best = top(values, kmax)[0]
+    best = (top if select is None else select)(values, kmax)[0]
     best_gains = best.to(dtype) if by_gain else gains(best.to(dtype), gain)
     if mask is not None:
         best_gains = torch.where(best == _lowest(values.dtype), 0, best_gains)

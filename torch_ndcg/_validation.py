@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host
+from torch_ndcg import _fast_paths, _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
@@ -359,6 +359,9 @@ def check_values(
     returned as a `torch_ndcg._host.DeferredCheck` for the caller to read together
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
+    Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
+    except on lists of `torch_ndcg._fast_paths.LONG_ROW_LENGTH` items or more: there only
+    label-like score extremes (`_label_like`) lead to its two passes, with a read of their own.
 
     Returns:
         A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
@@ -409,7 +412,11 @@ def check_values(
         torch.stack([low, high]).to(torch.float64),
     ]
     integer_labels = not real_target.is_floating_point()
-    if not integer_labels:  # read with the extremes: no read-back of its own
+    # The swap hint's two passes are read with the extremes, except on long lists: there
+    # they would cost more than the checks and the ranking together, and are taken (with a
+    # read-back of their own) only for label-like scores.
+    signs_read = not integer_labels and n_items < _fast_paths.LONG_ROW_LENGTH
+    if signs_read:
         parts.append(_swap_signs(preds, real_target, mask))
     extremes = torch.cat(parts)
 
@@ -423,8 +430,9 @@ def check_values(
             found = rule.found(low_pred, high_pred, low, high)
             if found is not None:
                 raise ValueError(rule.message.format(found=found))
-        if not integer_labels:
-            _hint_swapped_arguments(values[4:], low_pred, high_pred)
+        if not integer_labels and _label_like(low_pred, high_pred):
+            signs = values[4:] if signs_read else _swap_signs(preds, real_target, mask).tolist()
+            _hint_swapped_arguments(signs, low_pred, high_pred)
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
@@ -435,11 +443,25 @@ def check_values(
 _LABEL_LIKE_LARGEST = 31
 
 
+def _label_like(low_pred: float, high_pred: float) -> bool:
+    """Whether real scores from ``low_pred`` to ``high_pred`` could all be graded labels.
+
+    Whole-number extremes in ``[0, 31]`` (`_LABEL_LIKE_LARGEST`), not all equal (equal scores
+    are no sign): only then can every score be a whole number that looks like a label.
+    """
+    return (
+        0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST
+        and float(low_pred).is_integer()
+        and float(high_pred).is_integer()
+    )
+
+
 def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tensor:
     """``[all real scores whole, some real label fractional]`` as float64 0/1 values.
 
     Both hold when float scores and float labels were passed in swapped order (labels first,
-    as scikit-learn and TF-Ranking take them); read with the value checks' extremes.
+    as scikit-learn and TF-Ranking take them); read with the value checks' extremes, or on
+    long lists on their own and only for label-like extremes (`_label_like`).
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     scores_whole = (real_preds == real_preds.round()).all()
@@ -465,8 +487,7 @@ def _frames_to_the_caller() -> int:
 def _hint_swapped_arguments(signs: list[float], low_pred: float, high_pred: float) -> None:
     """Warn when the scores look like graded labels and the labels like scores."""
     scores_whole, labels_fractional = signs
-    label_like = 0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST  # all-equal scores are no sign
-    if scores_whole and labels_fractional and label_like:
+    if scores_whole and labels_fractional:
         warnings.warn(
             f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and `target` "
             "fractional values: were scores and labels swapped? Scores come first, labels "

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog, _fast_paths, _host, _kernels, _options, _validation
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 
 __all__ = ["catalog_ndcg"]
@@ -254,8 +254,8 @@ def _blocking(
     elements = max(budget // itemsize, 1)
     if chunk_size is None:
         block_users = max(1, min(users, elements // DEFAULT_CHUNK))
-        chunk = max(elements // block_users, _catalog.GROUP)
-        step = DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog.GROUP
+        chunk = max(elements // block_users, _fast_paths.GROUP)
+        step = DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _fast_paths.GROUP
         return block_users, chunk - chunk % step
     return max(1, min(users, elements // chunk_size)), chunk_size
 
