@@ -256,6 +256,46 @@ def test_pruned_selection_on_adversarial_scores(ties: str) -> None:
                 torch.testing.assert_close(got, expected, atol=1e-5, rtol=0, msg=name)
 
 
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_blocks_where_nothing_passes_then_a_tie_with_the_threshold(
+    ties: str, dtype: torch.dtype
+) -> None:
+    """Blocks whose every score is below the running k-th best add nothing and are skipped; a
+    later block with scores equal to that k-th best (a relevant item among them) still counts
+    in the boundary's ties and the relevant item's rank."""
+    users, width, n_blocks, k = 3, 128, 40, 3
+    n_items = width * n_blocks
+    gen = torch.Generator().manual_seed(5)
+    table = -10.0 - torch.rand(users, n_items, generator=gen, dtype=torch.float64)
+    table[:, :k] = torch.tensor([9.0, 8.0, 7.0])  # block 0 sets the threshold 7
+    late = n_items - width // 2  # in the last block, after many blocks where nothing passes
+    table[:, late : late + 3] = 7.0  # ties with the k-th best, nothing above it
+    table[0, late + 7] = 7.0  # excluded: takes no rank
+    table = table.to(dtype)
+    relevant = torch.tensor([[late + 1, 2], [late + 2, 1], [late, -1]])
+    grades = torch.tensor([[2.0, 1.0], [1.0, 3.0], [1.0, 0.0]], dtype=torch.float64)
+    excluded = torch.tensor([[late + 7], [-1], [late + 2]])
+    target, mask = dense(relevant, grades, excluded, n_items)
+
+    def lookup(q: Tensor, x: Tensor) -> Tensor:
+        return table[q[:, 0].long()][:, x[:, 0].long()]
+
+    for kk in [k, [1, k, 5]]:
+        expected = ndcg(table, target, k=kk, mask=mask, ties=ties)  # type: ignore[arg-type]
+        got = catalog_ndcg(
+            torch.arange(users, dtype=dtype)[:, None],
+            torch.arange(n_items, dtype=dtype)[:, None],
+            sparse_relevance(relevant, grades, n_items),
+            k=kk,
+            exclude=excluded,
+            score_fn=lookup,
+            chunk_size=width,
+            ties=ties,  # type: ignore[arg-type]
+        )
+        torch.testing.assert_close(got, expected.to(got.dtype), atol=1e-6, rtol=0)
+
+
 def test_a_nan_score_after_the_threshold_is_set_is_an_error() -> None:
     """A NaN in a late block, in a group that the threshold would otherwise skip, still raises."""
     users, n_items = 3, 4 * SLICE

@@ -342,19 +342,19 @@ def ideal_dcg_from_label_counts(
 GROUP = 32
 
 
-def group_maxima(block: Tensor) -> Tensor:
-    """``[B, C // GROUP]`` maxima of the item groups of a ``[B, C]`` block (``C >= GROUP``).
+def group_maxima(block: Tensor, group: int = GROUP) -> Tensor:
+    """``[B, C // group]`` maxima of the item groups of a ``[B, C]`` block (``C >= group``).
 
-    Group ``j`` holds the columns ``j + m * (C // GROUP)``, ``m < GROUP``: strided groups make
-    the reduction an element-wise maximum of ``GROUP`` vectors, one read of the block. The last
-    ``C % GROUP`` columns are in no group. A NaN score makes its group's maximum NaN.
+    Group ``j`` holds the columns ``j + m * (C // group)``, ``m < group``: strided groups make
+    the reduction an element-wise maximum of ``group`` vectors, one read of the block. The last
+    ``C % group`` columns are in no group. A NaN score makes its group's maximum NaN.
     """
     users, width = block.shape
-    n_groups = width // GROUP
-    grouped = block.narrow(1, 0, n_groups * GROUP)
+    n_groups = width // group
+    grouped = block.narrow(1, 0, n_groups * group)
     if grouped.stride(-1) != 1:
         grouped = grouped.contiguous()
-    return grouped.view(users, GROUP, n_groups).amax(1)
+    return grouped.view(users, group, n_groups).amax(1)
 
 
 # Rows of at least this many items, with at most 1/`_LONG_ROW_SHARE` of their groups wanted,
