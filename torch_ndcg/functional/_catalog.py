@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog, _fast_paths, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog, _host, _kernels, _options, _validation
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 
 __all__ = ["catalog_ndcg"]
