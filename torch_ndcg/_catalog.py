@@ -223,9 +223,7 @@ class Stream:
         self._flush()
         return self.state
 
-    def _survivors(
-        self, block: Tensor, start: int
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+    def _survivors(self, block: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
         """The groups of the block whose maximum reaches the pruning threshold.
 
         The threshold is the current ``K``-th best score, or where too many groups pass (the
