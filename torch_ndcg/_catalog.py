@@ -59,6 +59,9 @@ PLACEHOLDER = (1 << 32) - 1
 # threshold then lags a few blocks, which lets a few more items survive, and the merge's
 # fixed cost is paid a few times less often.
 MERGE_EVERY = 16
+# Pending groups per user that trigger a merge before `MERGE_EVERY` blocks: the first blocks
+# pass many groups, and merging them soon raises the threshold for the next ones.
+FLUSH_GROUPS = 2
 # Items per group of the selection's maxima pass: 64-item groups read the block as fast as
 # 32-item ones, and their maxima (half as many) are compared with the threshold faster.
 GROUP = 64
@@ -215,7 +218,7 @@ class Stream:
         self.pending.append((rows, columns + start, scores))
         self.threshold = threshold
         self.pending_groups += rows.shape[0]
-        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= MERGE_EVERY * users:
+        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * users:
             self._flush()
 
     def result(self) -> TopState:
@@ -238,32 +241,28 @@ class Stream:
         users, width = block.shape
         maxima = group_maxima(block, GROUP)
         n_groups = maxima.shape[1]
-        threshold = self.state.scores[:, -1:]
-        if self.threshold is not None:  # a pending block's threshold holds for this one too
-            threshold = threshold.maximum(self.threshold)
+        # A pending block's threshold (at least the K-th best, which changes only at merges)
+        # holds for this one too.
+        threshold = self.state.scores[:, -1:] if self.threshold is None else self.threshold
         active = _reaching(maxima.amax(1, keepdim=True), threshold).view(-1).nonzero()
         if not active.shape[0]:  # nothing reaches it: the block adds nothing
             return None
         if 2 * active.shape[0] > users:  # many users pass: every group at once
-            pairs = _reaching(maxima, threshold).view(-1).nonzero()
+            pairs = _reaching(maxima, threshold).nonzero()
             if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
                 excluded_here = None
                 if self.excluded is not None:
                     excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
                 tighter = _pruning_threshold(self.state, maxima, excluded_here)
                 if tighter is not None:
-                    threshold = tighter
-                    pairs = _reaching(maxima, threshold).view(-1).nonzero()
-            pairs = pairs.squeeze(1)
-            rows = pairs.div(n_groups, rounding_mode="floor")
-            groups = pairs - rows * n_groups
+                    threshold = torch.maximum(threshold, tighter)
+                    pairs = _reaching(maxima, threshold).nonzero()
+            rows, groups = pairs.unbind(1)
         else:  # only the groups of the users whose best item reaches it
             active = active.squeeze(1)
             chosen = maxima.index_select(0, active)
-            pairs = _reaching(chosen, threshold.index_select(0, active)).view(-1).nonzero()
-            pairs = pairs.squeeze(1)
-            local = pairs.div(n_groups, rounding_mode="floor")
-            rows, groups = active.index_select(0, local), pairs - local * n_groups
+            local, groups = _reaching(chosen, threshold.index_select(0, active)).nonzero().unbind(1)
+            rows = active.index_select(0, local)
         members = self.members.get(n_groups)
         if members is None:
             members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
