@@ -506,7 +506,7 @@ def catalog_ndcg(
     running top ``max(k)`` per user, the count of items tied with its last score and the
     scores of the relevant items are kept, so the memory beyond the embeddings is
     $O(B (k + P) + \text{block})$. Selecting a block's candidates reads it about once (the
-    maxima of groups of 64 items; only the groups that reach the running ``k``-th best score
+    maxima of groups of 32 items; only the groups that reach the running ``k``-th best score
     are looked at).
 
     Ties: ``"average"`` credits every member of a group of equal scores the group's mean gain
@@ -525,7 +525,7 @@ def catalog_ndcg(
             entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
         score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
             than a dot product; must score the same pair the same way in every block.
-        chunk_size: items per chunk (the last chunk takes the rest); a multiple of 64 lets the
+        chunk_size: items per chunk (the last chunk takes the rest); a multiple of 32 lets the
             group selection skip most of each block. By default 2,048 items and as many users
             as ``memory_budget`` holds (longer chunks when fewer users fill it).
         memory_budget: bytes of one block of scores (default 8 MiB); with ``chunk_size`` it
