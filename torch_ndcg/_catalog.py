@@ -48,7 +48,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
-from torch_ndcg._fast_paths import group_maxima
+from torch_ndcg._fast_paths import group_maxima, group_members
 from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
@@ -265,7 +265,7 @@ class Stream:
             rows = active.index_select(0, local)
         members = self.members.get(n_groups)
         if members is None:
-            members = torch.arange(0, n_groups * GROUP, n_groups, device=block.device)
+            members = group_members(n_groups, block.device, GROUP)
             self.members[n_groups] = members
         columns = groups[:, None] + members
         if block.is_contiguous():  # one flat gather

@@ -357,6 +357,14 @@ def group_maxima(block: Tensor, group: int = GROUP) -> Tensor:
     return grouped.view(users, group, n_groups).amax(1)
 
 
+def group_members(n_groups: int, device: torch.device, group: int = GROUP) -> Tensor:
+    """``[group]`` column offsets of group 0 in `group_maxima`'s strided layout.
+
+    Group ``j`` of a block with ``n_groups`` groups holds the columns ``j + group_members``.
+    """
+    return torch.arange(0, n_groups * group, n_groups, device=device)
+
+
 # Rows of at least this many items, with at most 1/`_LONG_ROW_SHARE` of their groups wanted,
 # are long (`long_rows`): their top items and labels are selected from group maxima, and their
 # scores serve as their own keys.
@@ -389,7 +397,7 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
     if count * _LONG_ROW_SHARE > n_groups:
         return _kernels.top(values, count)
     best_groups = group_maxima(values).topk(count, dim=-1, sorted=False).indices
-    members = torch.arange(0, n_groups * GROUP, n_groups, device=values.device)
+    members = group_members(n_groups, values.device)
     columns = best_groups.unsqueeze(-1).add(members).view(rows, count * GROUP)
     if length % GROUP:
         rest = torch.arange(n_groups * GROUP, length, device=values.device)
