@@ -9,7 +9,6 @@ assertions elsewhere (no read-back).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,13 +122,6 @@ def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor
     """
     scaled = gains * weight.to(gains.dtype)
     return scaled if mask is None else torch.where(mask, scaled, 0)
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    """``value`` is a positive int."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > 0:
-        return int(value)
-    raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
 
 
 def _largest(values: Tensor) -> Tensor:

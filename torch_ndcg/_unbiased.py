@@ -124,7 +124,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         _validation.reject_ported_names(
             "UnbiasedLambdaRankLoss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
         )
-        num_positions = _clicks.check_positive_int("num_positions", num_positions)
+        num_positions = _validation.check_positive_int("num_positions", num_positions)
         options = self._check(
             k=k,
             sigma=sigma,

@@ -613,11 +613,18 @@ def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
         raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
 
 
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` is a positive int."""
+    if _is_int(value) and value > 0:
+        return int(value)
+    raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
+
+
 def check_loss_k(k: Any) -> int | None:
     """A loss takes one cut-off: a positive int or ``None``."""
     if k is None:
         return None
-    if isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) > 0:
+    if _is_int(k) and k > 0:
         return int(k)
     raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
 
