@@ -53,7 +53,9 @@ class DeferredCheck:
 def read_together(tensors: Sequence[Tensor | None]) -> list[list[float]]:
     """Each tensor's values as floats, from one read-back of them all ([] for ``None``)."""
     present = [t.reshape(-1).to(torch.float64) for t in tensors if t is not None]
-    flat: list[float] = torch.cat(present).tolist() if present else []
+    flat: list[float] = (
+        (torch.cat(present) if len(present) > 1 else present[0]).tolist() if present else []
+    )
     out: list[list[float]] = []
     start = 0
     for tensor in tensors:
@@ -97,7 +99,11 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
             return _cuda_full_precision(precision, set_precision, full)
     if autocast:
         return torch.autocast(device.type, enabled=False)
-    return contextlib.nullcontext()
+    return _NOTHING_TO_SWITCH
+
+
+# The context of `full_precision` where nothing is switched: one object, entered again and again.
+_NOTHING_TO_SWITCH: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def _legacy_matmul_precision() -> str | None:

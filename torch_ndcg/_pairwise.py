@@ -165,6 +165,76 @@ def pair_position_weights(
     return torch.where(gap > 0, weights, 0)
 
 
+# Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
+# the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
+# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
+# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
+# shape only, so the same batch takes the same path on every device.
+DENSE_PAIR_ELEMENTS = 1 << 15
+
+
+def dense_pairs_fit(n_lists: int, length: int) -> bool:
+    """Whether ``n_lists`` lists of ``length`` take the dense paths (`DENSE_PAIR_ELEMENTS`)."""
+    return n_lists * length * length <= DENSE_PAIR_ELEMENTS
+
+
+@_tables.kept
+def dense_pair_weight_table(
+    discount: Discount,
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """`pair_weight_table` as a square ``[L, L]``: ``W[i, j]`` for rank positions ``i``, ``j``.
+
+    0 on and below the diagonal and on the rows past the upper items' positions (``kmax``, at
+    most ``L - 1``); kept for named discounts (`torch_ndcg._tables`).
+    """
+    table = torch.zeros(length, length, dtype=dtype, device=device)
+    rows = min(kmax, length - 1)
+    if rows > 0:
+        table[:rows, 1:] = pair_weight_table(
+            discount, rows, length, kmax, weighting, mu, dtype, device
+        )
+    return table
+
+
+def dense_pairwise_logistic(
+    u: Tensor, g: Tensor, valid: Tensor | None, table: Tensor, sigma: float
+) -> Tensor:
+    r"""`PairwiseLogistic`'s per-list loss from whole ``[N, L, L]`` pair tensors, by autograd.
+
+    The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
+    the pairs of rank positions $i < j$ (``table`` from `dense_pair_weight_table`, ``valid``
+    the real items or ``None``), for a batch that `dense_pairs_fit`.
+    """
+    gain_gap = g[:, None, :] - g[:, :, None]  # g_j - g_i: its sign says which item should win
+    weight = gain_gap.abs().mul_(table)
+    if valid is not None:
+        weight.mul_(valid[:, None, :])
+    # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
+    z = (u[:, :, None] - u[:, None, :]) * gain_gap.sign_().mul_(sigma)
+    return (F.softplus(z) * weight).sum((1, 2))
+
+
+def dense_smooth_ranks(s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
+    r"""`SmoothRanks` from one ``[N, L, L]`` tensor, by autograd (a batch that `dense_pairs_fit`).
+
+    $\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)$, the differences taken before
+    dividing, as there.
+    """
+    gaps = s[:, None, :] - s[:, :, None]
+    if temperature != 1:
+        gaps = gaps / temperature
+    above = torch.sigmoid(gaps)
+    if valid is not None:
+        above = above * valid[:, None, :]
+    return above.sum(-1) + 0.5
+
+
 class PairwiseLogistic(torch.autograd.Function):
     r"""Per-list $\sum_{i<j} |g_i - g_j| \, W_{ij} \, \log(1 + e^{-(u_w - u_l)})$, blockwise.
 

@@ -115,11 +115,15 @@ def _prepare(
         scores = torch.where(flat_mask, scores, 0)
     kmax = length if k is None else min(k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
-    # From the top labels (the label counts would need the labels' range): no read-back.
+    # From the top gains (the label counts would need the labels' range): no read-back.
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+        # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
+        # small path), so the gains are selected as they are, in one operation.
+        best = item_gains.topk(kmax, dim=-1, sorted=True).values
+    else:
+        best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
     with _host.full_precision(preds.device):
-        ideal = _kernels.ideal_dcg(
-            flat_target, flat_mask, [kmax], kmax, gain, discount, acc, item_gains=item_gains
-        )[:, :1]
+        ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -170,7 +174,7 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     total = per_list.sum()
     if reduction == "sum":
         return total
-    return total / counted.sum().clamp(min=1)
+    return total / counted.sum(dtype=total.dtype).clamp_(min=1)
 
 
 def lambdarank_loss(
@@ -329,6 +333,14 @@ def lambda_pairs(
     elif real is not None:
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
+    if item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length):
+        table = _pairwise.dense_pair_weight_table(
+            discount, length, kmax, weighting, mu, scores.dtype, scores.device
+        )
+        per_list = _pairwise.dense_pairwise_logistic(
+            ranked_scores, ranked_gains.detach(), ranked_real, table, sigma
+        )
+        return torch.where(lists.has_relevant, per_list, 0), None
     position_discounts, delta = _pairwise.lambda_position_tables(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
     )
@@ -478,9 +490,12 @@ def _approx(
         count=length * length,
     )
     weights = None if real is None else real.to(scores.dtype)
-    ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
-        scores, weights, temperature
-    )
+    if _pairwise.dense_pairs_fit(scores.shape[0], length):
+        ranks = _pairwise.dense_smooth_ranks(scores, weights, temperature)
+    else:
+        ranks = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
+            scores, weights, temperature
+        )
     if real is not None:
         ranks = torch.where(real, ranks, 1)
     terms = lists.scaled_gains * _kernels.discounts(ranks, discount)
