@@ -19,7 +19,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg import _tables
+from torch_ndcg import _kernels, _tables
 from torch_ndcg._host import full_precision
 from torch_ndcg._kernels import position_discounts
 from torch_ndcg._options import Discount
@@ -203,36 +203,73 @@ def dense_pair_weight_table(
 
 
 def dense_pairwise_logistic(
-    u: Tensor, g: Tensor, valid: Tensor | None, table: Tensor, sigma: float
+    s: Tensor,
+    order: Tensor,
+    g: Tensor,
+    valid: Tensor | None,
+    table: Tensor,
+    sigma: float,
+    counted: Tensor | None,
 ) -> Tensor:
-    r"""`PairwiseLogistic`'s per-list loss from whole ``[N, L, L]`` pair tensors, by autograd.
+    r"""`PairwiseLogistic`'s per-list loss of a small batch, from whole ``[N, L, L]`` tensors.
 
     The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
-    the pairs of rank positions $i < j$ (``table`` from `dense_pair_weight_table`, ``valid``
-    the real items or ``None``), for a batch that `dense_pairs_fit`.
+    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, few
+    operations, differentiated by autograd (fewer operations than a custom Function's
+    gradient, and no Python of its own). ``s`` are the ``[N, L]`` scores in the input's item
+    order, ``order`` the rank order (best first), ``g`` the gains over the ideal DCG and
+    ``valid`` the real items (or ``None``), both in rank order; ``table`` is from
+    `dense_pair_weight_table`; ``counted`` the ``[N]`` lists whose loss counts (the others
+    are 0; ``None``: all).
     """
+    u = s.gather(-1, order)
     gain_gap = g[:, None, :] - g[:, :, None]  # g_j - g_i: its sign says which item should win
     weight = gain_gap.abs().mul_(table)
     if valid is not None:
         weight.mul_(valid[:, None, :])
+    signs = gain_gap.sign_() if sigma == 1 else gain_gap.sign_().mul_(sigma)
     # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
-    z = (u[:, :, None] - u[:, None, :]) * gain_gap.sign_().mul_(sigma)
-    return (F.softplus(z) * weight).sum((1, 2))
+    z = (u[:, :, None] - u[:, None, :]) * signs
+    loss = (F.softplus(z) * weight).sum((1, 2))
+    return loss if counted is None else torch.where(counted, loss, 0)
 
 
-def dense_smooth_ranks(s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
-    r"""`SmoothRanks` from one ``[N, L, L]`` tensor, by autograd (a batch that `dense_pairs_fit`).
+def dense_approx_ndcg_loss(
+    s: Tensor,
+    real: Tensor | None,
+    g: Tensor,
+    discount: Discount,
+    temperature: float,
+    kmax: int,
+    cut: Tensor | None,
+    counted: Tensor,
+) -> Tensor:
+    r"""Per-list ApproxNDCG loss of a small batch (`dense_pairs_fit`), by autograd.
 
-    $\hat r_i = \frac12 + \sum_j v_j \sigma((s_j - s_i)/T)$, the differences taken before
-    dividing, as there.
+    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
+    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
+    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
+    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
+    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
+    ``counted``. ``s`` are ``[N, L]`` scores, ``real`` the real items (or ``None``), ``g`` the
+    gains over the ideal DCG (0 on padding).
     """
-    gaps = s[:, None, :] - s[:, :, None]
+    gaps = s[:, None, :] - s[:, :, None]  # s_j - s_i: divided after the difference is taken
     if temperature != 1:
         gaps = gaps / temperature
     above = torch.sigmoid(gaps)
-    if valid is not None:
-        above = above * valid[:, None, :]
-    return above.sum(-1) + 0.5
+    if real is not None:
+        above = above * real.to(s.dtype)[:, None, :]
+    ranks = above.sum(-1) + 0.5
+    if real is not None:
+        ranks = torch.where(real, ranks, 1)
+    terms = g * _kernels.discounts(ranks, discount)
+    if kmax < s.shape[-1]:
+        cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+        if cut is not None:
+            cut_off = torch.where(cut, cut_off, 1)
+        terms = terms * cut_off
+    return torch.where(counted, 1 - terms.sum(-1), 0)
 
 
 class PairwiseLogistic(torch.autograd.Function):

@@ -107,7 +107,8 @@ def _prepare(
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
-    scores = preds.reshape(-1, length).to(dtype)
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node.
+    scores = (preds if preds.ndim == 2 else preds.reshape(-1, length)).to(dtype)
     flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
     if flat_mask is not None:
@@ -325,7 +326,6 @@ def lambda_pairs(
         _fast_paths.sort_keys(scores.detach(), real), length
     )
     ranked_gains = lists.scaled_gains.gather(-1, order)
-    ranked_scores = scores.gather(-1, order)
     row_factor: Tensor | None = None
     ranked_real: Tensor | None = None
     if item_factor is not None:  # the factors are the mask too
@@ -338,9 +338,17 @@ def lambda_pairs(
             discount, length, kmax, weighting, mu, scores.dtype, scores.device
         )
         per_list = _pairwise.dense_pairwise_logistic(
-            ranked_scores, ranked_gains.detach(), ranked_real, table, sigma
+            scores,
+            order,
+            ranked_gains.detach(),
+            ranked_real,
+            table,
+            sigma,
+            # Checked scores are finite: a list with no relevant item, whose gains are all 0,
+            # sums finite terms times 0 weights, which is 0 already.
+            None if validate_args else lists.has_relevant,
         )
-        return torch.where(lists.has_relevant, per_list, 0), None
+        return per_list, None
     position_discounts, delta = _pairwise.lambda_position_tables(
         discount, length, kmax, weighting, mu, scores.dtype, scores.device
     )
@@ -351,6 +359,7 @@ def lambda_pairs(
             discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
         )
     shares = None
+    ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
         per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             ranked_scores,
@@ -489,23 +498,26 @@ def _approx(
         scores.dtype,
         count=length * length,
     )
-    weights = None if real is None else real.to(scores.dtype)
+    has_relevant = lists.has_relevant
+    # Lists with more than k real items are cut (padding changes nothing); None: all of them.
+    cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        ranks = _pairwise.dense_smooth_ranks(scores, weights, temperature)
-    else:
-        ranks = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
-            scores, weights, temperature
+        per_list = _pairwise.dense_approx_ndcg_loss(
+            scores, real, lists.scaled_gains, discount, temperature, kmax, cut, has_relevant
         )
+        return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    weights = None if real is None else real.to(scores.dtype)
+    ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
+        scores, weights, temperature
+    )
     if real is not None:
         ranks = torch.where(real, ranks, 1)
     terms = lists.scaled_gains * _kernels.discounts(ranks, discount)
     if kmax < length:
         smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
-        if real is not None:
-            # Only lists with more than k real items are cut: padding changes nothing.
-            smooth_cut = torch.where(real.sum(-1, keepdim=True) > kmax, smooth_cut, 1)
+        if cut is not None:
+            smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
-    has_relevant = lists.has_relevant
     per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
 
