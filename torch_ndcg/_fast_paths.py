@@ -36,6 +36,7 @@ from torch_ndcg._options import (
     ListOptions,
     Ties,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
 )
 
@@ -102,7 +103,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return preds.to(compute_dtype(preds.dtype))
+        return as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 

@@ -26,6 +26,7 @@ from torch_ndcg._options import (
     Gain,
     Ties,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
 )
 from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
@@ -475,7 +476,7 @@ class CountedMean(NDCGMetricBase):
         there).
         """
         opt = self.options
-        values = values.to(self.sum_ndcg.dtype)
+        values = as_dtype(values, self.sum_ndcg.dtype)
         batch_count: Tensor | int
         counted: Tensor | None = None
         if real is None and opt.empty_target_action != "skip":

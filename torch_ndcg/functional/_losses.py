@@ -108,7 +108,7 @@ def _prepare(
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
     # Batches of lists as they come are not reshaped: a view would be one more autograd node.
-    scores = (preds if preds.ndim == 2 else preds.reshape(-1, length)).to(dtype)
+    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
     flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
     if flat_mask is not None:
