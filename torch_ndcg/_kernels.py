@@ -62,6 +62,19 @@ def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     return discount(ranks)
 
 
+def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
+    r"""``values`` times the discount at 1-based ``ranks``: $v \, d(r)$ (see `discounts`).
+
+    A named discount divides by its denominator (one operation fewer than its reciprocal
+    times the values).
+    """
+    if discount == "log2":
+        return values / torch.log2(ranks + 1)
+    if discount == "jarvelin":
+        return values / torch.log2(ranks).clamp(min=1)
+    return values * discounts(ranks, discount)
+
+
 def position_discounts(
     n: int, discount: Discount, *, dtype: torch.dtype, device: torch.device
 ) -> Tensor:

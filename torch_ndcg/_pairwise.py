@@ -251,8 +251,9 @@ def dense_approx_ndcg_loss(
     $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
     $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
     the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
-    ``counted``. ``s`` are ``[N, L]`` scores, ``real`` the real items (or ``None``), ``g`` the
-    gains over the ideal DCG (0 on padding).
+    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
+    sum is known to be 0 outside it). ``s`` are ``[N, L]`` scores, ``real`` the real items (or
+    ``None``), ``g`` the gains over the ideal DCG (0 on padding).
     """
     gaps = s[:, None, :] - s[:, :, None]  # s_j - s_i: divided after the difference is taken
     if temperature != 1:
@@ -263,12 +264,14 @@ def dense_approx_ndcg_loss(
     ranks = above.sum(-1) + 0.5
     if real is not None:
         ranks = torch.where(real, ranks, 1)
-    terms = g * _kernels.discounts(ranks, discount)
+    terms = _kernels.discounted(g, ranks, discount)
     if kmax < s.shape[-1]:
         cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
         if cut is not None:
             cut_off = torch.where(cut, cut_off, 1)
         terms = terms * cut_off
+    if counted.is_floating_point():
+        return counted - terms.sum(-1)
     return torch.where(counted, 1 - terms.sum(-1), 0)
 
 

@@ -129,7 +129,12 @@ def _prepare(
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
-    scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
+    if _named_checked(options):
+        # Checked labels of a named gain and discount: the ideal DCG is 0 only where every
+        # gain is, so 0 / 0 (NaN) is the only quotient not taken.
+        scaled_gains = (item_gains / ideal).nan_to_num_(0.0, 0.0, 0.0)
+    else:
+        scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
     gain_scale = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
@@ -142,11 +147,16 @@ def _prepare(
         mask=flat_mask,
         kmax=kmax,
         scaled_gains=scaled_gains.to(dtype),
-        has_relevant=has_relevant[:, 0],
+        has_relevant=has_relevant.squeeze(1),
         leading_shape=preds.shape[:-1],
         score_range=score_range,
         gain_scale=gain_scale,
     )
+
+
+def _named_checked(options: LossOptions) -> bool:
+    """Whether the values are checked and the gain and discount named (so finite, and >= 0)."""
+    return options.validate_args and not callable(options.gain) and not callable(options.discount)
 
 
 def _score_range(lists: _LossInput) -> float | Tensor:
@@ -503,7 +513,16 @@ def _approx(
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
         per_list = _pairwise.dense_approx_ndcg_loss(
-            scores, real, lists.scaled_gains, discount, temperature, kmax, cut, has_relevant
+            scores,
+            real,
+            lists.scaled_gains,
+            discount,
+            temperature,
+            kmax,
+            cut,
+            # Checked scores and a named gain and discount make every term finite: a list with
+            # no relevant item (all gains 0) sums to 0 already.
+            has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant,
         )
         return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
     weights = None if real is None else real.to(scores.dtype)
@@ -512,7 +531,7 @@ def _approx(
     )
     if real is not None:
         ranks = torch.where(real, ranks, 1)
-    terms = lists.scaled_gains * _kernels.discounts(ranks, discount)
+    terms = _kernels.discounted(lists.scaled_gains, ranks, discount)
     if kmax < length:
         smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
         if cut is not None:
