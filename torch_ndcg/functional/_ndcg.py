@@ -49,8 +49,6 @@ def _prepare_lists(
         ignore_index=options.ignore_index,
         validate_args=options.validate_args,
     )
-    if preds.ndim == 2:  # a batch of lists as they come: no reshape (a few microseconds each)
-        return _Lists(preds, target, real, preds.shape[:-1], check)
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
