@@ -6,6 +6,11 @@ pairs are visited in blocks of rows, ``[N, rows, cols]`` with ``N * rows * cols`
 `BLOCK_ELEMENTS`, and each Function computes its own gradient blockwise, so the extra memory
 is a few blocks plus ``O(N L)`` tensors whatever the list length.
 
+Small batches (`DENSE_PAIR_ELEMENTS` pairs or fewer) are the exception: their cost is the
+number of operations and the Python around them, not memory, so they take whole ``[N, L, L]``
+tensors under plain autograd (`dense_pairwise_logistic`, `dense_approx_ndcg_loss`), the same
+numbers to rounding.
+
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
 

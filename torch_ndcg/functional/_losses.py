@@ -231,7 +231,8 @@ def lambdarank_loss(
     ideal DCG, a list's loss is the plain sum over its pairs, and ``"mean"`` averages over the
     lists that have a relevant item. Lists with no relevant item (or only padding) have no pair:
     loss 0, gradient 0. Memory is ``O(B L)`` plus a fixed block: the pairs are visited in blocks
-    of rows and the gradient is computed blockwise, never as a ``[B, L, L]`` tensor.
+    of rows and the gradient is computed blockwise, never as a ``[B, L, L]`` tensor (except in
+    batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
 
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
@@ -435,7 +436,8 @@ def approx_ndcg_loss(
     the scorer can scale its outputs, $T$ mostly sets how smooth training starts.
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
     averages over the other lists. The pairwise sums and their gradient are computed in blocks of
-    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor.
+    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor (except in
+    batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
 
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
