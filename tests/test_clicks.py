@@ -599,7 +599,7 @@ WORLD_SIZE = 2
 
 def _ddp_batches() -> list[tuple[torch.Tensor, ...]]:
     return [
-        tuple(t.float() if t.is_floating_point() else t for t in _sessions(s, n=8))
+        tuple(t.float() if t.is_floating_point() else t for t in _sessions(s, n=8, uneven=True))
         for s in range(4)
     ]
 
