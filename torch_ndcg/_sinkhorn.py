@@ -183,10 +183,12 @@ def _products(kernel: _Kernel) -> tuple[Callable[[Tensor], Tensor], Callable[[Te
             lambda v: kernel.times(v[:, :, None])[..., 0],
             lambda v: kernel.transposed_times(v[:, :, None])[..., 0],
         )
-    # K^T v as (v^T K)^T: the kernel read row by row, as it is stored.
+    # K^T v as (v^T K)^T: the kernel read row by row, as it is stored. The row vector v^T is
+    # the column v transposed (strides as `_Kernel.transposed_times` gives them): written as
+    # ``v.unsqueeze(1)`` it takes a slower product on the CPU (about 6% of a step of 256 x 100).
     return (
         lambda v: torch.bmm(whole, v.unsqueeze(2)).squeeze(2),
-        lambda v: torch.bmm(v.unsqueeze(1), whole).squeeze(1),
+        lambda v: torch.bmm(v.unsqueeze(2).mT, whole).squeeze(1),
     )
 
 
