@@ -1,20 +1,25 @@
 """Option literals, their names, dtype rules and the checked configurations: the leaf module.
 
 One place says which values an option takes; the kernels read the literals, the checks the
-name tuples, and both the dtype rules. The frozen ``*Options`` dataclasses are what
-`torch_ndcg._validation` returns once it has checked the options a user gave (at a function
-call, or in a metric's or loss module's ``__init__``): internals take them and check nothing
-again, so a metric ``update`` or a loss step checks only its tensors.
+name tuples, and both the dtype rules. The public keywords are written here once too: their
+types in the ``*Keywords`` TypedDicts, which the entry points take as ``**options:
+Unpack[...]`` (so a type checker sees each keyword and its type, and flags a misspelt one),
+and their defaults in `DEFAULTS` (one default per name, the same everywhere). The frozen
+``*Options`` dataclasses are what `torch_ndcg._validation` returns once it has checked the
+options a user gave (at a function call, or in a metric's or loss module's ``__init__``):
+internals take them and check nothing again, so a metric ``update`` or a loss step checks
+only its tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import torch
 from torch import Tensor
+from typing_extensions import TypedDict
 
 GainFn: TypeAlias = Callable[[Tensor], Tensor]
 DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
@@ -127,3 +132,100 @@ class NeuralOptions(LossOptions):
     temperature: float
     max_iter: int
     tol: float
+
+
+# --- The public keywords: their types (TypedDicts for `Unpack`) and their defaults -----------
+
+
+class SharedKeywords(TypedDict, total=False):
+    """The keywords every metric, function and loss takes."""
+
+    gain: Gain
+    discount: Discount
+    ignore_index: int | None
+    validate_args: bool
+
+
+class ListKeywords(SharedKeywords, total=False):
+    """The keywords of both metrics beside ``k`` (theirs is positional)."""
+
+    ties: Ties
+    empty_target_action: EmptyTargetAction
+
+
+class NDCGKeywords(ListKeywords, total=False):
+    """The keywords of `ndcg`, `retrieval_ndcg` and `catalog_ndcg`: the metrics' and ``k``."""
+
+    k: int | Sequence[int] | None
+
+
+class DCGKeywords(SharedKeywords, total=False):
+    """The keywords of `dcg`: those of `ndcg` but ``empty_target_action`` (no ideal DCG)."""
+
+    k: int | Sequence[int] | None
+    ties: Ties
+
+
+class LossKeywords(SharedKeywords, total=False):
+    """The keywords every loss takes (``k``: one cut-off)."""
+
+    k: int | None
+    reduction: Reduction
+
+
+class LambdaRankKeywords(LossKeywords, total=False):
+    """The keywords of `lambdarank_loss` / `LambdaRankLoss`."""
+
+    sigma: float
+    weighting: Weighting
+    mu: float
+
+
+class ApproxKeywords(LossKeywords, total=False):
+    """The keywords of `approx_ndcg_loss` / `ApproxNDCGLoss`."""
+
+    temperature: float
+
+
+class NeuralKeywords(LossKeywords, total=False):
+    """The keywords of `neural_ndcg_loss` / `NeuralNDCGLoss`."""
+
+    temperature: float
+    max_iter: int
+    tol: float
+
+
+class UnbiasedKeywords(LossKeywords, total=False):
+    """The keywords of `UnbiasedLambdaRankLoss` beside ``num_positions`` (which has no default)."""
+
+    sigma: float
+    bias_norm: float
+    momentum: float
+
+
+#: The default of every keyword above: a name has one default wherever it is taken. The
+#: docstrings state each one.
+DEFAULTS: dict[str, Any] = {
+    "k": None,
+    "gain": "exponential",
+    "discount": "log2",
+    "ties": "average",
+    "empty_target_action": "neg",
+    "ignore_index": None,
+    "validate_args": True,
+    "reduction": "mean",
+    "sigma": 1.0,
+    "weighting": "lambdarank",
+    "mu": 10.0,
+    "temperature": 1.0,
+    "max_iter": 50,
+    "tol": 1e-6,
+    "bias_norm": 2.0,
+    "momentum": 0.9,
+}
+
+
+def keyword_names(keywords: type) -> frozenset[str]:
+    """The names of a ``*Keywords`` TypedDict (all optional: each has its `DEFAULTS` entry)."""
+    names: frozenset[str] = keywords.__optional_keys__  # type: ignore[attr-defined]
+    return names

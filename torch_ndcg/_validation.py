@@ -17,7 +17,7 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
@@ -27,6 +27,7 @@ from torch_ndcg import _fast_paths, _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
+    DEFAULTS,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
@@ -799,6 +800,21 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
             f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
         )
     raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
+
+
+def keyword_options(
+    owner: str, given: Mapping[str, Any], names: frozenset[str], ported: dict[str, str]
+) -> dict[str, Any]:
+    """``owner``'s keyword arguments ``given``, with the `DEFAULTS` of the ``names`` not given.
+
+    A keyword not among ``names`` raises as `reject_ported_names` says. The public functions
+    and modules take their options as ``**options: Unpack[...Keywords]``: this is where those
+    keywords meet their defaults, before they are checked.
+    """
+    if not given.keys() <= names:
+        unknown = {name: value for name, value in given.items() if name not in names}
+        reject_ported_names(owner, unknown, ported)
+    return {name: given.get(name, DEFAULTS[name]) for name in names}
 
 
 # --- Intervals and paired tests ------------------------------------------------------------------

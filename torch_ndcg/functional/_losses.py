@@ -8,11 +8,13 @@ with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from torch_ndcg import (
     _clicks,
@@ -26,14 +28,14 @@ from torch_ndcg import (
 )
 from torch_ndcg._host import DeferredCheck
 from torch_ndcg._options import (
+    ApproxKeywords,
     ApproxOptions,
-    Discount,
-    Gain,
+    LambdaRankKeywords,
     LambdaRankOptions,
     LossOptions,
+    NeuralKeywords,
     NeuralOptions,
-    Reduction,
-    Weighting,
+    keyword_names,
 )
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
@@ -177,18 +179,9 @@ def lambdarank_loss(
     preds: Tensor,
     target: Tensor,
     *,
-    k: int | None = None,
-    sigma: float = 1.0,
-    weighting: Weighting = "lambdarank",
-    mu: float = 10.0,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
     mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
     weight: Tensor | None = None,
-    **ported_names: NoReturn,
+    **options: Unpack[LambdaRankKeywords],
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
@@ -221,24 +214,29 @@ def lambdarank_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        k: truncation level, a positive int, or ``None`` for the whole list.
-        sigma: positive slope $\sigma$ of the logistic loss.
-        weighting: ``"lambdarank"``, ``"ndcg2"`` or ``"ndcg2pp"``.
-        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable of 1-based float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
-        ignore_index: label value that marks padded items (for example ``-1``).
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
         weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
             $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
             the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
             says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+        **options: the keyword arguments below, each with its default. A name from another
+            library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+
+    Keyword Args:
+        k: truncation level, a positive int, or ``None`` (the default) for the whole list.
+        sigma: positive slope $\sigma$ of the logistic loss; default 1.
+        weighting: ``"lambdarank"`` (the default), ``"ndcg2"`` or ``"ndcg2pp"``.
+        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``; default 10.
+        gain: ``"exponential"`` (the default), ``"linear"`` or an element-wise callable.
+        discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of 1-based float
+            ranks (differentiable for `approx_ndcg_loss`).
+        reduction: ``"mean"`` (the default: over lists with a relevant item; 0 if none),
+            ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items (for example ``-1``); default
+            ``None``.
+        validate_args: check the values (the default ``True``): one read-back on the CPU,
+            device-side assertions (``RuntimeError``, no read-back) on an accelerator and under
+            ``torch.compile``.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
@@ -263,13 +261,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    _validation.reject_ported_names(
-        "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
-    )
-    options = _validation.check_lambdarank_options(
-        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _lambdarank(preds, target, mask, options, weight)
+    return LAMBDARANK("lambdarank_loss", preds, target, mask, weight, options)
 
 
 def _lambdarank(
@@ -372,16 +364,9 @@ def approx_ndcg_loss(
     preds: Tensor,
     target: Tensor,
     *,
-    temperature: float = 1.0,
-    k: int | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
     mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
     weight: Tensor | None = None,
-    **ported_names: NoReturn,
+    **options: Unpack[ApproxKeywords],
 ) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
 
@@ -407,35 +392,23 @@ def approx_ndcg_loss(
     rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor.
 
     Args:
-        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive $T$ of the sigmoid.
-        k: cut-off, a positive int, or ``None`` for the whole list.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a differentiable callable of float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
-        ignore_index: label value that marks padded items.
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
-        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
-            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
-            says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+        weight: ``[..., L]`` weights of the items' gains, as `lambdarank_loss`'s.
+        **options: the keyword arguments below, as `lambdarank_loss`'s.
+
+    Keyword Args:
+        temperature: positive $T$ of the sigmoid; default 1.
+        k: smooth cut-off, a positive int, or ``None`` (the default) for the whole list.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
 
     Returns:
-        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
-        ``preds``).
+        As `lambdarank_loss`: a scalar, or ``[...]`` per list with ``reduction="none"``.
 
     Raises:
-        ValueError: bad ``k``, ``temperature``, ``reduction``, ``gain``, ``discount``, shape
-            mismatch, NaN, negative labels, overflowing exponential gain, a ``weight`` of
-            another shape or with a negative, NaN or infinite value.
-        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
-            ``ignore_index``.
+        ValueError: bad ``temperature``; otherwise as `lambdarank_loss`.
+        TypeError: as `lambdarank_loss`.
 
     Example:
         Far-apart scores make the smooth ranks exact: the relevant item is at rank 2, so the loss
@@ -448,13 +421,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(preds, target)
         tensor(0.3691)
     """
-    _validation.reject_ported_names(
-        "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
-    )
-    options = _validation.check_approx_options(
-        temperature, k, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _approx(preds, target, mask, options, weight)
+    return APPROX("approx_ndcg_loss", preds, target, mask, weight, options)
 
 
 def _approx(
@@ -499,18 +466,9 @@ def neural_ndcg_loss(
     preds: Tensor,
     target: Tensor,
     *,
-    temperature: float = 1.0,
-    k: int | None = None,
-    max_iter: int = 50,
-    tol: float = 1e-6,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
     mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
     weight: Tensor | None = None,
-    **ported_names: NoReturn,
+    **options: Unpack[NeuralKeywords],
 ) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
 
@@ -547,37 +505,27 @@ def neural_ndcg_loss(
     in reverse from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
 
     Args:
-        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s; ``target``, ``weight`` too.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive NeuralSort temperature $T$.
-        k: cut-off, a positive int, or ``None`` for the whole list.
-        max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone).
-        tol: Sinkhorn tolerance on the column sums, non-negative.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable of 1-based float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
-        ignore_index: label value that marks padded items.
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
-        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
-            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
-            says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``padded_value_indicator``,
-            ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
+        weight: ``[..., L]`` weights of the items' gains.
+        **options: the keyword arguments below. A name from another library
+            (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
+
+    Keyword Args:
+        temperature: positive NeuralSort temperature $T$; default 1.
+        k: cut-off, a positive int, or ``None`` (the default) for the whole list.
+        max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone); default
+            50, as allRank.
+        tol: Sinkhorn tolerance on the column sums, non-negative; default 1e-6, as allRank.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
 
     Returns:
-        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
-        ``preds``).
+        A scalar, or ``[...]`` per list with ``reduction="none"`` (dtypes as `lambdarank_loss`).
 
     Raises:
-        ValueError: bad ``k``, ``temperature``, ``max_iter``, ``tol``, ``reduction``, ``gain``,
-            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
-            a ``weight`` of another shape or with a negative, NaN or infinite value.
-        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
-            ``ignore_index``.
+        ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
+        TypeError: as `lambdarank_loss`.
 
     Example:
         Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
@@ -590,13 +538,7 @@ def neural_ndcg_loss(
         >>> neural_ndcg_loss(preds, target)
         tensor(0.3691)
     """
-    _validation.reject_ported_names(
-        "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
-    )
-    options = _validation.check_neural_options(
-        temperature, k, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _neural(preds, target, mask, options, weight)
+    return NEURAL("neural_ndcg_loss", preds, target, mask, weight, options)
 
 
 def _neural(
@@ -652,3 +594,54 @@ def _neural(
     has_relevant = lists.has_relevant
     per_list = torch.where(has_relevant, 1 - dcg_relaxed, 0)
     return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What a loss function and its module share: keywords, checker, unchecked core.
+
+    Calling it is the function's whole body (the module's ``__init__`` calls `options`, its
+    ``forward`` the `core`): the keywords given meet their defaults and other libraries' names
+    (`torch_ndcg._validation.keyword_options`), are checked once, and the core runs.
+    """
+
+    keywords: frozenset[str]
+    check: Callable[..., LossOptions]
+    core: Callable[..., Tensor]
+    ported: dict[str, str]
+
+    def options(self, owner: str, given: Mapping[str, Any]) -> LossOptions:
+        """``owner``'s checked options from the keywords ``given`` (defaults for the others)."""
+        return self.check(**_validation.keyword_options(owner, given, self.keywords, self.ported))
+
+    def __call__(
+        self,
+        owner: str,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        weight: Tensor | None,
+        given: Mapping[str, Any],
+    ) -> Tensor:
+        """The loss of the function ``owner`` called with these tensors and keywords."""
+        return self.core(preds, target, mask, self.options(owner, given), weight)
+
+
+LAMBDARANK = Loss(
+    keyword_names(LambdaRankKeywords),
+    _validation.check_lambdarank_options,
+    _lambdarank,
+    _validation.LAMBDARANK_PORTED_NAMES,
+)
+APPROX = Loss(
+    keyword_names(ApproxKeywords),
+    _validation.check_approx_options,
+    _approx,
+    _validation.APPROX_PORTED_NAMES,
+)
+NEURAL = Loss(
+    keyword_names(NeuralKeywords),
+    _validation.check_neural_options,
+    _neural,
+    _validation.NEURAL_PORTED_NAMES,
+)
