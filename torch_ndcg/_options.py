@@ -187,10 +187,9 @@ class ApproxKeywords(LossKeywords, total=False):
     temperature: float
 
 
-class NeuralKeywords(LossKeywords, total=False):
-    """The keywords of `neural_ndcg_loss` / `NeuralNDCGLoss`."""
+class NeuralKeywords(ApproxKeywords, total=False):
+    """The keywords of `neural_ndcg_loss` / `NeuralNDCGLoss`: `approx_ndcg_loss`'s, Sinkhorn's."""
 
-    temperature: float
     max_iter: int
     tol: float
 

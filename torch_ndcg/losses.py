@@ -65,7 +65,7 @@ class _RankingLoss(nn.Module):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return self._loss.core(preds, target, mask, self.options, weight)
+        return self._loss.loss(preds, target, mask, self.options, weight)
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
@@ -173,11 +173,15 @@ class NeuralNDCGLoss(_RankingLoss):
     Example:
         >>> import torch
         >>> from torch_ndcg import NeuralNDCGLoss
-        >>> loss_fn = NeuralNDCGLoss(temperature=0.01)
+
+        At a small temperature the relaxed sort is the ranking; with ``k=2`` only its top two
+        count, labels 0 and 1 against the ideal 2 and 1.
+
+        >>> loss_fn = NeuralNDCGLoss(temperature=0.01, k=2)
         >>> preds = torch.tensor([[0.0, 1.0, 2.0]])
         >>> target = torch.tensor([[2, 1, 0]])
-        >>> loss_fn(preds, target)  # 1 - (3/log2(4) + 1/log2(3)) / (3 + 1/log2(3))
-        tensor(0.4131)
+        >>> loss_fn(preds, target)  # 1 - (1/log2(3)) / (3 + 1/log2(3))
+        tensor(0.8262)
     """
 
     _loss = NEURAL

@@ -264,17 +264,9 @@ def lambdarank_loss(
     return LAMBDARANK("lambdarank_loss", preds, target, mask, weight, options)
 
 
-def _lambdarank(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: LambdaRankOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`lambdarank_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    per_list = lambda_pairs(lists, options)[0]
-    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
+    """`lambdarank_loss` of every list of checked input, ``[N]`` (see `lambda_pairs`)."""
+    return lambda_pairs(lists, options)[0]
 
 
 def lambda_pairs(
@@ -411,29 +403,24 @@ def approx_ndcg_loss(
         TypeError: as `lambdarank_loss`.
 
     Example:
-        Far-apart scores make the smooth ranks exact: the relevant item is at rank 2, so the loss
-        is $1 - (1/\log_2 3) / 1 = 0.36907$.
+        The relevant item scores 1 below the other: at $T = 1$ its smooth rank is
+        $1 + \operatorname{sigmoid}(1) = 1.7311$, so the loss is $1 - 1/\log_2 2.7311 = 0.31009$.
+        Far-apart scores make the ranks exact: rank 2, loss $1 - 1/\log_2 3 = 0.36907$.
 
         >>> import torch
         >>> from torch_ndcg import approx_ndcg_loss
-        >>> preds = torch.tensor([0.0, 50.0])
         >>> target = torch.tensor([1, 0])
-        >>> approx_ndcg_loss(preds, target)
+        >>> approx_ndcg_loss(torch.tensor([0.0, 1.0]), target)
+        tensor(0.3101)
+        >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
     return APPROX("approx_ndcg_loss", preds, target, mask, weight, options)
 
 
-def _approx(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: ApproxOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`approx_ndcg_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
+    """`approx_ndcg_loss` of every list of checked input, ``[N]``."""
+    temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
@@ -457,9 +444,7 @@ def _approx(
             # Only lists with more than k real items are cut: padding changes nothing.
             smooth_cut = torch.where(real.sum(-1, keepdim=True) > kmax, smooth_cut, 1)
         terms = terms * smooth_cut
-    has_relevant = lists.has_relevant
-    per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
-    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    return torch.where(lists.has_relevant, 1 - terms.sum(dim=-1), 0)
 
 
 def neural_ndcg_loss(
@@ -528,29 +513,24 @@ def neural_ndcg_loss(
         TypeError: as `lambdarank_loss`.
 
     Example:
-        Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
-        loss is $1 - (1/\log_2 3) / 1 = 0.36907$.
+        The relevant item scores 1 below the other. At $T = 1$ the NeuralSort rows are
+        $\operatorname{softmax}(-1, 0)$ and $\operatorname{softmax}(-1, -2)$, i.e.
+        $[1 - \sigma(1), \sigma(1)]$ and $[\sigma(1), 1 - \sigma(1)]$: already doubly
+        stochastic, so the relevant item's gain is split between ranks 1 and 2 and the loss is
+        $1 - (1 - \sigma(1)) - \sigma(1)/\log_2 3 = 0.26981$.
 
         >>> import torch
         >>> from torch_ndcg import neural_ndcg_loss
-        >>> preds = torch.tensor([0.0, 50.0])
         >>> target = torch.tensor([1, 0])
-        >>> neural_ndcg_loss(preds, target)
-        tensor(0.3691)
+        >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
+        tensor(0.2698)
     """
     return NEURAL("neural_ndcg_loss", preds, target, mask, weight, options)
 
 
-def _neural(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: NeuralOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`neural_ndcg_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
+    """`neural_ndcg_loss` of every list of checked input, ``[N]``."""
+    temperature, discount = options.temperature, options.discount
     max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
@@ -591,28 +571,40 @@ def _neural(
         int(max_iter),
         float(tol),
     )
-    has_relevant = lists.has_relevant
-    per_list = torch.where(has_relevant, 1 - dcg_relaxed, 0)
-    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    return torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
 
 
 @dataclass(frozen=True)
 class Loss:
-    """What a loss function and its module share: keywords, checker, unchecked core.
+    """What a loss function and its module share: keywords, checker, per-list core.
 
-    Calling it is the function's whole body (the module's ``__init__`` calls `options`, its
-    ``forward`` the `core`): the keywords given meet their defaults and other libraries' names
-    (`torch_ndcg._validation.keyword_options`), are checked once, and the core runs.
+    Calling it is the function's whole body; the module's ``__init__`` calls `options` and its
+    ``forward`` `loss`. The keywords given meet their defaults and other libraries' names
+    (`torch_ndcg._validation.keyword_options`) and are checked once; then the tensors are
+    checked and prepared (`_prepare`), the core gives each list's loss and `_reduce` reduces.
     """
 
     keywords: frozenset[str]
     check: Callable[..., LossOptions]
-    core: Callable[..., Tensor]
+    core: Callable[[_LossInput, Any], Tensor]
     ported: dict[str, str]
 
     def options(self, owner: str, given: Mapping[str, Any]) -> LossOptions:
         """``owner``'s checked options from the keywords ``given`` (defaults for the others)."""
         return self.check(**_validation.keyword_options(owner, given, self.keywords, self.ported))
+
+    def loss(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        options: LossOptions,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """The loss with checked ``options``: only the tensors are checked."""
+        lists = _prepare(preds, target, mask, options, weight)
+        per_list = self.core(lists, options)
+        return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
     def __call__(
         self,
@@ -624,7 +616,7 @@ class Loss:
         given: Mapping[str, Any],
     ) -> Tensor:
         """The loss of the function ``owner`` called with these tensors and keywords."""
-        return self.core(preds, target, mask, self.options(owner, given), weight)
+        return self.loss(preds, target, mask, self.options(owner, given), weight)
 
 
 LAMBDARANK = Loss(
