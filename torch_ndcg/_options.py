@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 import torch
 from torch import Tensor
-from typing_extensions import TypedDict
 
 GainFn: TypeAlias = Callable[[Tensor], Tensor]
 DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
+ScoreFn: TypeAlias = Callable[[Tensor, Tensor], Tensor]
 Gain: TypeAlias = Literal["exponential", "linear"] | GainFn
 Discount: TypeAlias = Literal["log2", "jarvelin"] | DiscountFn
 Ties: TypeAlias = Literal["average", "first"]
@@ -142,7 +142,6 @@ class SharedKeywords(TypedDict, total=False):
 
     gain: Gain
     discount: Discount
-    ignore_index: int | None
     validate_args: bool
 
 
@@ -151,10 +150,11 @@ class ListKeywords(SharedKeywords, total=False):
 
     ties: Ties
     empty_target_action: EmptyTargetAction
+    ignore_index: int | None
 
 
 class NDCGKeywords(ListKeywords, total=False):
-    """The keywords of `ndcg`, `retrieval_ndcg` and `catalog_ndcg`: the metrics' and ``k``."""
+    """The keywords of `ndcg` and `retrieval_ndcg`: the metrics' and ``k``."""
 
     k: int | Sequence[int] | None
 
@@ -164,6 +164,25 @@ class DCGKeywords(SharedKeywords, total=False):
 
     k: int | Sequence[int] | None
     ties: Ties
+    ignore_index: int | None
+
+
+class StreamingKeywords(TypedDict, total=False):
+    """How `catalog_ndcg` and `NDCG.update_catalog` stream the catalog (and what it excludes)."""
+
+    exclude: Tensor | None
+    score_fn: ScoreFn | None
+    chunk_size: int | None
+    memory_budget: int | None
+    item_offset: int
+    process_group: Any | None
+
+
+class CatalogKeywords(SharedKeywords, StreamingKeywords, total=False):
+    """The keywords of `catalog_ndcg` beside ``k`` (required there): no ``ignore_index``."""
+
+    ties: Ties
+    empty_target_action: EmptyTargetAction
 
 
 class LossKeywords(SharedKeywords, total=False):
@@ -171,6 +190,7 @@ class LossKeywords(SharedKeywords, total=False):
 
     k: int | None
     reduction: Reduction
+    ignore_index: int | None
 
 
 class LambdaRankKeywords(LossKeywords, total=False):
@@ -221,6 +241,14 @@ DEFAULTS: dict[str, Any] = {
     "tol": 1e-6,
     "bias_norm": 2.0,
     "momentum": 0.9,
+    "exclude": None,
+    "score_fn": None,
+    "chunk_size": None,
+    "memory_budget": None,
+    "item_offset": 0,
+    "process_group": None,
+    "bootstrap_resamples": 1000,
+    "bootstrap_seed": 0,
 }
 
 

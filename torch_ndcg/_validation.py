@@ -817,6 +817,24 @@ def keyword_options(
     return {name: given.get(name, DEFAULTS[name]) for name in names}
 
 
+def list_options(owner: str, given: Mapping[str, Any], names: frozenset[str]) -> ListOptions:
+    """The checked `ListOptions` of ``owner``'s keywords ``given`` (see `keyword_options`).
+
+    Options that ``owner`` does not take among its ``names`` (``empty_target_action`` for
+    `dcg`, ``ignore_index`` for `catalog_ndcg`) keep their defaults.
+    """
+    options = {**DEFAULTS, **keyword_options(owner, given, names, METRIC_PORTED_NAMES)}
+    return check_list_options(
+        options["k"],
+        options["gain"],
+        options["discount"],
+        options["ties"],
+        options["empty_target_action"],
+        options["ignore_index"],
+        options["validate_args"],
+    )
+
+
 # --- Intervals and paired tests ------------------------------------------------------------------
 
 

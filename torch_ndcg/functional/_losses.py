@@ -313,15 +313,10 @@ def lambda_pairs(
     elif real is not None:
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
-    position_discounts, delta = _pairwise.lambda_position_tables(
-        discount, length, kmax, weighting, mu, scores.dtype, scores.device
-    )
     rows = min(kmax, length - 1)
-    pair_table = None
-    if _pairwise.pair_table_fits(rows, length):
-        pair_table = _pairwise.pair_weight_table(
-            discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
-        )
+    position_discounts, delta, pair_table = _pairwise.lambda_tables(
+        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
+    )
     shares = None
     if item_losses and row_factor is not None:
         per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
