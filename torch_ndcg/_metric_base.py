@@ -21,7 +21,6 @@ from torchmetrics.utilities.prints import rank_zero_warn
 from torch_ndcg import _validation
 from torch_ndcg._distributed import PartitionedRows
 from torch_ndcg._options import (
-    DEFAULTS,
     Discount,
     EmptyTargetAction,
     Gain,
@@ -29,7 +28,7 @@ from torch_ndcg._options import (
     Ties,
     accumulate_dtype,
     compute_dtype,
-    keyword_names,
+    keyword_defaults,
 )
 from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
 from torch_ndcg.functional._significance import (
@@ -39,8 +38,8 @@ from torch_ndcg.functional._significance import (
 )
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
-# The keywords of the metrics that are ours; the others are torchmetrics' (`MetricKeywords`).
-_OURS = keyword_names(ListKeywords)
+# The keywords of the metrics that are ours, with their defaults; the others are torchmetrics'.
+_OURS = keyword_defaults(ListKeywords)
 
 
 class MetricKeywords(TypedDict, total=False):
@@ -256,7 +255,7 @@ class NDCGMetricBase(Metric):
         metric_kwargs = {name: value for name, value in options.items() if name not in _OURS}
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
-        ours = {name: options.get(name, DEFAULTS[name]) for name in _OURS}
+        ours = {**_OURS, **{name: value for name, value in options.items() if name in _OURS}}
         self.options = MetricOptions(k, confidence=confidence, **ours)
         self._add_options_state()
 

@@ -252,7 +252,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def keyword_names(keywords: type) -> frozenset[str]:
-    """The names of a ``*Keywords`` TypedDict (all optional: each has its `DEFAULTS` entry)."""
+def keyword_defaults(keywords: type) -> dict[str, Any]:
+    """The keywords of a ``*Keywords`` TypedDict (all optional), each with its `DEFAULTS` entry."""
     names: frozenset[str] = keywords.__optional_keys__  # type: ignore[attr-defined]
-    return names
+    return {name: DEFAULTS[name] for name in sorted(names)}

@@ -10,7 +10,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
-from torch_ndcg._options import LambdaRankOptions, UnbiasedKeywords, keyword_names
+from torch_ndcg._options import LambdaRankOptions, UnbiasedKeywords, keyword_defaults
 from torch_ndcg.functional._losses import LAMBDARANK, _prepare, _reduce, lambda_pairs
 from torch_ndcg.losses import _option, _RankingLoss
 
@@ -112,7 +112,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         given = _validation.keyword_options(
             "UnbiasedLambdaRankLoss",
             options,
-            keyword_names(UnbiasedKeywords),
+            keyword_defaults(UnbiasedKeywords),
             _validation.LAMBDARANK_PORTED_NAMES,
         )
         num_positions = _validation.check_positive_int("num_positions", num_positions)

@@ -803,27 +803,28 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
 
 
 def keyword_options(
-    owner: str, given: Mapping[str, Any], names: frozenset[str], ported: dict[str, str]
+    owner: str, given: Mapping[str, Any], defaults: dict[str, Any], ported: dict[str, str]
 ) -> dict[str, Any]:
-    """``owner``'s keyword arguments ``given``, with the `DEFAULTS` of the ``names`` not given.
+    """``owner``'s keyword arguments ``given``, and the ``defaults`` of those not given.
 
-    A keyword not among ``names`` raises as `reject_ported_names` says. The public functions
-    and modules take their options as ``**options: Unpack[...Keywords]``: this is where those
-    keywords meet their defaults, before they are checked.
+    ``defaults`` holds every keyword ``owner`` takes (`torch_ndcg._options.keyword_defaults`);
+    another raises as `reject_ported_names` says. The public functions and modules take their
+    options as ``**options: Unpack[...Keywords]``: this is where those keywords meet their
+    defaults, before they are checked.
     """
-    if not given.keys() <= names:
-        unknown = {name: value for name, value in given.items() if name not in names}
+    if not given.keys() <= defaults.keys():
+        unknown = {name: value for name, value in given.items() if name not in defaults}
         reject_ported_names(owner, unknown, ported)
-    return {name: given.get(name, DEFAULTS[name]) for name in names}
+    return {**defaults, **given}
 
 
-def list_options(owner: str, given: Mapping[str, Any], names: frozenset[str]) -> ListOptions:
+def list_options(owner: str, given: Mapping[str, Any], defaults: dict[str, Any]) -> ListOptions:
     """The checked `ListOptions` of ``owner``'s keywords ``given`` (see `keyword_options`).
 
-    Options that ``owner`` does not take among its ``names`` (``empty_target_action`` for
-    `dcg`, ``ignore_index`` for `catalog_ndcg`) keep their defaults.
+    Options that ``owner`` does not take (``empty_target_action`` for `dcg`, ``ignore_index``
+    for `catalog_ndcg`) keep their `DEFAULTS`.
     """
-    options = {**DEFAULTS, **keyword_options(owner, given, names, METRIC_PORTED_NAMES)}
+    options = {**DEFAULTS, **keyword_options(owner, given, defaults, METRIC_PORTED_NAMES)}
     return check_list_options(
         options["k"],
         options["gain"],

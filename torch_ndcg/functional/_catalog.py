@@ -21,7 +21,7 @@ from torch_ndcg._options import (
     ListOptions,
     ScoreFn,
     StreamingKeywords,
-    keyword_names,
+    keyword_defaults,
 )
 
 __all__ = ["catalog_ndcg"]
@@ -571,16 +571,16 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
-    checked = _validation.list_options("catalog_ndcg", {**options, "k": k}, _CATALOG_KEYWORDS)
-    given = {name: value for name, value in options.items() if name in _STREAMING_KEYWORDS}
+    checked = _validation.list_options("catalog_ndcg", {**options, "k": k}, _CATALOG_DEFAULTS)
+    given = {name: value for name, value in options.items() if name in _STREAMING_DEFAULTS}
     values = catalog_ndcg_values(
         queries, items, relevant, checked, streaming_options("catalog_ndcg", given)
     )
     return shape_values(values, checked.cutoffs, queries.dtype)
 
 
-_CATALOG_KEYWORDS = keyword_names(CatalogKeywords) | {"k"}
-_STREAMING_KEYWORDS = keyword_names(StreamingKeywords)
+_CATALOG_DEFAULTS = {**keyword_defaults(CatalogKeywords), "k": None}
+_STREAMING_DEFAULTS = keyword_defaults(StreamingKeywords)
 
 
 def streaming_options(owner: str, given: Mapping[str, Any]) -> StreamingKeywords:
@@ -588,7 +588,7 @@ def streaming_options(owner: str, given: Mapping[str, Any]) -> StreamingKeywords
 
     One bundle for `catalog_ndcg_values`, which checks it. A keyword not among them raises.
     """
-    filled = _validation.keyword_options(owner, given, _STREAMING_KEYWORDS, {})
+    filled = _validation.keyword_options(owner, given, _STREAMING_DEFAULTS, {})
     return cast(StreamingKeywords, filled)
 
 

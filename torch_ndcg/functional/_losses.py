@@ -35,7 +35,7 @@ from torch_ndcg._options import (
     LossOptions,
     NeuralKeywords,
     NeuralOptions,
-    keyword_names,
+    keyword_defaults,
 )
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
@@ -579,7 +579,7 @@ class Loss:
     checked and prepared (`_prepare`), the core gives each list's loss and `_reduce` reduces.
     """
 
-    keywords: frozenset[str]
+    keywords: dict[str, Any]
     check: Callable[..., LossOptions]
     core: Callable[[_LossInput, Any], Tensor]
     ported: dict[str, str]
@@ -615,19 +615,19 @@ class Loss:
 
 
 LAMBDARANK = Loss(
-    keyword_names(LambdaRankKeywords),
+    keyword_defaults(LambdaRankKeywords),
     _validation.check_lambdarank_options,
     _lambdarank,
     _validation.LAMBDARANK_PORTED_NAMES,
 )
 APPROX = Loss(
-    keyword_names(ApproxKeywords),
+    keyword_defaults(ApproxKeywords),
     _validation.check_approx_options,
     _approx,
     _validation.APPROX_PORTED_NAMES,
 )
 NEURAL = Loss(
-    keyword_names(NeuralKeywords),
+    keyword_defaults(NeuralKeywords),
     _validation.check_neural_options,
     _neural,
     _validation.NEURAL_PORTED_NAMES,

@@ -15,7 +15,7 @@ from torch_ndcg._options import (
     DCGKeywords,
     ListOptions,
     NDCGKeywords,
-    keyword_names,
+    keyword_defaults,
 )
 from torch_ndcg.functional import _catalog
 
@@ -62,8 +62,8 @@ def _prepare_lists(
     )
 
 
-_DCG_KEYWORDS = keyword_names(DCGKeywords)
-_NDCG_KEYWORDS = keyword_names(NDCGKeywords)
+_DCG_DEFAULTS = keyword_defaults(DCGKeywords)
+_NDCG_DEFAULTS = keyword_defaults(NDCGKeywords)
 
 
 def dcg(
@@ -138,7 +138,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    checked = _validation.list_options("dcg", options, _DCG_KEYWORDS)
+    checked = _validation.list_options("dcg", options, _DCG_DEFAULTS)
     return _values(preds, target, mask, exclude, checked, normalize=False)
 
 
@@ -202,7 +202,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    checked = _validation.list_options("ndcg", options, _NDCG_KEYWORDS)
+    checked = _validation.list_options("ndcg", options, _NDCG_DEFAULTS)
     return _values(preds, target, mask, exclude, checked, normalize=True)
 
 
@@ -306,7 +306,7 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
-    checked = _validation.list_options("retrieval_ndcg", options, _NDCG_KEYWORDS)
+    checked = _validation.list_options("retrieval_ndcg", options, _NDCG_DEFAULTS)
     _validation.check_row_metadata(preds, target, indexes)
     real = _validation.check_rows(
         preds,
