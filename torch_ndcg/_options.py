@@ -223,16 +223,9 @@ class UnbiasedKeywords(LossKeywords, total=False):
 
 
 #: The default of every keyword above: a name has one default wherever it is taken. The
-#: docstrings state each one.
+#: docstrings state each one; the API reference shows them in the signatures, in this order.
 DEFAULTS: dict[str, Any] = {
     "k": None,
-    "gain": "exponential",
-    "discount": "log2",
-    "ties": "average",
-    "empty_target_action": "neg",
-    "ignore_index": None,
-    "validate_args": True,
-    "reduction": "mean",
     "sigma": 1.0,
     "weighting": "lambdarank",
     "mu": 10.0,
@@ -241,6 +234,13 @@ DEFAULTS: dict[str, Any] = {
     "tol": 1e-6,
     "bias_norm": 2.0,
     "momentum": 0.9,
+    "gain": "exponential",
+    "discount": "log2",
+    "ties": "average",
+    "empty_target_action": "neg",
+    "reduction": "mean",
+    "ignore_index": None,
+    "validate_args": True,
     "exclude": None,
     "score_fn": None,
     "chunk_size": None,
