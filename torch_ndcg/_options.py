@@ -153,10 +153,17 @@ class ListKeywords(SharedKeywords, total=False):
     ignore_index: int | None
 
 
-class NDCGKeywords(ListKeywords, total=False):
-    """The keywords of `ndcg` and `retrieval_ndcg`: the metrics' and ``k``."""
+class RetrievalKeywords(ListKeywords, total=False):
+    """The keywords of `retrieval_ndcg`: the metrics' and ``k``."""
 
     k: int | Sequence[int] | None
+
+
+class NDCGKeywords(RetrievalKeywords, total=False):
+    """The keywords of `ndcg`: its options, and the tensors that mark items out."""
+
+    mask: Tensor | None
+    exclude: Tensor | None
 
 
 class DCGKeywords(SharedKeywords, total=False):
@@ -165,6 +172,8 @@ class DCGKeywords(SharedKeywords, total=False):
     k: int | Sequence[int] | None
     ties: Ties
     ignore_index: int | None
+    mask: Tensor | None
+    exclude: Tensor | None
 
 
 class StreamingKeywords(TypedDict, total=False):
@@ -225,6 +234,9 @@ class UnbiasedKeywords(LossKeywords, total=False):
 #: The default of every keyword above: a name has one default wherever it is taken. The
 #: docstrings state each one; the API reference shows them in the signatures, in this order.
 DEFAULTS: dict[str, Any] = {
+    "mask": None,
+    "exclude": None,
+    "weight": None,
     "k": None,
     "sigma": 1.0,
     "weighting": "lambdarank",
@@ -241,7 +253,6 @@ DEFAULTS: dict[str, Any] = {
     "reduction": "mean",
     "ignore_index": None,
     "validate_args": True,
-    "exclude": None,
     "score_fn": None,
     "chunk_size": None,
     "memory_budget": None,

@@ -966,14 +966,13 @@ def check_rows(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
+    options: ListOptions,
     *,
-    gain: Any,
-    ignore_index: int | None,
-    validate_args: bool,
     scores: Tensor | None = None,
 ) -> Tensor | None:
     """The value checks of flat query rows (see `check_row_metadata`); the mask of rows to keep.
 
+    ``options`` are checked (their gain, ``ignore_index`` and ``validate_args`` apply).
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
     gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
     (``length=1``): a query may span batches, its sum is checked when it is scored. One
@@ -982,9 +981,10 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
+    gain, ignore_index = options.gain, options.ignore_index
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, ignore_index)
-    if validate_args:
+    if options.validate_args:
         flat_scores = preds.reshape(-1) if scores is None else scores
         check = check_values(
             flat_scores, flat_target, real, gain=gain, ignore_index=ignore_index, length=1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor
@@ -175,13 +175,19 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     return total / counted.sum().clamp(min=1)
 
 
+class _LossTensors(TypedDict, total=False):
+    """The per-call tensors every loss function takes as keywords, beside its options."""
+
+    mask: Tensor | None
+    weight: Tensor | None
+
+
+class LambdaRankArguments(LambdaRankKeywords, _LossTensors, total=False):
+    """The keyword arguments of `lambdarank_loss`: those of `LambdaRankLoss`, and the tensors."""
+
+
 def lambdarank_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    mask: Tensor | None = None,
-    weight: Tensor | None = None,
-    **options: Unpack[LambdaRankKeywords],
+    preds: Tensor, target: Tensor, **options: Unpack[LambdaRankArguments]
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
@@ -214,15 +220,16 @@ def lambdarank_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
-        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
-            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
-            says why). ``None`` (the default) is every weight 1.
         **options: the keyword arguments below, each with its default. A name from another
             library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
+            Default ``None``: every item is real.
+        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
+            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
+            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
+            says why). ``None`` (the default) is every weight 1.
         k: truncation level, a positive int, or ``None`` (the default) for the whole list.
         sigma: positive slope $\sigma$ of the logistic loss; default 1.
         weighting: ``"lambdarank"`` (the default), ``"ndcg2"`` or ``"ndcg2pp"``.
@@ -261,7 +268,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    return LAMBDARANK("lambdarank_loss", preds, target, mask, weight, options)
+    return LAMBDARANK("lambdarank_loss", preds, target, options)
 
 
 def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
@@ -347,14 +354,11 @@ def lambda_pairs(
     return per_list, shares
 
 
-def approx_ndcg_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    mask: Tensor | None = None,
-    weight: Tensor | None = None,
-    **options: Unpack[ApproxKeywords],
-) -> Tensor:
+class ApproxArguments(ApproxKeywords, _LossTensors, total=False):
+    """The keyword arguments of `approx_ndcg_loss`: those of `ApproxNDCGLoss`, and the tensors."""
+
+
+def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArguments]) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
 
     Ranks are replaced by a sigmoid-smoothed count over the real items of the list,
@@ -381,11 +385,11 @@ def approx_ndcg_loss(
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
         target: ``[..., L]`` non-negative relevance labels.
-        mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
-        weight: ``[..., L]`` weights of the items' gains, as `lambdarank_loss`'s.
         **options: the keyword arguments below, as `lambdarank_loss`'s.
 
     Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
+        weight: ``[..., L]`` weights of the items' gains, as `lambdarank_loss`'s.
         temperature: positive $T$ of the sigmoid; default 1.
         k: smooth cut-off, a positive int, or ``None`` (the default) for the whole list.
         gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
@@ -410,7 +414,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    return APPROX("approx_ndcg_loss", preds, target, mask, weight, options)
+    return APPROX("approx_ndcg_loss", preds, target, options)
 
 
 def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
@@ -442,14 +446,11 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     return torch.where(lists.has_relevant, 1 - terms.sum(dim=-1), 0)
 
 
-def neural_ndcg_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    mask: Tensor | None = None,
-    weight: Tensor | None = None,
-    **options: Unpack[NeuralKeywords],
-) -> Tensor:
+class NeuralArguments(NeuralKeywords, _LossTensors, total=False):
+    """The keyword arguments of `neural_ndcg_loss`: those of `NeuralNDCGLoss`, and the tensors."""
+
+
+def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArguments]) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
 
     The sorting permutation of the $n$ real items of a list is relaxed by deterministic
@@ -487,12 +488,12 @@ def neural_ndcg_loss(
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s; ``target``, ``weight`` too.
         target: ``[..., L]`` non-negative relevance labels.
-        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
-        weight: ``[..., L]`` weights of the items' gains.
         **options: the keyword arguments below. A name from another library
             (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
 
     Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        weight: ``[..., L]`` weights of the items' gains.
         temperature: positive NeuralSort temperature $T$; default 1.
         k: cut-off, a positive int, or ``None`` (the default) for the whole list.
         max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone); default
@@ -520,7 +521,7 @@ def neural_ndcg_loss(
         >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
         tensor(0.2698)
     """
-    return NEURAL("neural_ndcg_loss", preds, target, mask, weight, options)
+    return NEURAL("neural_ndcg_loss", preds, target, options)
 
 
 def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
@@ -602,16 +603,15 @@ class Loss:
         return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
     def __call__(
-        self,
-        owner: str,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None,
-        weight: Tensor | None,
-        given: Mapping[str, Any],
+        self, owner: str, preds: Tensor, target: Tensor, given: Mapping[str, Any]
     ) -> Tensor:
-        """The loss of the function ``owner`` called with these tensors and keywords."""
-        return self.loss(preds, target, mask, self.options(owner, given), weight)
+        """The loss of the function ``owner`` called with these tensors and keyword arguments.
+
+        ``given`` holds the options and the keywords ``mask`` and ``weight``.
+        """
+        options = dict(given)
+        mask, weight = options.pop("mask", None), options.pop("weight", None)
+        return self.loss(preds, target, mask, self.options(owner, options), weight)
 
 
 LAMBDARANK = Loss(

@@ -10,13 +10,7 @@ from typing_extensions import Unpack
 
 from torch_ndcg import _fast_paths, _grouping, _host, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device
-from torch_ndcg._options import (
-    Cutoffs,
-    DCGKeywords,
-    ListOptions,
-    NDCGKeywords,
-    keyword_defaults,
-)
+from torch_ndcg._options import Cutoffs, ListOptions
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
@@ -62,18 +56,12 @@ def _prepare_lists(
     )
 
 
-_DCG_DEFAULTS = keyword_defaults(DCGKeywords)
-_NDCG_DEFAULTS = keyword_defaults(NDCGKeywords)
+_DCG_DEFAULTS = _options.keyword_defaults(_options.DCGKeywords)
+_NDCG_DEFAULTS = _options.keyword_defaults(_options.NDCGKeywords)
+_RETRIEVAL_DEFAULTS = _options.keyword_defaults(_options.RetrievalKeywords)
 
 
-def dcg(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    mask: Tensor | None = None,
-    exclude: Tensor | None = None,
-    **options: Unpack[DCGKeywords],
-) -> Tensor:
+def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) -> Tensor:
     r"""Discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -92,14 +80,16 @@ def dcg(
             ``[B, N]`` scores, a sparse COO or CSR ``[B, N]`` tensor of grades (absent = 0),
             scored without a dense target (see `torch_ndcg.functional.catalog_ndcg`; ties
             ``"first"`` then follow the item index).
-        mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
-        exclude: items that take no rank (already seen), for ``[B, N]`` scores: a bool
-            ``[B, N]`` tensor, a sparse ``[B, N]`` tensor, or an integer ``[B, E]`` tensor of
-            item ids (negative: padding). An item both relevant and excluded is an error.
         **options: the keyword arguments below, each with its default. A name from another
             library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items never count. Default
+            ``None``: every item is real.
+        exclude: items that take no rank (already seen), for ``[B, N]`` scores: a bool
+            ``[B, N]`` tensor, a sparse ``[B, N]`` tensor, or an integer ``[B, E]`` tensor of
+            item ids (negative: padding). An item both relevant and excluded is an error.
+            Default ``None``.
         k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` (the
             default) for the whole list. A ``k`` larger than the list means the whole list.
         gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` ($y$) or an
@@ -138,18 +128,12 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
+    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
     checked = _validation.list_options("dcg", options, _DCG_DEFAULTS)
     return _values(preds, target, mask, exclude, checked, normalize=False)
 
 
-def ndcg(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    mask: Tensor | None = None,
-    exclude: Tensor | None = None,
-    **options: Unpack[NDCGKeywords],
-) -> Tensor:
+def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]) -> Tensor:
     r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -169,12 +153,12 @@ def ndcg(
     Args:
         preds: ``[..., L]`` floating scores.
         target: ``[..., L]`` non-negative labels.
-        mask: ``[..., L]`` bool, ``True`` for real items.
-        exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`).
         **options: the keyword arguments below, those of `dcg` with their defaults, and
             ``empty_target_action``.
 
     Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; default ``None``.
+        exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`); default ``None``.
         k: an int, a sequence of ints, or ``None`` (the default: the whole list).
         gain, discount, ties, ignore_index, validate_args: as `dcg`.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
@@ -202,6 +186,7 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
+    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
     checked = _validation.list_options("ndcg", options, _NDCG_DEFAULTS)
     return _values(preds, target, mask, exclude, checked, normalize=True)
 
@@ -256,7 +241,7 @@ def retrieval_ndcg(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
-    **options: Unpack[NDCGKeywords],
+    **options: Unpack[_options.RetrievalKeywords],
 ) -> tuple[Tensor, Tensor]:
     r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
@@ -306,16 +291,9 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
-    checked = _validation.list_options("retrieval_ndcg", options, _NDCG_DEFAULTS)
+    checked = _validation.list_options("retrieval_ndcg", options, _RETRIEVAL_DEFAULTS)
     _validation.check_row_metadata(preds, target, indexes)
-    real = _validation.check_rows(
-        preds,
-        target,
-        indexes,
-        gain=checked.gain,
-        ignore_index=checked.ignore_index,
-        validate_args=checked.validate_args,
-    )
+    real = _validation.check_rows(preds, target, indexes, checked)
     values, ids = _retrieval_values(
         preds.reshape(-1), target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
     )
@@ -341,15 +319,7 @@ def _rows_to_store(
     _validation.check_row_metadata(preds, target, indexes)
     _validation.check_device(preds, device)
     stored_preds = preds.detach().reshape(-1).to(dtype)
-    real = _validation.check_rows(
-        preds,
-        target,
-        indexes,
-        gain=options.gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        scores=stored_preds,
-    )
+    real = _validation.check_rows(preds, target, indexes, options, scores=stored_preds)
     stored_target = target.detach().reshape(-1).to(dtype)
     if real is not None:
         stored_target = torch.where(real, stored_target, torch.nan)
