@@ -135,6 +135,8 @@ class NeuralOptions(LossOptions):
 
 
 # --- The public keywords: their types (TypedDicts for `Unpack`) and their defaults -----------
+# Each entry point's keywords are declared once here; the classes are alike in shape only
+# (`duplicates` pairs them), each a different set of names.
 
 
 class SharedKeywords(TypedDict, total=False):

@@ -788,9 +788,10 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
 
     Names of other libraries that ``owner`` has an equivalent for (``ported``: one of
     `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`,
-    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take
-    ``**ported_names: NoReturn``: a type checker flags any extra keyword, and this turns it
-    into an error that says what to write instead.
+    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take their
+    keywords as ``**options: Unpack[...Keywords]``: a type checker flags any extra keyword,
+    and this (through `keyword_options`) turns it into an error that says what to write
+    instead.
     """
     if not arguments:
         return

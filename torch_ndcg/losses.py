@@ -53,6 +53,7 @@ class _RankingLoss(nn.Module):
         super().__init__()
         self.options = self._loss.options(type(self).__name__, options)
 
+    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
     def forward(
         self,
         preds: Tensor,
@@ -112,6 +113,8 @@ class LambdaRankLoss(_RankingLoss):
         tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
     """
 
+    # The three modules' bodies are alike in shape only (`duplicates` pairs them): each names
+    # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
     _loss = LAMBDARANK
     _shown = ("k", "sigma", "weighting", "mu")
     sigma = _option("sigma")

@@ -337,6 +337,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
     target: list[Tensor]
     indexes: list[Tensor]
 
+    # These overloads are alike in shape to `NDCG`'s (`duplicates` pairs them): each class types
+    # its own `compute()` by ``k``, ``confidence`` (here ``aggregation`` too); the rest: `_Options`.
     @overload
     def __init__(
         self: "RetrievalNDCG[Tensor]",
