@@ -81,7 +81,7 @@ LOGGER_FRACTION = 0.05
 TOP_SHOWN = 10
 VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
 METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
-DIAGNOSTICS = ("learnt_exposure",)  # run only when named in --methods
+DIAGNOSTICS = ("learnt_paper",)  # run only when named in --methods
 
 
 @dataclass(frozen=True)
@@ -267,20 +267,11 @@ def step_losses(
     def pairs(loss_fn: UnbiasedLambdaRankLoss) -> StepLoss:
         return lambda s, b: loss_fn.aggregated(s, clicks[b], views[b], lists.mask[b])
 
-    # Diagnostic: the closed form compares each position's statistic with the top position's,
-    # but only lists long enough show a deep position, so with lists of unequal length a deep
-    # position's bias comes out too small by the share of lists that show it. Divided back out.
-    exposed = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
-    lengths = lists.mask.sum(-1)
-    share = (lengths[:, None] > torch.arange(num_positions)).float().mean(0)
-    share = share.clamp(min=1e-12) ** (1 / (1 + bias_norm))
-
-    def learnt_exposure(scores: Tensor, batch: Tensor) -> Tensor:
-        loss = exposed.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
-        with torch.no_grad():
-            exposed.t_plus.div_(share)
-            exposed.t_minus.div_(share)
-        return loss
+    # Diagnostic: the paper's update, each position compared with the top of every list (with
+    # lists of unequal length, deep positions come out too small: see `match_exposure`).
+    paper = UnbiasedLambdaRankLoss(
+        num_positions=num_positions, bias_norm=bias_norm, match_exposure=False
+    )
 
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
         with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
@@ -295,7 +286,7 @@ def step_losses(
         "ips_pairs": pairs(fixed),
         "learnt": pairs(unbiased),
         "learnt_ips": learnt_ips,
-        "learnt_exposure": learnt_exposure,
+        "learnt_paper": pairs(paper),
         "module": unbiased,
     }
 
@@ -483,7 +474,7 @@ def run_seed(
     if not final:  # no learnt method: the biases of the last losses built (never updated)
         final = step_losses(sums, train_lists, 2.0, args.eta)
     module: UnbiasedLambdaRankLoss = final["module"]
-    estimate = module.statistics[0] / module.statistics[0, 0]  # (t+)^(p + 1): unshrunk
+    estimate = module.statistics[0] / module.statistics[2]  # (t+)^(p + 1): unshrunk
     return results, torch.stack([module.t_plus, module.t_minus, estimate]), chosen
 
 
@@ -495,7 +486,7 @@ LABELS = {
     "ips_pairs": "UnbiasedLambdaRankLoss.aggregated, biases fixed at the true ones",
     "learnt": "UnbiasedLambdaRankLoss.aggregated, learnt biases",
     "learnt_ips": "LambdaRankLoss on click-through rates / learnt t+ (IPS, learnt biases)",
-    "learnt_exposure": "diagnostic: learnt biases ÷ share of lists showing the position",
+    "learnt_paper": "diagnostic: learnt biases, the paper's update (match_exposure=False)",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
@@ -561,7 +552,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     )
     parser.add_argument("--save", type=Path, default=None, help="save the per-query results")
     parser.add_argument(
-        "--load", type=Path, nargs="*", default=[], help="pool results saved by --save"
+        "--load",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="pool results saved by --save (for a seed in several files, methods are merged; "
+        "a later file's method replaces an earlier one's)",
     )
     parser.add_argument("--tiny", action="store_true", help="a quick check (seconds)")
     parser.add_argument("--plot", type=Path, default=None, help="learnt biases PNG")
@@ -603,15 +599,29 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
             runs.setdefault(name, []).append(torch.cat(values))
     if args.save is not None:
         torch.save({"args": vars(args), "runs": runs, "biases": biases}, args.save)
-    for path in args.load:  # runs of other seeds saved by --save, pooled with these
+    by_seed: dict[int, dict[str, Tensor]] = {}
+    biases_by_seed: dict[int, list[Tensor]] = {}
+    pool_runs(by_seed, biases_by_seed, args.seeds, runs, biases, args.methods)
+    for path in args.load:  # runs of other seeds (or other methods) saved by --save
         saved = torch.load(path, weights_only=False)  # our own file: args hold paths
         if not args.seeds:  # only printing saved runs: describe them, not this command line
             for key in ("protocol", "eta", "sessions", "epochs", "folds"):
                 setattr(args, key, saved["args"][key])
-        args.seeds = args.seeds + saved["args"]["seeds"]
-        biases += saved["biases"]
-        for name, values in saved["runs"].items():
-            runs.setdefault(name, []).extend(values)
+        pool_runs(
+            by_seed,
+            biases_by_seed,
+            saved["args"]["seeds"],
+            saved["runs"],
+            saved["biases"],
+            saved["args"].get("methods", list(saved["runs"])),
+        )
+    args.seeds = sorted(by_seed)
+    names = [name for name in by_seed[args.seeds[0]] if all(name in by_seed[s] for s in by_seed)]
+    left_out = sorted({name for runs_of in by_seed.values() for name in runs_of} - set(names))
+    if left_out:
+        print(f"left out (not run for every seed): {', '.join(left_out)}")
+    runs = {name: [by_seed[seed][name] for seed in args.seeds] for name in names}
+    biases = [bias for seed in args.seeds for bias in biases_by_seed[seed]]
     print_tables(args, runs, torch.stack(biases))
     if args.plot is not None:
         if plot_biases(
@@ -622,6 +632,28 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
             print("matplotlib is not installed: no plot")
     print(f"total run time {time.perf_counter() - started:.1f} s", flush=True)
     return {name: [float(value.mean()) for value in values] for name, values in runs.items()}
+
+
+def pool_runs(
+    by_seed: dict[int, dict[str, Tensor]],
+    biases_by_seed: dict[int, list[Tensor]],
+    seeds: list[int],
+    runs: dict[str, list[Tensor]],
+    biases: list[Tensor],
+    methods: list[str],
+) -> None:
+    """Merge one run's per-seed results (and learnt biases, ``folds`` per seed) into the pool.
+
+    A seed's methods from several runs are merged, a later run's method replacing an earlier
+    one's; the learnt biases come from the last run that trained the learnt method.
+    """
+    folds = len(biases) // max(len(seeds), 1)
+    for index, seed in enumerate(seeds):
+        entry = by_seed.setdefault(seed, {})
+        for name, values in runs.items():
+            entry[name] = values[index]
+        if "learnt" in methods or seed not in biases_by_seed:
+            biases_by_seed[seed] = biases[index * folds : (index + 1) * folds]
 
 
 BOOTSTRAP = 2_000  # resamples of the seeds and the test queries for the gap's spread

@@ -362,13 +362,45 @@ def neural_ndcg_dense(
     return _reduce(torch.stack(losses), ideal > 0, reduction)
 
 
-def closed_form_update(sums: list[float], old: list[float], bias_norm: float) -> list[float]:
-    """Hu et al.'s update ``(S[i] / S[0]) ** (1 / (p + 1))``; ``old`` where S[i] or S[0] is 0."""
+def closed_form_update(
+    sums: list[float], reference: list[float], old: list[float], bias_norm: float
+) -> list[float]:
+    """Hu et al.'s update ``(S[i] / R[i]) ** (1 / (p + 1))``; ``old`` where S[i] or R[i] is 0."""
     exponent = 1.0 / (1.0 + bias_norm)
     return [
-        (s / sums[0]) ** exponent if s > 0 and sums[0] > 0 else t
-        for s, t in zip(sums, old, strict=True)
+        (s / r) ** exponent if s > 0 and r > 0 else t
+        for s, r, t in zip(sums, reference, old, strict=True)
     ]
+
+
+def bias_step(
+    per_list: list[tuple[list[float], list[float], set[int]]],
+    t_plus: list[float],
+    t_minus: list[float],
+    bias_norm: float,
+    match_exposure: bool,
+) -> tuple[list[list[float]], list[float], list[float]]:
+    """The four statistics ``[S+, S-, R+, R-]`` and the updated biases from each list's sums.
+
+    ``per_list`` holds each list's ``S+`` and ``S-`` by position and the positions it shows.
+    ``R[i]`` is the top position's statistic summed over the lists that show position ``i``
+    (``match_exposure``), or over every list (``R[i] = S[0]``, the paper's form).
+    """
+    n_positions = len(t_plus)
+    s_plus, s_minus = [0.0] * n_positions, [0.0] * n_positions
+    r_plus, r_minus = [0.0] * n_positions, [0.0] * n_positions
+    for plus, minus, shown in per_list:
+        for i in range(n_positions):
+            s_plus[i] += plus[i]
+            s_minus[i] += minus[i]
+            if i in shown or not match_exposure:
+                r_plus[i] += plus[0]
+                r_minus[i] += minus[0]
+    return (
+        [s_plus, s_minus, r_plus, r_minus],
+        closed_form_update(s_plus, r_plus, t_plus, bias_norm),
+        closed_form_update(s_minus, r_minus, t_minus, bias_norm),
+    )
 
 
 def unbiased_lambdarank_step(
@@ -381,22 +413,25 @@ def unbiased_lambdarank_step(
     k: int | None = None,
     sigma: float = 1.0,
     bias_norm: float = 0.0,
-) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    match_exposure: bool = True,
+) -> tuple[list[float], list[list[float]], list[float], list[float]]:
     """One step of Unbiased LambdaMART (Hu et al., WWW 2019, eqs. 12-13), loop by loop.
 
     Per list: current ranks by score (ties in order of appearance, items at position -1 left
     out), ``|delta nDCG@k|`` of swapping each clicked/unclicked pair (exponential gain = click,
     log2 discount, ideal DCG@k of the clicks), pair loss
     ``L = |delta nDCG| log(1 + exp(-sigma (s_w - s_l)))``. Returns the debiased loss of each
-    list (``L / (t+[i] t-[j])`` summed), the statistics ``S+[i] = sum L / t-[j]`` and
-    ``S-[j] = sum L / t+[i]``, and the updated biases ``(S[i] / S[0]) ** (1 / (p + 1))``
-    (unchanged where ``S[i]`` or ``S[0]`` is 0).
+    list (``L / (t+[i] t-[j])`` summed), the statistics ``[S+, S-, R+, R-]`` with
+    ``S+[i] = sum L / t-[j]`` and ``S-[j] = sum L / t+[i]`` (`bias_step` for ``R``), and the
+    updated biases ``(S[i] / R[i]) ** (1 / (p + 1))`` (unchanged where ``S[i]`` or ``R[i]``
+    is 0).
     """
     n_positions = len(t_plus)
-    s_plus = [0.0] * n_positions
-    s_minus = [0.0] * n_positions
     losses = []
+    per_list = []
     for scores, list_clicks, list_positions in zip(preds, clicks, positions, strict=True):
+        s_plus = [0.0] * n_positions
+        s_minus = [0.0] * n_positions
         shown = [i for i, position in enumerate(list_positions) if position != -1]
         order = sorted(shown, key=lambda i: (-scores[i], i))
         rank = {item: r + 1 for r, item in enumerate(order)}
@@ -418,13 +453,8 @@ def unbiased_lambdarank_step(
                 s_plus[i] += pair / t_minus[j]
                 s_minus[j] += pair / t_plus[i]
         losses.append(total)
-    return (
-        losses,
-        s_plus,
-        s_minus,
-        closed_form_update(s_plus, t_plus, bias_norm),
-        closed_form_update(s_minus, t_minus, bias_norm),
-    )
+        per_list.append((s_plus, s_minus, {list_positions[i] for i in shown}))
+    return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))
 
 
 def aggregated_unbiased_lambdarank_step(
@@ -437,7 +467,8 @@ def aggregated_unbiased_lambdarank_step(
     k: int | None = None,
     sigma: float = 1.0,
     bias_norm: float = 0.0,
-) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    match_exposure: bool = True,
+) -> tuple[list[float], list[list[float]], list[float], list[float]]:
     """One step of Unbiased LambdaRank on per-item, per-position click and view counts.
 
     Per list: each item's click mass ``A[w] = sum_i clicks[w][i] / t+[i]`` and non-click mass
@@ -445,13 +476,15 @@ def aggregated_unbiased_lambdarank_step(
     items has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))`` (log2 discount
     of the current 1-based rank, ties in order of appearance, 0 beyond k), weighted by
     ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``, ``S-[j] = sum (views - clicks)[l][j]
-    A[w] L``; biases ``(S[i] / S[0]) ** (1 / (p + 1))``.
+    A[w] L``; a list shows position ``i`` when some item has a view there; ``R`` and the
+    biases as in `bias_step`.
     """
     n_positions = len(t_plus)
-    s_plus = [0.0] * n_positions
-    s_minus = [0.0] * n_positions
     losses = []
+    per_list = []
     for scores, list_clicks, list_views in zip(preds, clicks, views, strict=True):
+        s_plus = [0.0] * n_positions
+        s_minus = [0.0] * n_positions
         items = range(len(scores))
         order = sorted(items, key=lambda i: (-scores[i], i))
         rank = {item: r + 1 for r, item in enumerate(order)}
@@ -475,10 +508,6 @@ def aggregated_unbiased_lambdarank_step(
                     s_plus[i] += list_clicks[w][i] * lost[lo] * pair
                     s_minus[i] += skips[lo][i] * won[w] * pair
         losses.append(total)
-    return (
-        losses,
-        s_plus,
-        s_minus,
-        closed_form_update(s_plus, t_plus, bias_norm),
-        closed_form_update(s_minus, t_minus, bias_norm),
-    )
+        shown = {i for i in range(n_positions) if any(v[i] > 0 for v in list_views)}
+        per_list.append((s_plus, s_minus, shown))
+    return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))

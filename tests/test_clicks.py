@@ -300,21 +300,39 @@ def test_ips_dcg_is_unbiased_for_the_dcg_of_the_attractiveness() -> None:
 # --- Unbiased LambdaRank ------------------------------------------------------------------------
 
 
-def _sessions(seed: int, n: int = 5, length: int = 6, positions: int = 6) -> tuple[Any, ...]:
+def _sessions(
+    seed: int, n: int = 5, length: int = 6, positions: int = 6, uneven: bool = False
+) -> tuple[Any, ...]:
+    """``n`` sessions of ``length`` items shown in random order at the top ``positions``.
+
+    ``uneven``: each session shows its own number of positions (1 to ``positions``), as lists
+    of different lengths do.
+    """
     gen = torch.Generator().manual_seed(seed)
     preds = torch.randn(n, length, generator=gen, dtype=torch.float64)
     clicks = (torch.rand(n, length, generator=gen) < 0.35).long()
     shown = torch.stack([torch.randperm(length, generator=gen) for _ in range(n)])
-    shown = torch.where(shown < positions, shown, -1)
+    depth = torch.randint(1, positions + 1, (n, 1), generator=gen) if uneven else positions
+    shown = torch.where(shown < depth, shown, -1)
     return preds, clicks, shown
 
 
 @pytest.mark.parametrize(("k", "bias_norm"), [(None, 0.0), (3, 0.0), (None, 2.0), (4, 1.0)])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float, seed: int) -> None:
-    preds, clicks, positions = _sessions(seed, positions=5)
+@pytest.mark.parametrize(
+    ("seed", "uneven", "match_exposure"),
+    [(0, False, True), (1, True, True), (2, True, False), (3, False, False)],
+)
+def test_bias_updates_equal_the_papers_formulas(
+    k: int | None, bias_norm: float, seed: int, uneven: bool, match_exposure: bool
+) -> None:
+    preds, clicks, positions = _sessions(seed, n=8, positions=5, uneven=uneven)
     loss_fn = UnbiasedLambdaRankLoss(
-        num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
+        num_positions=5,
+        k=k,
+        bias_norm=bias_norm,
+        momentum=0.0,
+        match_exposure=match_exposure,
+        reduction="none",
     ).double()
     _steps_equal_the_reference(
         loss_fn,
@@ -327,9 +345,53 @@ def test_bias_updates_equal_the_papers_formulas(k: int | None, bias_norm: float,
             t_minus,
             k=k,
             bias_norm=bias_norm,
+            match_exposure=match_exposure,
         ),
         preds,
     )
+
+
+def test_matched_exposure_compares_a_position_with_the_top_of_the_lists_that_show_it() -> None:
+    """List A shows positions 0-3, list B only 0-1: positions 2-3 compare with A's top alone.
+
+    Each list's own statistics come from the float64 loop reference run on that list alone.
+    """
+    preds = torch.tensor([[0.0, 1.0, 0.2, -0.4], [0.5, 0.0, 0.3, 0.1]], dtype=torch.float64)
+    clicks = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    positions = torch.tensor([[1, 0, 2, 3], [0, 1, -1, -1]])
+
+    def alone(row: int) -> list[list[float]]:
+        return references.unbiased_lambdarank_step(
+            preds[row : row + 1].tolist(),
+            clicks[row : row + 1].tolist(),
+            positions[row : row + 1].tolist(),
+            [1.0] * 4,
+            [1.0] * 4,
+        )[1]
+
+    (a_plus, a_minus, _, _), (b_plus, b_minus, _, _) = alone(0), alone(1)
+    assert min(a_plus[0], b_plus[0], a_plus[2]) > 0  # (S- needs an unclicked top: not here)
+    matched, paper = (
+        UnbiasedLambdaRankLoss(
+            num_positions=4, bias_norm=0.0, momentum=0.0, match_exposure=m
+        ).double()
+        for m in (True, False)
+    )
+    matched(preds, clicks, positions)
+    paper(preds, clicks, positions)
+    top_plus, top_minus = a_plus[0] + b_plus[0], a_minus[0] + b_minus[0]
+    expected = [
+        [a + b for a, b in zip(a_plus, b_plus, strict=True)],
+        [a + b for a, b in zip(a_minus, b_minus, strict=True)],
+        [top_plus, top_plus, a_plus[0], a_plus[0]],
+        [top_minus, top_minus, a_minus[0], a_minus[0]],
+    ]
+    torch.testing.assert_close(matched.statistics, torch.tensor(expected, dtype=torch.float64))
+    expected[2], expected[3] = [top_plus] * 4, [top_minus] * 4
+    torch.testing.assert_close(paper.statistics, torch.tensor(expected, dtype=torch.float64))
+    # Same biases where both lists show the position; deeper, the paper's are smaller.
+    torch.testing.assert_close(matched.t_plus[:2], paper.t_plus[:2])
+    torch.testing.assert_close(matched.t_plus[2], paper.t_plus[2] * top_plus / a_plus[0])
 
 
 def _steps_equal_the_reference(
@@ -342,9 +404,9 @@ def _steps_equal_the_reference(
     t_plus, t_minus = [1.0] * loss_fn.num_positions, [1.0] * loss_fn.num_positions
     for _ in range(3):
         got = step(preds)
-        losses, s_plus, s_minus, t_plus, t_minus = reference(preds, t_plus, t_minus)
+        losses, statistics, t_plus, t_minus = reference(preds, t_plus, t_minus)
         torch.testing.assert_close(got, torch.tensor(losses, dtype=torch.float64))
-        expected_stats = torch.tensor([s_plus, s_minus], dtype=torch.float64)
+        expected_stats = torch.tensor(statistics, dtype=torch.float64)
         torch.testing.assert_close(loss_fn.statistics, expected_stats)
         torch.testing.assert_close(loss_fn.t_plus, torch.tensor(t_plus, dtype=torch.float64))
         torch.testing.assert_close(loss_fn.t_minus, torch.tensor(t_minus, dtype=torch.float64))
@@ -355,15 +417,15 @@ def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> 
     loss_fn = UnbiasedLambdaRankLoss(num_positions=6, bias_norm=0.0, momentum=0.75).double()
     batches = [_sessions(seed) for seed in range(3)]
     t_plus, t_minus = [1.0] * 6, [1.0] * 6
-    average = torch.zeros(2, 6, dtype=torch.float64)
+    average = torch.zeros(4, 6, dtype=torch.float64)
     for preds, clicks, positions in batches:
         loss_fn(preds, clicks, positions)
-        _, s_plus, s_minus, _, _ = references.unbiased_lambdarank_step(
+        _, statistics, _, _ = references.unbiased_lambdarank_step(
             preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus
         )
-        average = 0.75 * average + 0.25 * torch.tensor([s_plus, s_minus], dtype=torch.float64)
-        t_plus = [float(v) for v in torch.where(average[0] > 0, average[0] / average[0, 0], 1)]
-        t_minus = [float(v) for v in torch.where(average[1] > 0, average[1] / average[1, 0], 1)]
+        average = 0.75 * average + 0.25 * torch.tensor(statistics, dtype=torch.float64)
+        t_plus = [float(v) for v in torch.where(average[0] > 0, average[0] / average[2], 1)]
+        t_minus = [float(v) for v in torch.where(average[1] > 0, average[1] / average[3], 1)]
         torch.testing.assert_close(loss_fn.statistics, average)
     before = {name: value.clone() for name, value in loss_fn.state_dict().items()}
     loss_fn.eval()
@@ -537,7 +599,7 @@ WORLD_SIZE = 2
 
 def _ddp_batches() -> list[tuple[torch.Tensor, ...]]:
     return [
-        tuple(t.float() if t.is_floating_point() else t for t in _sessions(s, n=8))
+        tuple(t.float() if t.is_floating_point() else t for t in _sessions(s, n=8, uneven=True))
         for s in range(4)
     ]
 

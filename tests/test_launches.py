@@ -104,6 +104,6 @@ def test_debiased_lambdarank_step_within_a_fifth_of_a_plain_one() -> None:
     base = launches(lambda: plain(preds, clicks, positions >= 0).backward())
     debiased = launches(lambda: unbiased(preds, clicks, positions).backward())
     assert debiased.launches <= 1.2 * base.launches
-    assert debiased.launches <= 96  # today's count (84 plain)
+    assert debiased.launches <= 99  # today's count (84 plain; 3 of them for the references R)
     assert debiased.largest_output <= 2 * _pairwise.ACCELERATOR_BLOCK_ELEMENTS
     assert debiased.peak_bytes <= 1.05 * base.peak_bytes

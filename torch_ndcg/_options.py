@@ -231,6 +231,7 @@ class UnbiasedKeywords(LossKeywords, total=False):
     sigma: float
     bias_norm: float
     momentum: float
+    match_exposure: bool
 
 
 #: The default of every keyword above: a name has one default wherever it is taken. The
@@ -248,6 +249,7 @@ DEFAULTS: dict[str, Any] = {
     "tol": 1e-6,
     "bias_norm": 2.0,
     "momentum": 0.9,
+    "match_exposure": True,
     "gain": "exponential",
     "discount": "log2",
     "ties": "average",

@@ -38,17 +38,24 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     biases) and $p$ = ``bias_norm``:
 
     $$
-    t^+_i = \left(\frac{S^+_i}{S^+_0}\right)^{\frac{1}{p + 1}}, \quad
+    t^+_i = \left(\frac{S^+_i}{R^+_i}\right)^{\frac{1}{p + 1}}, \quad
     S^+_i = \sum_{w \text{ at } i} \sum_l \frac{L_{wl}}{t^-_{j(l)}}, \qquad
-    t^-_j = \left(\frac{S^-_j}{S^-_0}\right)^{\frac{1}{p + 1}}, \quad
+    t^-_j = \left(\frac{S^-_j}{R^-_j}\right)^{\frac{1}{p + 1}}, \quad
     S^-_j = \sum_{l \text{ at } j} \sum_w \frac{L_{wl}}{t^+_{i(w)}}.
     $$
+
+    The paper divides by the top position's statistic, $R^\pm_i = S^\pm_0$. With lists of
+    unequal length that compares a deep position, shown only by the long lists, with the top
+    position of every list, and the deep biases come out too small by the share of lists that
+    reach them (their inverse weights too large). So by default (``match_exposure=True``)
+    $R^\pm_i$ is the top position's statistic summed over the lists that show position $i$
+    only; when every list shows every position the two are the same.
 
     A boosting iteration of LambdaMART sees the whole data; a gradient step sees a batch, so the
     statistics $S^\pm$ are an exponential moving average over steps (``momentum`` is the
     weight of the past; 0 is the paper's update from this batch alone). Under
     ``torch.distributed`` the batch statistics are summed over the ranks before they are
-    averaged (one all-reduce of ``2 * num_positions`` values), so every rank holds the biases
+    averaged (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
     one process would learn from the whole batch. The biases and statistics are buffers:
     ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
     $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
@@ -57,8 +64,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     ``lambdarank_bias_norm``; 2 by default, as XGBoost's): $p = 0$ weights the pairs by the
     ratio of the statistics as it is, a larger $p$ shrinks the biases towards 1, which keeps the
     rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
-    as ``statistics[0] / statistics[0, 0]`` ($= (t^+)^{p + 1}$, and likewise row 1 for
-    $t^-$).
+    as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
+    for $t^-$): the rows of ``statistics`` are the moving averages of $S^+, S^-, R^+, R^-$.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
     without a click take no part. Nothing is read back to the host on an accelerator.
@@ -73,6 +80,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
         momentum: weight in $[0, 1)$ of the past statistics in their moving average; default
             0.9.
+        match_exposure: compare each position with the top one over the lists that show it
+            (``True``, the default) or over every list (``False``, the paper's and XGBoost's
+            update).
         k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None`` (the default).
         sigma, gain, discount, reduction, ignore_index, validate_args: as `LambdaRankLoss`
             (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click, and
@@ -117,19 +127,23 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         )
         num_positions = _validation.check_positive_int("num_positions", num_positions)
         bias_norm, momentum = given.pop("bias_norm"), given.pop("momentum")
+        match_exposure = given.pop("match_exposure")
         super().__init__(weighting="lambdarank", mu=0.0, **given)
         _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
         _validation.check_positive("momentum", momentum, allow_zero=True)
         if not momentum < 1:
             raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
+        if not isinstance(match_exposure, bool):
+            raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
         self.num_positions = num_positions
         self.bias_norm = bias_norm
         self.momentum = momentum
+        self.match_exposure = match_exposure
         self.register_buffer("t_plus", torch.ones(num_positions))
         self.register_buffer("t_minus", torch.ones(num_positions))
-        # Moving averages of S+ (row 0) and S- (row 1) per position.
+        # Moving averages per position of S+, S- and their references R+, R- (rows 0-3).
         self.statistics: Tensor
-        self.register_buffer("statistics", torch.zeros(2, num_positions))
+        self.register_buffer("statistics", torch.zeros(4, num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
@@ -169,9 +183,10 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
         # shown fall in bins 0 and n + 1, which weigh nothing and are dropped from the sums.
         unclicked = clicks.reshape(-1, length) <= 0
-        bins = torch.add(positions.reshape(-1, length) + 1, unclicked, alpha=n + 1).long()
+        shown_bins = positions.reshape(-1, length).long() + 1  # 0: not shown
         if real is not None:  # padded items' positions are never checked: any value
-            bins = torch.where(taken.reshape(-1, length), bins, 0)
+            shown_bins = torch.where(taken.reshape(-1, length), shown_bins, 0)
+        bins = torch.add(shown_bins, unclicked, alpha=n + 1)
         # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
         factors = torch.cat([self._edge, self.t_plus, self._edge, self.t_minus]).reciprocal()
         item_factor = factors.to(lists.scores.dtype)[bins]
@@ -179,7 +194,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             lists, self.options, item_factor=item_factor, item_losses=self.training
         )
         if shares is not None:
-            self._update_biases(shares, bins)
+            self._update_biases(shares, bins, shown_bins)
         return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
 
     def aggregated(
@@ -305,41 +320,63 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         per_list = torch.einsum("nw,nwl,nl->n", winner, pair, loser)
         if self.training:
             with torch.no_grad():
-                plus = torch.einsum("nwi,nwl,nl->i", won, pair, loser)
-                minus = torch.einsum("nlj,nwl,nw->j", lost, pair, winner)
-                self._add_statistics(torch.stack([plus, minus]))
+                plus = torch.einsum("nwi,nwl,nl->ni", won, pair, loser)
+                minus = torch.einsum("nlj,nwl,nw->nj", lost, pair, winner)
+                by_position = torch.stack([plus, minus], dim=1)  # [N, 2, n]: each list's S+, S-
+                if self.match_exposure:  # the positions each list shows
+                    shown = ((won + lost).amax(dim=1) > 0).to(dtype)
+                else:
+                    shown = torch.ones_like(plus)
+                references = by_position[:, :, :1] * shown[:, None, :]
+                self._add_statistics(torch.cat([by_position, references], dim=1).sum(dim=0))
         has_click = won.sum(dim=(-1, -2)) > 0
         per_list = torch.where(has_click, per_list, 0)
         return _reduce(per_list, has_click, self.reduction, preds.shape[:-1])
 
     @torch.no_grad()
-    def _update_biases(self, statistic: Tensor, bins: Tensor) -> None:
-        """Add this batch's ``S+`` and ``S-`` to their moving averages; update the biases.
+    def _update_biases(self, statistic: Tensor, bins: Tensor, shown_bins: Tensor) -> None:
+        """Add this batch's statistics to their moving averages; update the biases.
 
         ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
-        (its share of the debiased losses times its own bias); ``bins`` as in `forward`.
+        (its share of the debiased losses times its own bias); ``bins`` as in `forward`,
+        ``shown_bins`` 1 + each item's position (0: not shown). Each list's sums by bin give its
+        ``S+`` and ``S-`` per position; its top position's sums count towards the reference of
+        each position it shows (`_add_statistics`). Five launches, all into one buffer.
         """
-        n = self.num_positions
-        sums = self.statistics.new_zeros(2 * (n + 1))
-        sums.scatter_add_(0, bins.reshape(-1), statistic.reshape(-1).to(sums.dtype))
-        self._add_statistics(sums.view(2, n + 1)[:, 1:])
+        n, rows = self.num_positions, bins.shape[0]
+        # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position], then
+        # whether it shows each position; bin 0 holds the items not shown.
+        buffer = statistic.new_zeros(rows, 5 * (n + 1), dtype=self.statistics.dtype)
+        sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
+        sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, statistic.to(sums.dtype))
+        shown = buffer[:, 4 * (n + 1) :]
+        if self.match_exposure:
+            shown.scatter_(1, shown_bins, 1.0)
+        else:
+            shown.fill_(1.0)
+        torch.mul(sums[:, 0, :, 1:2], shown[:, None, :], out=sums[:, 1])
+        self._add_statistics(sums.sum(dim=0)[..., 1:].reshape(4, n))
 
     @torch.no_grad()
     def _add_statistics(self, batch: Tensor) -> None:
-        r"""Sum ``batch`` (``[2, num_positions]``: S+, S-) over the ranks; update the biases.
+        r"""Sum ``batch`` (``[4, num_positions]``: S+, S-, R+, R-) over the ranks; update biases.
 
-        Hu et al.'s closed form, $t_i = (S_i / S_0)^{1 / (p + 1)}$; a position with no
-        statistic (or all of them, when the top one has none) keeps its bias: there is nothing
-        to estimate it from. Branch-free and in place: a handful of launches per step.
+        Hu et al.'s closed form, $t_i = (S_i / R_i)^{1 / (p + 1)}$, where the reference
+        $R_i$ is the top position's statistic summed over the lists that show position $i$
+        (``match_exposure``; over every list, $R_i = S_0$, the paper's and XGBoost's form; the
+        two agree when every list shows every position). The four rows are summed over the
+        ranks (one all-reduce) and averaged over steps. A position with no statistic or no
+        reference keeps its bias: there is nothing to estimate it from. Branch-free and in
+        place: a handful of launches per step.
         """
         batch = batch.to(self.statistics.dtype)
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             batch = batch.contiguous()
             dist.all_reduce(batch)
-        sums = self.statistics.lerp_(batch, 1 - self.momentum)
-        top = sums[:, :1]
-        known = torch.minimum(sums, top) > 0
-        estimate = (sums / top).pow_(1 / (1 + self.bias_norm))
+        averaged = self.statistics.lerp_(batch, 1 - self.momentum)
+        statistic, reference = averaged[:2], averaged[2:]
+        known = torch.minimum(statistic, reference) > 0
+        estimate = (statistic / reference).pow_(1 / (1 + self.bias_norm))
         for row, bias in enumerate((self.t_plus, self.t_minus)):
             torch.where(known[row], estimate[row], bias, out=bias)
 
@@ -347,5 +384,6 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         """Hyper-parameters shown by ``repr``."""
         return (
             f"num_positions={self.num_positions}, k={self.k}, sigma={self.sigma}, "
-            f"bias_norm={self.bias_norm}, momentum={self.momentum}"
+            f"bias_norm={self.bias_norm}, momentum={self.momentum}, "
+            f"match_exposure={self.match_exposure}"
         )
