@@ -85,8 +85,8 @@ class Cutoffs:
 class ListOptions:
     """The checked options of `ndcg`, `dcg`, `retrieval_ndcg` and both metrics."""
 
-    # The metrics' `_Options` TypedDict lists the same names for the type checker: a dataclass
-    # of checked values and the keywords a user may pass cannot be one declaration.
+    # `ListKeywords` (below) types the keywords a user passes: a dataclass of checked values
+    # (``cutoffs``, not ``k``) and those keywords cannot be one declaration.
 
     cutoffs: Cutoffs
     gain: Gain

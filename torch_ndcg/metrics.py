@@ -203,9 +203,9 @@ class NDCG(CountedMean, Generic[ResultT]):
         arguments and the keyword arguments of ``streaming`` (``exclude``, ``score_fn``,
         ``chunk_size``, ``memory_budget``, ``item_offset``, ``process_group``) are those of
         `torch_ndcg.functional.catalog_ndcg`, with its defaults; the ``[B, N]`` scores are
-        never held. Under DDP with the
-        users split across ranks (each rank its own ``queries``, every rank the whole
-        ``items``) the state is synchronised as for `update`. With item shards
+        never held. Under DDP with the users split across ranks (each rank its own
+        ``queries``, every rank the whole ``items``) the state is synchronised as for
+        `update`. With item shards
         (``process_group`` given, every rank the same users), every rank computes every
         user's value and adds those of its share of users (user ``u`` on rank
         ``u mod world``), so that the synchronised mean counts each user once.
