@@ -13,11 +13,15 @@ from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
     LambdaRankLoss,
+    NeuralNDCGLoss,
     RetrievalNDCG,
+    UnbiasedLambdaRankLoss,
     approx_ndcg_loss,
+    catalog_ndcg,
     dcg,
     lambdarank_loss,
     ndcg,
+    neural_ndcg_loss,
     retrieval_ndcg,
 )
 
@@ -39,6 +43,7 @@ CALLS: dict[str, Callable[..., Any]] = {
 }
 
 METRICS = ["ndcg", "dcg", "retrieval_ndcg", "NDCG", "RetrievalNDCG"]
+METRIC_CLASSES = ["NDCG", "RetrievalNDCG"]  # other keywords go on to torchmetrics
 LAMBDARANK = ["lambdarank_loss", "LambdaRankLoss"]
 APPROX = ["approx_ndcg_loss", "ApproxNDCGLoss"]
 LOSSES = LAMBDARANK + APPROX
@@ -85,10 +90,31 @@ def test_no_pointer_to_an_option_the_owner_lacks(name: str, owner: str) -> None:
         CALLS[owner](**{name: 1})
 
 
-@pytest.mark.parametrize("owner", ["ndcg", "LambdaRankLoss", "approx_ndcg_loss"])
+# Every entry point that takes its keywords as `**options: Unpack[...]`.
+KEYWORD_CALLS: dict[str, Callable[..., Any]] = {
+    **CALLS,
+    "neural_ndcg_loss": lambda **kw: neural_ndcg_loss(PREDS, TARGET, **kw),
+    "NeuralNDCGLoss": lambda **kw: NeuralNDCGLoss(**kw),
+    "UnbiasedLambdaRankLoss": lambda **kw: UnbiasedLambdaRankLoss(num_positions=3, **kw),
+    "catalog_ndcg": lambda **kw: catalog_ndcg(PREDS, PREDS.T, TARGET, k=1, **kw),
+    "NDCG.update_catalog": lambda **kw: NDCG().update_catalog(PREDS, PREDS.T, TARGET, **kw),
+}
+
+
+@pytest.mark.parametrize("owner", [name for name in KEYWORD_CALLS if name not in METRIC_CLASSES])
 def test_unknown_names_are_named(owner: str) -> None:
     with pytest.raises(TypeError, match=rf"^`{owner}` got an unexpected keyword argument `kk`\.$"):
-        CALLS[owner](kk=3)
+        KEYWORD_CALLS[owner](kk=3)
+
+
+@pytest.mark.parametrize("owner", list(KEYWORD_CALLS))
+def test_a_keyword_misspelt_after_good_ones_raises(owner: str) -> None:
+    # The keywords given meet their defaults in one place: one that is no option is never
+    # taken as one (nor passed over), wherever it stands among good ones.
+    good = {"validate_args": True} if owner != "NDCG.update_catalog" else {"item_offset": 0}
+    error = ValueError if owner in METRIC_CLASSES else TypeError  # torchmetrics' own error
+    with pytest.raises(error, match="ignore_idx"):
+        KEYWORD_CALLS[owner](**good, ignore_idx=-1)
 
 
 def test_metrics_pass_other_keywords_to_torchmetrics() -> None:

@@ -24,10 +24,12 @@ from torch_ndcg._options import (
     Discount,
     EmptyTargetAction,
     Gain,
+    ListKeywords,
     Ties,
     accumulate_dtype,
     as_dtype,
     compute_dtype,
+    keyword_defaults,
 )
 from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
 from torch_ndcg.functional._significance import (
@@ -37,6 +39,8 @@ from torch_ndcg.functional._significance import (
 )
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
+# The keywords of the metrics that are ours, with their defaults; the others are torchmetrics'.
+_OURS = keyword_defaults(ListKeywords)
 
 
 class MetricKeywords(TypedDict, total=False):
@@ -243,11 +247,17 @@ class NDCGMetricBase(Metric):
     # checks cost a few microseconds an update) is passed by.
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
 
-    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
-        """Check ``metric_kwargs`` (other libraries' names first), then the `MetricOptions`."""
+    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
+        """Split the keywords ``options``: ours (`ListKeywords`) and torchmetrics' (the rest).
+
+        torchmetrics' are checked first (other libraries' names get a pointer to ours), then
+        ours, with the defaults of those not given, into the `MetricOptions`.
+        """
+        metric_kwargs = {name: value for name, value in options.items() if name not in _OURS}
         self._reject_ported_names(type(self).__name__, metric_kwargs)
         super().__init__(**metric_kwargs)
-        self.options = MetricOptions(*options)
+        ours = {**_OURS, **{name: value for name, value in options.items() if name in _OURS}}
+        self.options = MetricOptions(k, confidence=confidence, **ours)
         self._add_options_state()
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -449,8 +459,8 @@ class CountedMean(NDCGMetricBase):
     count: Tensor
     sum_sq_ndcg: Tensor
 
-    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
-        super().__init__(metric_kwargs, *options)
+    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
+        super().__init__(k, confidence, options)
         n = self.options.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
@@ -520,8 +530,8 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
     bootstrap_resamples: int
     bootstrap_seed: int
 
-    def __init__(self, metric_kwargs: dict[str, Any], *options: Any) -> None:
-        super().__init__(metric_kwargs, *options)
+    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
+        super().__init__(k, confidence, options)
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")

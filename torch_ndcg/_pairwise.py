@@ -79,23 +79,40 @@ def _row_blocks(
         i0 = i1
 
 
+# Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
+# instead of once per block, and kept between calls (`torch_ndcg._tables`).
+PAIR_TABLE_ELEMENTS = 1 << 20
+
+
+def pair_table_fits(rows: int, length: int) -> bool:
+    """Whether the pair weight table of ``rows`` positions in lists of ``length`` is small enough.
+
+    At most `PAIR_TABLE_ELEMENTS`; above, each block builds its own position weights.
+    """
+    return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
+
+
 @_tables.kept
-def lambda_position_tables(
+def lambda_tables(
     discount: Discount,
+    rows: int,
     length: int,
     kmax: int,
     weighting: str,
     mu: float,
     dtype: torch.dtype,
     device: torch.device,
-) -> tuple[Tensor | None, Tensor | None]:
-    r"""The position tables of `pair_position_weights` for a LambdaLoss ``weighting``.
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    r"""The constant tables of a LambdaLoss ``weighting``, kept together under one key.
 
-    ``(position_discounts, delta)``: the discounts $D_1..D_L$ cut at ``kmax`` (0 below),
-    for ``"lambdarank"`` and ``"ndcg2pp"``; and $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
+    ``(position_discounts, delta, pair_table)``: the discounts $D_1..D_L$ cut at ``kmax``
+    (0 below), for ``"lambdarank"`` and ``"ndcg2pp"``; $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
     for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the weighting has no
-    such term. Kept for named discounts (see
-    `torch_ndcg._tables`): a training loop asks for the same tables every step.
+    such term. These are what `pair_position_weights` takes. ``pair_table``: those weights of
+    all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position ``c + 1``, so the block of
+    rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where `pair_table_fits`, else ``None``.
+    All three are kept for named discounts (see `torch_ndcg._tables`): a training loop asks
+    for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -108,41 +125,10 @@ def lambda_position_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    return cut_discounts, delta
-
-
-# Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
-# instead of once per block, and kept between calls (`torch_ndcg._tables`).
-PAIR_TABLE_ELEMENTS = 1 << 20
-
-
-def pair_table_fits(rows: int, length: int) -> bool:
-    """Whether `pair_weight_table` of ``rows`` positions in lists of ``length`` is small enough.
-
-    At most `PAIR_TABLE_ELEMENTS`; above, each block builds its own position weights.
-    """
-    return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
-
-
-@_tables.kept
-def pair_weight_table(
-    discount: Discount,
-    rows: int,
-    length: int,
-    kmax: int,
-    weighting: str,
-    mu: float,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """`pair_position_weights` of all ``rows`` at once, ``[rows, L - 1]``.
-
-    Column ``c`` is position ``c + 1``, so the block of rows ``[i0, i1)`` is
-    ``table[i0:i1, i0:]``. Built only where `pair_table_fits`; the last few are kept for
-    named discounts: a training loop's steps share them.
-    """
-    tables = lambda_position_tables(discount, length, kmax, weighting, mu, dtype, device)
-    return pair_position_weights(0, rows, length, *tables)
+    pair_table = None
+    if pair_table_fits(rows, length):
+        pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
+    return cut_discounts, delta, pair_table
 
 
 def pair_position_weights(
@@ -193,7 +179,7 @@ def dense_pair_weight_table(
     dtype: torch.dtype,
     device: torch.device,
 ) -> Tensor:
-    """`pair_weight_table` as a square ``[L, L]``: ``W[i, j]`` for rank positions ``i``, ``j``.
+    """`lambda_tables`' pair weights as a square ``[L, L]``: ``W[i, j]`` for positions ``i``, ``j``.
 
     0 on and below the diagonal and on the rows past the upper items' positions (``kmax``, at
     most ``L - 1``); kept for named discounts (`torch_ndcg._tables`).
@@ -201,9 +187,8 @@ def dense_pair_weight_table(
     table = torch.zeros(length, length, dtype=dtype, device=device)
     rows = min(kmax, length - 1)
     if rows > 0:
-        table[:rows, 1:] = pair_weight_table(
-            discount, rows, length, kmax, weighting, mu, dtype, device
-        )
+        tables = lambda_tables(discount, rows, length, kmax, weighting, mu, dtype, device)
+        table[:rows, 1:] = pair_position_weights(0, rows, length, *tables[:2])
     return table
 
 
@@ -287,7 +272,7 @@ class PairwiseLogistic(torch.autograd.Function):
     $i < j$): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
     is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
     ``valid`` the real items (or ``None``), ``position_discounts`` / ``delta`` for
-    `pair_position_weights` (or ``pair_table``, all of them at once, from `pair_weight_table`),
+    `pair_position_weights` (or ``pair_table``, all of them at once, from `lambda_tables`),
     ``rows`` the positions that can be the upper item of a pair
     (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import NoReturn
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from typing_extensions import Unpack
 
 from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
-from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
-from torch_ndcg.functional._losses import _prepare, _reduce, lambda_pairs
+from torch_ndcg._options import LambdaRankOptions, UnbiasedKeywords, keyword_defaults
+from torch_ndcg.functional._losses import LAMBDARANK, _prepare, _reduce, lambda_pairs
 from torch_ndcg.losses import _option, _RankingLoss
 
 __all__ = ["UnbiasedLambdaRankLoss"]
@@ -73,18 +73,20 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     Args:
         num_positions: number of display positions learnt, a positive int; ``positions``
             must be below it.
-        k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None``.
-        sigma: positive slope of the logistic loss.
+        **options: the keyword arguments below, each with its default. A name from another
+            library raises ``TypeError`` naming ours.
+
+    Keyword Args:
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
-        momentum: weight in $[0, 1)$ of the past statistics in their moving average.
+        momentum: weight in $[0, 1)$ of the past statistics in their moving average; default
+            0.9.
         match_exposure: compare each position with the top one over the lists that show it
             (``True``, the default) or over every list (``False``, the paper's and XGBoost's
             update).
-        gain: ``"exponential"``, ``"linear"`` or a callable (both equal $c$ on clicks).
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        reduction: ``"mean"`` (over lists with a click), ``"sum"`` or ``"none"``.
-        ignore_index: click value that marks padded items (for example ``-1``).
-        validate_args: check the tensors' values at every call.
+        k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None`` (the default).
+        sigma, gain, discount, reduction, ignore_index, validate_args: as `LambdaRankLoss`
+            (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click, and
+            ``ignore_index`` a click value).
 
     Example:
         >>> import torch
@@ -110,50 +112,29 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     """
 
     options: LambdaRankOptions
-    _check = staticmethod(_validation.check_lambdarank_options)
+    _loss = LAMBDARANK
     sigma = _option("sigma")
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
 
-    def __init__(
-        self,
-        *,
-        num_positions: int,
-        k: int | None = None,
-        sigma: float = 1.0,
-        bias_norm: float = 2.0,
-        momentum: float = 0.9,
-        match_exposure: bool = True,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        reduction: Reduction = "mean",
-        ignore_index: int | None = None,
-        validate_args: bool = True,
-        **ported_names: NoReturn,
-    ) -> None:
-        _validation.reject_ported_names(
-            "UnbiasedLambdaRankLoss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
+    def __init__(self, *, num_positions: int, **options: Unpack[UnbiasedKeywords]) -> None:
+        given = _validation.keyword_options(
+            "UnbiasedLambdaRankLoss",
+            options,
+            keyword_defaults(UnbiasedKeywords),
+            _validation.LAMBDARANK_PORTED_NAMES,
         )
         num_positions = _validation.check_positive_int("num_positions", num_positions)
-        options = self._check(
-            k=k,
-            sigma=sigma,
-            weighting="lambdarank",
-            mu=0.0,
-            gain=gain,
-            discount=discount,
-            reduction=reduction,
-            ignore_index=ignore_index,
-            validate_args=validate_args,
-        )
+        bias_norm, momentum = given.pop("bias_norm"), given.pop("momentum")
+        match_exposure = given.pop("match_exposure")
+        super().__init__(weighting="lambdarank", mu=0.0, **given)
         _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
         _validation.check_positive("momentum", momentum, allow_zero=True)
         if not momentum < 1:
             raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
         if not isinstance(match_exposure, bool):
             raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
-        super().__init__(options)
         self.num_positions = num_positions
         self.bias_norm = bias_norm
         self.momentum = momentum

@@ -17,7 +17,7 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
@@ -27,6 +27,7 @@ from torch_ndcg import _fast_paths, _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
+    DEFAULTS,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
@@ -817,9 +818,10 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
 
     Names of other libraries that ``owner`` has an equivalent for (``ported``: one of
     `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`,
-    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take
-    ``**ported_names: NoReturn``: a type checker flags any extra keyword, and this turns it
-    into an error that says what to write instead.
+    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take their
+    keywords as ``**options: Unpack[...Keywords]``: a type checker flags any extra keyword,
+    and this (through `keyword_options`) turns it into an error that says what to write
+    instead.
     """
     if not arguments:
         return
@@ -829,6 +831,40 @@ def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str,
             f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
         )
     raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
+
+
+def keyword_options(
+    owner: str, given: Mapping[str, Any], defaults: dict[str, Any], ported: dict[str, str]
+) -> dict[str, Any]:
+    """``owner``'s keyword arguments ``given``, and the ``defaults`` of those not given.
+
+    ``defaults`` holds every keyword ``owner`` takes (`torch_ndcg._options.keyword_defaults`);
+    another raises as `reject_ported_names` says. The public functions and modules take their
+    options as ``**options: Unpack[...Keywords]``: this is where those keywords meet their
+    defaults, before they are checked.
+    """
+    if not given.keys() <= defaults.keys():
+        unknown = {name: value for name, value in given.items() if name not in defaults}
+        reject_ported_names(owner, unknown, ported)
+    return {**defaults, **given}
+
+
+def list_options(owner: str, given: Mapping[str, Any], defaults: dict[str, Any]) -> ListOptions:
+    """The checked `ListOptions` of ``owner``'s keywords ``given`` (see `keyword_options`).
+
+    Options that ``owner`` does not take (``empty_target_action`` for `dcg`, ``ignore_index``
+    for `catalog_ndcg`) keep their `DEFAULTS`.
+    """
+    options = {**DEFAULTS, **keyword_options(owner, given, defaults, METRIC_PORTED_NAMES)}
+    return check_list_options(
+        options["k"],
+        options["gain"],
+        options["discount"],
+        options["ties"],
+        options["empty_target_action"],
+        options["ignore_index"],
+        options["validate_args"],
+    )
 
 
 # --- Intervals and paired tests ------------------------------------------------------------------
@@ -961,14 +997,13 @@ def check_rows(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
+    options: ListOptions,
     *,
-    gain: Any,
-    ignore_index: int | None,
-    validate_args: bool,
     scores: Tensor | None = None,
 ) -> Tensor | None:
     """The value checks of flat query rows (see `check_row_metadata`); the mask of rows to keep.
 
+    ``options`` are checked (their gain, ``ignore_index`` and ``validate_args`` apply).
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
     gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
     (``length=1``): a query may span batches, its sum is checked when it is scored. One
@@ -977,9 +1012,10 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
+    gain, ignore_index = options.gain, options.ignore_index
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, ignore_index)
-    if validate_args:
+    if options.validate_args:
         flat_scores = preds.reshape(-1) if scores is None else scores
         check = check_values(
             flat_scores, flat_target, real, gain=gain, ignore_index=ignore_index, length=1

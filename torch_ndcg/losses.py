@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, NoReturn
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
+from typing_extensions import Unpack
 
-from torch_ndcg._options import (
-    Discount,
-    Gain,
-    LossOptions,
-    Reduction,
-    Weighting,
-)
-from torch_ndcg._validation import (
-    APPROX_PORTED_NAMES,
-    LAMBDARANK_PORTED_NAMES,
-    NEURAL_PORTED_NAMES,
-    check_approx_options,
-    check_lambdarank_options,
-    check_neural_options,
-    reject_ported_names,
-)
-from torch_ndcg.functional._losses import _approx, _lambdarank, _neural
+from torch_ndcg._options import ApproxKeywords, LambdaRankKeywords, LossOptions, NeuralKeywords
+from torch_ndcg.functional._losses import APPROX, LAMBDARANK, NEURAL, Loss
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss"]
 
@@ -40,7 +25,7 @@ def _option(name: str) -> Any:
 
     def set_(self: _RankingLoss, value: Any) -> None:
         given = {field.name: getattr(self.options, field.name) for field in fields(self.options)}
-        self.options = type(self)._check(**{**given, name: value})
+        self.options = self._loss.check(**{**given, name: value})
 
     return property(get, set_, doc=f"``{name}``, as checked into `options`.")
 
@@ -48,16 +33,14 @@ def _option(name: str) -> Any:
 class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
-    Subclasses name their checker (``_check``), the function's unchecked core (``_core``) and
-    the hyper-parameters ``repr`` shows (``_shown``). Their ``__init__`` spell every keyword out
-    with its default, as the functions do: the public signatures that type checkers and the
-    docs read, so these lists stay written out (``duplicates`` pairs them).
+    Subclasses name their function's `torch_ndcg.functional._losses.Loss` (``_loss``: its
+    keywords, checker and unchecked core) and the hyper-parameters ``repr`` shows
+    (``_shown``); their ``__init__`` only types the keywords (``Unpack``) for type checkers.
     """
 
     options: LossOptions
-    _check: Callable[..., LossOptions]
-    _core: Callable[[Tensor, Tensor, Tensor | None, Any, Tensor | None], Tensor]
-    _shown: tuple[str, ...]
+    _loss: ClassVar[Loss]
+    _shown: ClassVar[tuple[str, ...]]
 
     k = _option("k")
     gain = _option("gain")
@@ -66,10 +49,11 @@ class _RankingLoss(nn.Module):
     ignore_index = _option("ignore_index")
     validate_args = _option("validate_args")
 
-    def __init__(self, options: LossOptions) -> None:
+    def __init__(self, **options: Any) -> None:
         super().__init__()
-        self.options = options
+        self.options = self._loss.options(type(self).__name__, options)
 
+    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
     def forward(
         self,
         preds: Tensor,
@@ -82,7 +66,7 @@ class _RankingLoss(nn.Module):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return type(self)._core(preds, target, mask, self.options, weight)
+        return self._loss.loss(preds, target, mask, self.options, weight)
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
@@ -105,17 +89,10 @@ class LambdaRankLoss(_RankingLoss):
     Hyper-parameters are checked here, once; ``forward`` checks the tensors.
 
     Args:
-        k: truncation level (pairs with an item in the current top k), or ``None``.
-        sigma: positive slope of the logistic loss.
-        weighting: ``"lambdarank"``, ``"ndcg2"`` or ``"ndcg2pp"``.
-        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``.
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
-        ignore_index: label value that marks padded items.
-        validate_args: check the tensors at every call.
-        **ported_names: none is taken; a name from allRank or TF-Ranking (``weighing_scheme``,
-            ``padded_value_indicator``, ``alpha``, ...) raises ``TypeError`` naming ours.
+        **options: the keyword arguments of `lambdarank_loss` (``k``, ``sigma``,
+            ``weighting``, ``mu``, ``gain``, ``discount``, ``reduction``, ``ignore_index``,
+            ``validate_args``), with the same defaults. A name from allRank or TF-Ranking
+            (``weighing_scheme``, ``padded_value_indicator``, ...) raises ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -136,33 +113,16 @@ class LambdaRankLoss(_RankingLoss):
         tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
     """
 
-    _check = staticmethod(check_lambdarank_options)
-    _core = staticmethod(_lambdarank)
+    # The three modules' bodies are alike in shape only (`duplicates` pairs them): each names
+    # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
+    _loss = LAMBDARANK
     _shown = ("k", "sigma", "weighting", "mu")
     sigma = _option("sigma")
     weighting = _option("weighting")
     mu = _option("mu")
 
-    def __init__(
-        self,
-        *,
-        k: int | None = None,
-        sigma: float = 1.0,
-        weighting: Weighting = "lambdarank",
-        mu: float = 10.0,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        reduction: Reduction = "mean",
-        ignore_index: int | None = None,
-        validate_args: bool = True,
-        **ported_names: NoReturn,
-    ) -> None:
-        reject_ported_names("LambdaRankLoss", ported_names, LAMBDARANK_PORTED_NAMES)
-        super().__init__(
-            check_lambdarank_options(
-                k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-            )
-        )
+    def __init__(self, **options: Unpack[LambdaRankKeywords]) -> None:
+        super().__init__(**options)
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -174,15 +134,10 @@ class ApproxNDCGLoss(_RankingLoss):
     $$
 
     Args:
-        temperature: positive temperature $T$ (default 1).
-        k: smooth cut-off, or ``None`` for the whole list.
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
-        ignore_index: label value that marks padded items.
-        validate_args: check the tensors at every call.
-        **ported_names: none is taken; a name from allRank or TF-Ranking (``weighing_scheme``,
-            ``padded_value_indicator``, ``alpha``, ...) raises ``TypeError`` naming ours.
+        **options: the keyword arguments of `approx_ndcg_loss` (``temperature``, ``k``,
+            ``gain``, ``discount``, ``reduction``, ``ignore_index``, ``validate_args``), with
+            the same defaults. A name from allRank or TF-Ranking (``alpha``,
+            ``padded_value_indicator``, ...) raises ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -194,29 +149,12 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
-    _check = staticmethod(check_approx_options)
-    _core = staticmethod(_approx)
+    _loss = APPROX
     _shown = ("temperature", "k")
     temperature = _option("temperature")
 
-    def __init__(
-        self,
-        *,
-        temperature: float = 1.0,
-        k: int | None = None,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        reduction: Reduction = "mean",
-        ignore_index: int | None = None,
-        validate_args: bool = True,
-        **ported_names: NoReturn,
-    ) -> None:
-        reject_ported_names("ApproxNDCGLoss", ported_names, APPROX_PORTED_NAMES)
-        super().__init__(
-            check_approx_options(
-                temperature, k, gain, discount, reduction, ignore_index, validate_args
-            )
-        )
+    def __init__(self, **options: Unpack[ApproxKeywords]) -> None:
+        super().__init__(**options)
 
 
 class NeuralNDCGLoss(_RankingLoss):
@@ -230,60 +168,30 @@ class NeuralNDCGLoss(_RankingLoss):
     $$
 
     Args:
-        temperature: positive NeuralSort temperature $T$ (default 1).
-        k: cut-off, or ``None`` for the whole list.
-        max_iter: most Sinkhorn iterations (default 50, as allRank).
-        tol: Sinkhorn tolerance on the column sums (default 1e-6, as allRank).
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
-        ignore_index: label value that marks padded items.
-        validate_args: check the tensors at every call.
-        **ported_names: none is taken; a name from allRank (``padded_value_indicator``,
-            ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
+        **options: the keyword arguments of `neural_ndcg_loss` (``temperature``, ``k``,
+            ``max_iter``, ``tol``, ``gain``, ``discount``, ``reduction``, ``ignore_index``,
+            ``validate_args``), with the same defaults. A name from allRank
+            (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
 
     Example:
         >>> import torch
         >>> from torch_ndcg import NeuralNDCGLoss
-        >>> loss_fn = NeuralNDCGLoss(temperature=0.01)
+
+        At a small temperature the relaxed sort is the ranking; with ``k=2`` only its top two
+        count, labels 0 and 1 against the ideal 2 and 1.
+
+        >>> loss_fn = NeuralNDCGLoss(temperature=0.01, k=2)
         >>> preds = torch.tensor([[0.0, 1.0, 2.0]])
         >>> target = torch.tensor([[2, 1, 0]])
-        >>> loss_fn(preds, target)  # 1 - (3/log2(4) + 1/log2(3)) / (3 + 1/log2(3))
-        tensor(0.4131)
+        >>> loss_fn(preds, target)  # 1 - (1/log2(3)) / (3 + 1/log2(3))
+        tensor(0.8262)
     """
 
-    _check = staticmethod(check_neural_options)
-    _core = staticmethod(_neural)
+    _loss = NEURAL
     _shown = ("temperature", "k", "max_iter", "tol")
     temperature = _option("temperature")
     max_iter = _option("max_iter")
     tol = _option("tol")
 
-    def __init__(
-        self,
-        *,
-        temperature: float = 1.0,
-        k: int | None = None,
-        max_iter: int = 50,
-        tol: float = 1e-6,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        reduction: Reduction = "mean",
-        ignore_index: int | None = None,
-        validate_args: bool = True,
-        **ported_names: NoReturn,
-    ) -> None:
-        reject_ported_names("NeuralNDCGLoss", ported_names, NEURAL_PORTED_NAMES)
-        super().__init__(
-            check_neural_options(
-                temperature,
-                k,
-                max_iter,
-                tol,
-                gain,
-                discount,
-                reduction,
-                ignore_index,
-                validate_args,
-            )
-        )
+    def __init__(self, **options: Unpack[NeuralKeywords]) -> None:
+        super().__init__(**options)

@@ -5,7 +5,7 @@ torchmetrics machinery from `torch_ndcg._metric_base` and the DDP protocol of th
 `torch_ndcg._distributed`.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Generic, Literal, cast, overload
 
 import torch
@@ -14,7 +14,13 @@ from typing_extensions import TypeVar, Unpack
 
 from torch_ndcg import _validation
 from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
-from torch_ndcg._options import Aggregated, Aggregation, Discount, EmptyTargetAction, Gain, Ties
+from torch_ndcg._options import (
+    DEFAULTS,
+    Aggregated,
+    Aggregation,
+    ListKeywords,
+    StreamingKeywords,
+)
 from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
 
@@ -25,21 +31,15 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
 
 
-class _Options(MetricKeywords, total=False):
+class _Options(MetricKeywords, ListKeywords, total=False):
     """The keywords of both metrics that do not change the type of ``compute()``.
 
     The overloads of ``__init__`` differ only in ``k``, ``confidence`` and ``aggregation``;
-    they take the rest as ``**options: Unpack[_Options]``, so the type checker sees every
-    keyword with its type while the list is written once (the implementation's signature,
-    which the documentation shows, keeps its defaults).
+    they and the implementation take the rest as ``**options: Unpack[_Options]``: ours
+    (`ListKeywords`, defaults in `torch_ndcg._options.DEFAULTS`, stated in the docstrings) and
+    torchmetrics' (`MetricKeywords`), so the type checker sees every keyword with its type
+    while the list is written once.
     """
-
-    gain: Gain
-    discount: Discount
-    ties: Ties
-    empty_target_action: EmptyTargetAction
-    ignore_index: int | None
-    validate_args: bool
 
 
 class _RetrievalOptions(_Options, total=False):
@@ -72,18 +72,24 @@ class NDCG(CountedMean, Generic[ResultT]):
 
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
-        gain: ``"exponential"`` ($2^y - 1$), ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable of the 1-based ranks.
-        ties: ``"average"`` (McSherry–Najork) or ``"first"`` (order of appearance in the row).
-        empty_target_action: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
-        ignore_index: label value that marks padded items.
-        validate_args: check every batch: one read-back per ``update`` on the CPU, device-side
-            assertions (``RuntimeError``, no read-back) on an accelerator.
         confidence: coverage of the normal-approximation interval of the mean (e.g. 0.95):
             one more constant-size state (the sum of squares, all-reduced under DDP), and the
             result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
             per cut-off; NaN bounds below two lists. ``None``: no interval.
-        metric_kwargs: passed to `torchmetrics.Metric` (``sync_on_compute``, ...).
+        **options: the keyword arguments below, each with its default, and those of
+            `torchmetrics.Metric` (``sync_on_compute``, ...), passed on to it.
+
+    Keyword Args:
+        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` or an element-wise
+            callable.
+        discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of the 1-based ranks.
+        ties: ``"average"`` (McSherry–Najork, the default) or ``"first"`` (order of appearance
+            in the row).
+        empty_target_action: ``"neg"`` (the default), ``"pos"``, ``"skip"`` or ``"error"``.
+        ignore_index: label value that marks padded items; default ``None``.
+        validate_args: check every batch (the default ``True``): one read-back per ``update``
+            on the CPU, device-side assertions (``RuntimeError``, no read-back) on an
+            accelerator.
 
     Result:
         From ``compute()`` and ``forward``: a scalar tensor for an int ``k`` or ``None``; for a
@@ -139,24 +145,14 @@ class NDCG(CountedMean, Generic[ResultT]):
         **options: Unpack[_Options],
     ) -> None: ...
 
-    # Every keyword spelled out with its default (as `ndcg`): the signature the docs show.
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
         *,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        ties: Ties = "average",
-        empty_target_action: EmptyTargetAction = "neg",
-        ignore_index: int | None = None,
-        validate_args: bool = True,
         confidence: float | None = None,
-        **metric_kwargs: Any,
+        **options: Unpack[_Options],
     ) -> None:
-        super().__init__(
-            metric_kwargs, k, gain, discount, ties, empty_target_action, ignore_index,
-            validate_args, confidence
-        )  # fmt: skip
+        super().__init__(k, confidence, dict(options))
 
     def update(
         self,
@@ -199,20 +195,17 @@ class NDCG(CountedMean, Generic[ResultT]):
         queries: Tensor,
         items: Tensor,
         relevant: Tensor,
-        *,
-        exclude: Tensor | None = None,
-        score_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
-        chunk_size: int | None = None,
-        memory_budget: int | None = None,
-        item_offset: int = 0,
-        process_group: Any | None = None,
+        **streaming: Unpack[StreamingKeywords],
     ) -> None:
         """Add the nDCG of every user against the whole catalog, from embeddings.
 
-        The values of `torch_ndcg.functional.catalog_ndcg` with this metric's options (see
-        there for the arguments): the ``[B, N]`` scores are never held. Under DDP with the
-        users split across ranks (each rank its own ``queries``, every rank the whole
-        ``items``) the state is synchronised as for `update`. With item shards
+        The values of `torch_ndcg.functional.catalog_ndcg` with this metric's options: the
+        arguments and the keyword arguments of ``streaming`` (``exclude``, ``score_fn``,
+        ``chunk_size``, ``memory_budget``, ``item_offset``, ``process_group``) are those of
+        `torch_ndcg.functional.catalog_ndcg`, with its defaults; the ``[B, N]`` scores are
+        never held. Under DDP with the users split across ranks (each rank its own
+        ``queries``, every rank the whole ``items``) the state is synchronised as for
+        `update`. With item shards
         (``process_group`` given, every rank the same users), every rank computes every
         user's value and adds those of its share of users (user ``u`` on rank
         ``u mod world``), so that the synchronised mean counts each user once.
@@ -227,24 +220,16 @@ class NDCG(CountedMean, Generic[ResultT]):
             >>> metric.compute()
             tensor(1.)
         """
+        given = _catalog.streaming_options("NDCG.update_catalog", streaming)
         # What torchmetrics' wrapper does around `update`: this is an update too.
         self._computed = None
         self._update_count += 1
         with torch.inference_mode():
             _validation.check_device(queries, self.sum_ndcg.device)
             values = _catalog.catalog_ndcg_values(
-                queries,
-                items,
-                relevant,
-                self.options.lists,
-                exclude=exclude,
-                score_fn=score_fn,
-                chunk_size=chunk_size,
-                memory_budget=memory_budget,
-                item_offset=item_offset,
-                process_group=process_group,
+                queries, items, relevant, self.options.lists, given
             )
-            share = _catalog.user_share(values.shape[0], process_group, values.device)
+            share = _catalog.user_share(values.shape[0], given["process_group"], values.device)
             self._add_values(values, share)
 
     def compute(self) -> ResultT:
@@ -292,18 +277,10 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
 
     Args:
         k: an int, a sequence of ints, or ``None`` (each whole query).
-        gain: as `NDCG`; so are ``discount``, ``ties``, ``validate_args`` and
-            ``metric_kwargs``.
-        discount: as `NDCG`.
-        ties: as `NDCG`.
-        empty_target_action: value of queries with no relevant item: ``"neg"`` 0, ``"pos"`` 1,
-            ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises in ``compute``.
-        ignore_index: label value of rows to drop.
         aggregation: over the queries (``"skip"``-ped ones left out): ``"mean"``,
             ``"median"`` (the lower one, as ``torch.median``), ``"min"``, ``"max"``, a callable
             of the ``[Q]`` values (as torchmetrics' retrieval metrics), or ``"none"`` for
             per-query values.
-        validate_args: as `NDCG`.
         confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
             as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
             interval from the sum, count and sum of squares (one all-reduce under DDP).
@@ -312,11 +289,19 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
             cost is resamples × queries gathered values and one reduction over them per
             cut-off; a callable is called once per resample). Not with ``"none"``.
+        **options: the keyword arguments below, each with its default, and those of
+            `torchmetrics.Metric`, as `NDCG`.
+
+    Keyword Args:
+        gain, discount, ties, ignore_index, validate_args: as `NDCG` (``ignore_index``: the
+            label value of rows to drop).
+        empty_target_action: value of queries with no relevant item: ``"neg"`` (the default)
+            0, ``"pos"`` 1, ``"skip"`` left out of the mean (NaN per query), ``"error"`` raises
+            in ``compute``.
         bootstrap_resamples: number of bootstrap resamples (with ``confidence`` and an
-            aggregation other than ``"mean"``).
+            aggregation other than ``"mean"``); default 1000.
         bootstrap_seed: seed of the bootstrap resampling: the same rows give the same bounds,
-            on every rank.
-        metric_kwargs: as `NDCG`.
+            on every rank; default 0.
 
     Result:
         Aggregated: a scalar tensor (int ``k`` or ``None``) or a dict ``{"ndcg@k": ...}``
@@ -352,6 +337,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
     target: list[Tensor]
     indexes: list[Tensor]
 
+    # These overloads are alike in shape to `NDCG`'s (`duplicates` pairs them): each class types
+    # its own `compute()` by ``k``, ``confidence`` (here ``aggregation`` too); the rest: `_Options`.
     @overload
     def __init__(
         self: "RetrievalNDCG[Tensor]",
@@ -402,27 +389,18 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         **options: Unpack[_RetrievalOptions],
     ) -> None: ...
 
-    # Every keyword spelled out with its default (as `ndcg`): the signature the docs show.
     def __init__(
         self,
         k: int | Sequence[int] | None = None,
         *,
-        gain: Gain = "exponential",
-        discount: Discount = "log2",
-        ties: Ties = "average",
-        empty_target_action: EmptyTargetAction = "neg",
-        ignore_index: int | None = None,
         aggregation: Aggregation = "mean",
-        validate_args: bool = True,
         confidence: float | None = None,
-        bootstrap_resamples: int = 1000,
-        bootstrap_seed: int = 0,
-        **metric_kwargs: Any,
+        **options: Unpack[_RetrievalOptions],
     ) -> None:
-        super().__init__(
-            metric_kwargs, k, gain, discount, ties, empty_target_action, ignore_index,
-            validate_args, confidence
-        )  # fmt: skip
+        given: dict[str, Any] = dict(options)
+        bootstrap_resamples = given.pop("bootstrap_resamples", DEFAULTS["bootstrap_resamples"])
+        bootstrap_seed = given.pop("bootstrap_seed", DEFAULTS["bootstrap_seed"])
+        super().__init__(k, confidence, given)
         _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
         self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from typing_extensions import Unpack
 
 from torch_ndcg import _catalog, _host, _kernels, _options, _validation
-from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
+from torch_ndcg._options import (
+    CatalogKeywords,
+    Cutoffs,
+    EmptyTargetAction,
+    Gain,
+    ListOptions,
+    ScoreFn,
+    StreamingKeywords,
+    keyword_defaults,
+)
 
 __all__ = ["catalog_ndcg"]
 
-ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 # Bytes of one block of scores when neither `chunk_size` nor `memory_budget` says otherwise.
 DEFAULT_BLOCK_BYTES = 8 << 20
@@ -413,20 +422,22 @@ def gather_shards(
 def catalog_values(
     blocks: Iterator[Block],
     target: CatalogTarget,
+    options: ListOptions,
     *,
     n_items: int,
-    ks: tuple[int, ...] | None,
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
     dtype: torch.dtype,
     device: torch.device,
     item_offset: int = 0,
     process_group: Any | None = None,
     sharded: bool = False,
-    validate_args: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks."""
+    """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks.
+
+    ``options`` are checked: their cut-offs, gain, discount and ties (and ``validate_args``
+    for the id checks of a ``sharded`` catalog, which need its size).
+    """
+    ks, gain, discount, ties = options.cutoffs.ks, options.gain, options.discount, options.ties
+    validate_args = options.validate_args
     cutoffs = [n_items] if ks is None else list(ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
     state = stream_state(blocks, target, kmax, dtype, device)
@@ -478,17 +489,7 @@ def catalog_ndcg(
     relevant: Tensor,
     *,
     k: int | Sequence[int] | None,
-    exclude: Tensor | None = None,
-    score_fn: ScoreFn | None = None,
-    chunk_size: int | None = None,
-    memory_budget: int | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    ties: Ties = "average",
-    empty_target_action: EmptyTargetAction = "neg",
-    item_offset: int = 0,
-    process_group: Any | None = None,
-    validate_args: bool = True,
+    **options: Unpack[CatalogKeywords],
 ) -> Tensor:
     r"""nDCG@k of every user (query) against the whole catalog, scored chunk by chunk.
 
@@ -519,28 +520,35 @@ def catalog_ndcg(
             stored values are the grades (absent = 0), or an integer ``[B, P]`` tensor of item
             ids with grade 1 (negative ids are padding).
         k: cut-off: an int, a sequence of ints, or ``None`` (the whole catalog: keeps ``N``
-            scores per user).
+            scores per user); no default.
+        **options: the keyword arguments below, each with its default: how the catalog is
+            streamed (also those of `torch_ndcg.NDCG.update_catalog`), then the options of
+            `torch_ndcg.ndcg` but ``ignore_index``.
+
+    Keyword Args:
         exclude: items that take no rank (already seen in training: the "filtered"
             protocol): a bool ``[B, N]`` tensor, a sparse ``[B, N]`` tensor (stored non-zero
-            entries), or an integer ``[B, E]`` tensor of item ids (negative: padding).
+            entries), or an integer ``[B, E]`` tensor of item ids (negative: padding); default
+            ``None``.
         score_fn: ``score_fn(query_block, item_chunk) -> [b, c]`` scores, for models other
-            than a dot product; must score the same pair the same way in every block.
+            than a dot product; must score the same pair the same way in every block. Default
+            ``None``: ``queries @ chunk.T``.
         chunk_size: items per chunk (the last chunk takes the rest); a multiple of 32 lets the
-            group selection skip most of each block. By default 2,048 items and as many users
-            as ``memory_budget`` holds (longer chunks when fewer users fill it).
-        memory_budget: bytes of one block of scores (default 8 MiB); with ``chunk_size`` it
-            sets the users per block.
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        ties: ``"average"`` or ``"first"``.
-        empty_target_action: value of users with no relevant item: ``"neg"`` 0, ``"pos"``
-            1, ``"skip"`` NaN, ``"error"`` raises.
-        item_offset: global id of ``items[0]`` (item-sharded catalogs).
+            group selection skip most of each block. By default (``None``) 2,048 items and as
+            many users as ``memory_budget`` holds (longer chunks when fewer users fill it).
+        memory_budget: bytes of one block of scores (default ``None``: 8 MiB); with
+            ``chunk_size`` it sets the users per block.
+        item_offset: global id of ``items[0]`` (item-sharded catalogs); default 0.
         process_group: with item shards on several ranks, the group (``torch.distributed``'s
             default group if it is ``"default"``); every rank passes the same ``queries``,
             ``relevant`` and ``exclude`` (global ids) and gets the whole catalog's values,
-            with one ``all_gather`` of ``[B, 2k + 2P + 3]`` integers per call.
-        validate_args: check ids, grades and exclusions (one read-back on the CPU).
+            with one ``all_gather`` of ``[B, 2k + 2P + 3]`` integers per call. Default
+            ``None``: one process holds the whole catalog.
+        gain, discount, ties: as `torch_ndcg.ndcg`.
+        empty_target_action: value of users with no relevant item: ``"neg"`` (the default)
+            0, ``"pos"`` 1, ``"skip"`` NaN, ``"error"`` raises.
+        validate_args: check ids, grades and exclusions (one read-back on the CPU); default
+            ``True``.
 
     Returns:
         ``[B]``, or ``[B, len(k)]`` for a sequence ``k``; float32 (float64 for float64 queries).
@@ -563,22 +571,25 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
-    options = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, None, validate_args
-    )
+    checked = _validation.list_options("catalog_ndcg", {**options, "k": k}, _CATALOG_DEFAULTS)
+    given = {name: value for name, value in options.items() if name in _STREAMING_DEFAULTS}
     values = catalog_ndcg_values(
-        queries,
-        items,
-        relevant,
-        options,
-        exclude=exclude,
-        score_fn=score_fn,
-        chunk_size=chunk_size,
-        memory_budget=memory_budget,
-        item_offset=item_offset,
-        process_group=process_group,
+        queries, items, relevant, checked, streaming_options("catalog_ndcg", given)
     )
-    return shape_values(values, options.cutoffs, queries.dtype)
+    return shape_values(values, checked.cutoffs, queries.dtype)
+
+
+_CATALOG_DEFAULTS = {**keyword_defaults(CatalogKeywords), "k": None}
+_STREAMING_DEFAULTS = keyword_defaults(StreamingKeywords)
+
+
+def streaming_options(owner: str, given: Mapping[str, Any]) -> StreamingKeywords:
+    """Every streaming keyword of ``owner`` (see `catalog_ndcg`): ``given`` or its default.
+
+    One bundle for `catalog_ndcg_values`, which checks it. A keyword not among them raises.
+    """
+    filled = _validation.keyword_options(owner, given, _STREAMING_DEFAULTS, {})
+    return cast(StreamingKeywords, filled)
 
 
 def catalog_ndcg_values(
@@ -586,19 +597,16 @@ def catalog_ndcg_values(
     items: Tensor,
     relevant: Tensor,
     options: ListOptions,
-    *,
-    exclude: Tensor | None,
-    score_fn: ScoreFn | None,
-    chunk_size: int | None,
-    memory_budget: int | None,
-    item_offset: int,
-    process_group: Any | None,
+    streaming: StreamingKeywords,
 ) -> Tensor:
     """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype.
 
     ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
-    streaming arguments are checked here.
+    ``streaming`` arguments (every one, `streaming_options`) are checked here.
     """
+    exclude, score_fn = streaming["exclude"], streaming["score_fn"]
+    chunk_size, memory_budget = streaming["chunk_size"], streaming["memory_budget"]
+    item_offset, process_group = streaming["item_offset"], streaming["process_group"]
     _check_embeddings(queries, items)
     ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
     _check_int("item_offset", item_offset, minimum=0)
@@ -636,17 +644,13 @@ def catalog_ndcg_values(
         value, ideal = catalog_values(
             blocks,
             target,
+            options,
             n_items=n_items,
-            ks=ks,
-            gain=gain,
-            discount=options.discount,
-            ties=options.ties,
             dtype=dtype,
             device=queries.device,
             item_offset=item_offset,
             process_group=group,
             sharded=sharded,
-            validate_args=validate_args,
         )
     return normalized(value, ideal, options.empty_target_action, gain)
 
@@ -676,7 +680,7 @@ def sparse_values(
     ``[B, len(k)]`` in the accumulation dtype; ``mask`` (``False``: padding) excludes too.
     ``options`` are checked.
     """
-    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
+    gain, validate_args = options.gain, options.validate_args
     ignore_index = options.ignore_index
     if ignore_index is not None:
         raise ValueError(
@@ -706,15 +710,7 @@ def sparse_values(
     with torch.no_grad():
         blocks = score_blocks(preds, block_users, chunk)
         value, ideal = catalog_values(
-            blocks,
-            catalog,
-            n_items=n_items,
-            ks=ks,
-            gain=gain,
-            discount=options.discount,
-            ties=options.ties,
-            dtype=dtype,
-            device=preds.device,
+            blocks, catalog, options, n_items=n_items, dtype=dtype, device=preds.device
         )
     if not normalize:
         return value

@@ -8,11 +8,13 @@ with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from torch_ndcg import (
     _clicks,
@@ -26,14 +28,14 @@ from torch_ndcg import (
 )
 from torch_ndcg._host import DeferredCheck
 from torch_ndcg._options import (
+    ApproxKeywords,
     ApproxOptions,
-    Discount,
-    Gain,
+    LambdaRankKeywords,
     LambdaRankOptions,
     LossOptions,
+    NeuralKeywords,
     NeuralOptions,
-    Reduction,
-    Weighting,
+    keyword_defaults,
 )
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
@@ -188,22 +190,19 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     return total / counted.sum(dtype=total.dtype).clamp_(min=1)
 
 
+class _LossTensors(TypedDict, total=False):
+    """The per-call tensors every loss function takes as keywords, beside its options."""
+
+    mask: Tensor | None
+    weight: Tensor | None
+
+
+class LambdaRankArguments(LambdaRankKeywords, _LossTensors, total=False):
+    """The keyword arguments of `lambdarank_loss`: those of `LambdaRankLoss`, and the tensors."""
+
+
 def lambdarank_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    k: int | None = None,
-    sigma: float = 1.0,
-    weighting: Weighting = "lambdarank",
-    mu: float = 10.0,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
-    weight: Tensor | None = None,
-    **ported_names: NoReturn,
+    preds: Tensor, target: Tensor, **options: Unpack[LambdaRankArguments]
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
@@ -237,24 +236,30 @@ def lambdarank_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        k: truncation level, a positive int, or ``None`` for the whole list.
-        sigma: positive slope $\sigma$ of the logistic loss.
-        weighting: ``"lambdarank"``, ``"ndcg2"`` or ``"ndcg2pp"``.
-        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable of 1-based float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
+        **options: the keyword arguments below, each with its default. A name from another
+            library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+
+    Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
-        ignore_index: label value that marks padded items (for example ``-1``).
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
+            Default ``None``: every item is real.
         weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
             $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
             the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
             says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+        k: truncation level, a positive int, or ``None`` (the default) for the whole list.
+        sigma: positive slope $\sigma$ of the logistic loss; default 1.
+        weighting: ``"lambdarank"`` (the default), ``"ndcg2"`` or ``"ndcg2pp"``.
+        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``; default 10.
+        gain: ``"exponential"`` (the default), ``"linear"`` or an element-wise callable.
+        discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of 1-based float
+            ranks (differentiable for `approx_ndcg_loss`).
+        reduction: ``"mean"`` (the default: over lists with a relevant item; 0 if none),
+            ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items (for example ``-1``); default
+            ``None``.
+        validate_args: check the values (the default ``True``): one read-back on the CPU,
+            device-side assertions (``RuntimeError``, no read-back) on an accelerator and under
+            ``torch.compile``.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
@@ -279,26 +284,12 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    _validation.reject_ported_names(
-        "lambdarank_loss", ported_names, _validation.LAMBDARANK_PORTED_NAMES
-    )
-    options = _validation.check_lambdarank_options(
-        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _lambdarank(preds, target, mask, options, weight)
+    return LAMBDARANK("lambdarank_loss", preds, target, options)
 
 
-def _lambdarank(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: LambdaRankOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`lambdarank_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    per_list = lambda_pairs(lists, options)[0]
-    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
+    """`lambdarank_loss` of every list of checked input, ``[N]`` (see `lambda_pairs`)."""
+    return lambda_pairs(lists, options)[0]
 
 
 def lambda_pairs(
@@ -360,15 +351,10 @@ def lambda_pairs(
             None if validate_args else lists.has_relevant,
         )
         return per_list, None
-    position_discounts, delta = _pairwise.lambda_position_tables(
-        discount, length, kmax, weighting, mu, scores.dtype, scores.device
-    )
     rows = min(kmax, length - 1)
-    pair_table = None
-    if _pairwise.pair_table_fits(rows, length):
-        pair_table = _pairwise.pair_weight_table(
-            discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
-        )
+    position_discounts, delta, pair_table = _pairwise.lambda_tables(
+        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
+    )
     shares = None
     ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
@@ -400,21 +386,11 @@ def lambda_pairs(
     return per_list, shares
 
 
-def approx_ndcg_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    temperature: float = 1.0,
-    k: int | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
-    weight: Tensor | None = None,
-    **ported_names: NoReturn,
-) -> Tensor:
+class ApproxArguments(ApproxKeywords, _LossTensors, total=False):
+    """The keyword arguments of `approx_ndcg_loss`: those of `ApproxNDCGLoss`, and the tensors."""
+
+
+def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArguments]) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
 
     Ranks are replaced by a sigmoid-smoothed count over the real items of the list,
@@ -440,66 +416,43 @@ def approx_ndcg_loss(
     batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
 
     Args:
-        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive $T$ of the sigmoid.
-        k: cut-off, a positive int, or ``None`` for the whole list.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a differentiable callable of float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
+        **options: the keyword arguments below, as `lambdarank_loss`'s.
+
+    Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
-        ignore_index: label value that marks padded items.
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
-        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
-            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
-            says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+        weight: ``[..., L]`` weights of the items' gains, as `lambdarank_loss`'s.
+        temperature: positive $T$ of the sigmoid; default 1.
+        k: smooth cut-off, a positive int, or ``None`` (the default) for the whole list.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
 
     Returns:
-        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
-        ``preds``).
+        As `lambdarank_loss`: a scalar, or ``[...]`` per list with ``reduction="none"``.
 
     Raises:
-        ValueError: bad ``k``, ``temperature``, ``reduction``, ``gain``, ``discount``, shape
-            mismatch, NaN, negative labels, overflowing exponential gain, a ``weight`` of
-            another shape or with a negative, NaN or infinite value.
-        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
-            ``ignore_index``.
+        ValueError: bad ``temperature``; otherwise as `lambdarank_loss`.
+        TypeError: as `lambdarank_loss`.
 
     Example:
-        Far-apart scores make the smooth ranks exact: the relevant item is at rank 2, so the loss
-        is $1 - (1/\log_2 3) / 1 = 0.36907$.
+        The relevant item scores 1 below the other: at $T = 1$ its smooth rank is
+        $1 + \operatorname{sigmoid}(1) = 1.7311$, so the loss is $1 - 1/\log_2 2.7311 = 0.31009$.
+        Far-apart scores make the ranks exact: rank 2, loss $1 - 1/\log_2 3 = 0.36907$.
 
         >>> import torch
         >>> from torch_ndcg import approx_ndcg_loss
-        >>> preds = torch.tensor([0.0, 50.0])
         >>> target = torch.tensor([1, 0])
-        >>> approx_ndcg_loss(preds, target)
+        >>> approx_ndcg_loss(torch.tensor([0.0, 1.0]), target)
+        tensor(0.3101)
+        >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    _validation.reject_ported_names(
-        "approx_ndcg_loss", ported_names, _validation.APPROX_PORTED_NAMES
-    )
-    options = _validation.check_approx_options(
-        temperature, k, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _approx(preds, target, mask, options, weight)
+    return APPROX("approx_ndcg_loss", preds, target, options)
 
 
-def _approx(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: ApproxOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`approx_ndcg_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
+    """`approx_ndcg_loss` of every list of checked input, ``[N]``."""
+    temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
@@ -514,7 +467,7 @@ def _approx(
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        per_list = _pairwise.dense_approx_ndcg_loss(
+        return _pairwise.dense_approx_ndcg_loss(
             scores,
             real,
             lists.scaled_gains,
@@ -526,7 +479,6 @@ def _approx(
             # no relevant item (all gains 0) sums to 0 already.
             has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant,
         )
-        return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
@@ -539,27 +491,14 @@ def _approx(
         if cut is not None:
             smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
-    per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
-    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    return torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
 
 
-def neural_ndcg_loss(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    temperature: float = 1.0,
-    k: int | None = None,
-    max_iter: int = 50,
-    tol: float = 1e-6,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    reduction: Reduction = "mean",
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    validate_args: bool = True,
-    weight: Tensor | None = None,
-    **ported_names: NoReturn,
-) -> Tensor:
+class NeuralArguments(NeuralKeywords, _LossTensors, total=False):
+    """The keyword arguments of `neural_ndcg_loss`: those of `NeuralNDCGLoss`, and the tensors."""
+
+
+def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArguments]) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
 
     The sorting permutation of the $n$ real items of a list is relaxed by deterministic
@@ -595,68 +534,47 @@ def neural_ndcg_loss(
     in reverse from the stored vectors (memory ``O(\text{max\_iter} \, B L)``).
 
     Args:
-        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s; ``target``, ``weight`` too.
         target: ``[..., L]`` non-negative relevance labels.
-        temperature: positive NeuralSort temperature $T$.
-        k: cut-off, a positive int, or ``None`` for the whole list.
-        max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone).
-        tol: Sinkhorn tolerance on the column sums, non-negative.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable of 1-based float ranks.
-        reduction: ``"mean"`` (over lists with a relevant item; 0 if none), ``"sum"`` or
-            ``"none"``.
+        **options: the keyword arguments below. A name from another library
+            (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
+
+    Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
-        ignore_index: label value that marks padded items.
-        validate_args: check the values: one read-back on the CPU, device-side assertions
-            (``RuntimeError``, no read-back) on an accelerator and under ``torch.compile``.
-        weight: ``[..., L]`` non-negative, finite weights that scale each item's gain,
-            $G_i \to w_i G_i$ (``1 / propensity`` on clicks is inverse-propensity weighting);
-            the ideal DCG stays that of the unweighted gains (the guide "Learning from clicks"
-            says why). ``None`` (the default) is every weight 1.
-        **ported_names: none is taken; a name from another library (``padded_value_indicator``,
-            ``powered_relevancies``, ...) raises ``TypeError`` naming ours.
+        weight: ``[..., L]`` weights of the items' gains.
+        temperature: positive NeuralSort temperature $T$; default 1.
+        k: cut-off, a positive int, or ``None`` (the default) for the whole list.
+        max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone); default
+            50, as allRank.
+        tol: Sinkhorn tolerance on the column sums, non-negative; default 1e-6, as allRank.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
 
     Returns:
-        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
-        ``preds``).
+        A scalar, or ``[...]`` per list with ``reduction="none"`` (dtypes as `lambdarank_loss`).
 
     Raises:
-        ValueError: bad ``k``, ``temperature``, ``max_iter``, ``tol``, ``reduction``, ``gain``,
-            ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
-            a ``weight`` of another shape or with a negative, NaN or infinite value.
-        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
-            ``ignore_index``.
+        ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
+        TypeError: as `lambdarank_loss`.
 
     Example:
-        Far-apart scores make the relaxed sort exact: the relevant item is at rank 2, so the
-        loss is $1 - (1/\log_2 3) / 1 = 0.36907$.
+        The relevant item scores 1 below the other. At $T = 1$ the NeuralSort rows are
+        $\operatorname{softmax}(-1, 0)$ and $\operatorname{softmax}(-1, -2)$, i.e.
+        $[1 - \sigma(1), \sigma(1)]$ and $[\sigma(1), 1 - \sigma(1)]$: already doubly
+        stochastic, so the relevant item's gain is split between ranks 1 and 2 and the loss is
+        $1 - (1 - \sigma(1)) - \sigma(1)/\log_2 3 = 0.26981$.
 
         >>> import torch
         >>> from torch_ndcg import neural_ndcg_loss
-        >>> preds = torch.tensor([0.0, 50.0])
         >>> target = torch.tensor([1, 0])
-        >>> neural_ndcg_loss(preds, target)
-        tensor(0.3691)
+        >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
+        tensor(0.2698)
     """
-    _validation.reject_ported_names(
-        "neural_ndcg_loss", ported_names, _validation.NEURAL_PORTED_NAMES
-    )
-    options = _validation.check_neural_options(
-        temperature, k, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
-    )
-    return _neural(preds, target, mask, options, weight)
+    return NEURAL("neural_ndcg_loss", preds, target, options)
 
 
-def _neural(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: NeuralOptions,
-    weight: Tensor | None = None,
-) -> Tensor:
-    """`neural_ndcg_loss` with checked options: only the tensors are checked."""
-    lists = _prepare(preds, target, mask, options, weight)
-    temperature, discount, reduction = options.temperature, options.discount, options.reduction
+def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
+    """`neural_ndcg_loss` of every list of checked input, ``[N]``."""
+    temperature, discount = options.temperature, options.discount
     max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if validate_args and scores.numel() > 0:
@@ -697,6 +615,68 @@ def _neural(
         int(max_iter),
         float(tol),
     )
-    has_relevant = lists.has_relevant
-    per_list = torch.where(has_relevant, 1 - dcg_relaxed, 0)
-    return _reduce(per_list, has_relevant, reduction, lists.leading_shape)
+    return torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What a loss function and its module share: keywords, checker, per-list core.
+
+    Calling it is the function's whole body; the module's ``__init__`` calls `options` and its
+    ``forward`` `loss`. The keywords given meet their defaults and other libraries' names
+    (`torch_ndcg._validation.keyword_options`) and are checked once; then the tensors are
+    checked and prepared (`_prepare`), the core gives each list's loss and `_reduce` reduces.
+    """
+
+    keywords: dict[str, Any]
+    check: Callable[..., LossOptions]
+    core: Callable[[_LossInput, Any], Tensor]
+    ported: dict[str, str]
+
+    def options(self, owner: str, given: Mapping[str, Any]) -> LossOptions:
+        """``owner``'s checked options from the keywords ``given`` (defaults for the others)."""
+        return self.check(**_validation.keyword_options(owner, given, self.keywords, self.ported))
+
+    def loss(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        options: LossOptions,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """The loss with checked ``options``: only the tensors are checked."""
+        lists = _prepare(preds, target, mask, options, weight)
+        per_list = self.core(lists, options)
+        return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+
+    def __call__(
+        self, owner: str, preds: Tensor, target: Tensor, given: Mapping[str, Any]
+    ) -> Tensor:
+        """The loss of the function ``owner`` called with these tensors and keyword arguments.
+
+        ``given`` holds the options and the keywords ``mask`` and ``weight``.
+        """
+        options = dict(given)
+        mask, weight = options.pop("mask", None), options.pop("weight", None)
+        return self.loss(preds, target, mask, self.options(owner, options), weight)
+
+
+LAMBDARANK = Loss(
+    keyword_defaults(LambdaRankKeywords),
+    _validation.check_lambdarank_options,
+    _lambdarank,
+    _validation.LAMBDARANK_PORTED_NAMES,
+)
+APPROX = Loss(
+    keyword_defaults(ApproxKeywords),
+    _validation.check_approx_options,
+    _approx,
+    _validation.APPROX_PORTED_NAMES,
+)
+NEURAL = Loss(
+    keyword_defaults(NeuralKeywords),
+    _validation.check_neural_options,
+    _neural,
+    _validation.NEURAL_PORTED_NAMES,
+)

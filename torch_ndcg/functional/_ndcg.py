@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NoReturn
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from torch_ndcg import _fast_paths, _grouping, _host, _kernels, _options, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device
-from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
+from torch_ndcg._options import Cutoffs, ListOptions
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
@@ -59,22 +58,12 @@ def _prepare_lists(
     )
 
 
-# `dcg`, `ndcg` and `retrieval_ndcg` (and the metrics and losses) spell their shared keywords
-# out with their defaults: public signatures, read by type checkers and the docs, kept written out.
-def dcg(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    k: int | Sequence[int] | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    ties: Ties = "average",
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    exclude: Tensor | None = None,
-    validate_args: bool = True,
-    **ported_names: NoReturn,
-) -> Tensor:
+_DCG_DEFAULTS = _options.keyword_defaults(_options.DCGKeywords)
+_NDCG_DEFAULTS = _options.keyword_defaults(_options.NDCGKeywords)
+_RETRIEVAL_DEFAULTS = _options.keyword_defaults(_options.RetrievalKeywords)
+
+
+def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) -> Tensor:
     r"""Discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -93,25 +82,31 @@ def dcg(
             ``[B, N]`` scores, a sparse COO or CSR ``[B, N]`` tensor of grades (absent = 0),
             scored without a dense target (see `torch_ndcg.functional.catalog_ndcg`; ties
             ``"first"`` then follow the item index).
-        k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` for the
-            whole list. A ``k`` larger than the list means the whole list.
-        gain: ``"exponential"`` ($2^y - 1$), ``"linear"`` ($y$) or an element-wise
-            callable of the float labels.
-        discount: ``"log2"`` ($1/\log_2(1 + r)$), ``"jarvelin"``
-            ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
-        ties: ``"average"`` or ``"first"``.
-        mask: ``[..., L]`` bool, ``True`` for real items; padded items never count.
-        ignore_index: label value that marks padded items (for example ``-1``).
+        **options: the keyword arguments below, each with its default. A name from another
+            library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items never count. Default
+            ``None``: every item is real.
         exclude: items that take no rank (already seen), for ``[B, N]`` scores: a bool
             ``[B, N]`` tensor, a sparse ``[B, N]`` tensor, or an integer ``[B, E]`` tensor of
             item ids (negative: padding). An item both relevant and excluded is an error.
-        validate_args: check the values (NaN, negative labels, gain overflow). On the CPU the
-            checks and the kernel's fast-path flags (a tie touching the top ``k``, the labels'
-            range) are read back together, once per call; on an accelerator and under
-            ``torch.compile`` nothing is read back: the checks are device-side assertions
-            (``RuntimeError``) and ties are averaged branch-free. ``False`` skips the checks.
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+            Default ``None``.
+        k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` (the
+            default) for the whole list. A ``k`` larger than the list means the whole list.
+        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` ($y$) or an
+            element-wise callable of the float labels.
+        discount: ``"log2"`` ($1/\log_2(1 + r)$, the default), ``"jarvelin"``
+            ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
+        ties: ``"average"`` (the default) or ``"first"``.
+        ignore_index: label value that marks padded items (for example ``-1``); default
+            ``None``.
+        validate_args: check the values (NaN, negative labels, gain overflow; the default
+            ``True``). On the CPU the checks and the kernel's fast-path flags (a tie touching
+            the top ``k``, the labels' range) are read back together, once per call; on an
+            accelerator and under ``torch.compile`` nothing is read back: the checks are
+            device-side assertions (``RuntimeError``) and ties are averaged branch-free.
+            ``False`` skips the checks that read values.
 
     Returns:
         One DCG per list: shape ``[...]``, or ``[..., len(k)]`` when ``k`` is a sequence; float32
@@ -135,28 +130,12 @@ def dcg(
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    _validation.reject_ported_names("dcg", ported_names, _validation.METRIC_PORTED_NAMES)
-    options = _validation.check_list_options(
-        k, gain, discount, ties, "neg", ignore_index, validate_args
-    )
-    return _values(preds, target, mask, exclude, options, normalize=False)
+    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
+    checked = _validation.list_options("dcg", options, _DCG_DEFAULTS)
+    return _values(preds, target, mask, exclude, checked, normalize=False)
 
 
-def ndcg(
-    preds: Tensor,
-    target: Tensor,
-    *,
-    k: int | Sequence[int] | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    ties: Ties = "average",
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    empty_target_action: EmptyTargetAction = "neg",
-    exclude: Tensor | None = None,
-    validate_args: bool = True,
-    **ported_names: NoReturn,
-) -> Tensor:
+def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]) -> Tensor:
     r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -176,18 +155,17 @@ def ndcg(
     Args:
         preds: ``[..., L]`` floating scores.
         target: ``[..., L]`` non-negative labels.
-        k: an int, a sequence of ints, or ``None`` (whole list).
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        ties: ``"average"`` or ``"first"``.
-        mask: ``[..., L]`` bool, ``True`` for real items.
-        ignore_index: label value that marks padded items.
+        **options: the keyword arguments below, those of `dcg` with their defaults, and
+            ``empty_target_action``.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; default ``None``.
+        exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`); default ``None``.
+        k: an int, a sequence of ints, or ``None`` (the default: the whole list).
+        gain, discount, ties, ignore_index, validate_args: as `dcg`.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
-            gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"`` raises.
-        exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`).
-        validate_args: check the values (see `dcg`).
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
+            (the default) gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"``
+            raises.
 
     Returns:
         One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.
@@ -210,11 +188,9 @@ def ndcg(
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    _validation.reject_ported_names("ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
-    options = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
-    )
-    return _values(preds, target, mask, exclude, options, normalize=True)
+    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
+    checked = _validation.list_options("ndcg", options, _NDCG_DEFAULTS)
+    return _values(preds, target, mask, exclude, checked, normalize=True)
 
 
 def _values(
@@ -267,15 +243,7 @@ def retrieval_ndcg(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
-    *,
-    k: int | Sequence[int] | None = None,
-    gain: Gain = "exponential",
-    discount: Discount = "log2",
-    ties: Ties = "average",
-    empty_target_action: EmptyTargetAction = "neg",
-    ignore_index: int | None = None,
-    validate_args: bool = True,
-    **ported_names: NoReturn,
+    **options: Unpack[_options.RetrievalKeywords],
 ) -> tuple[Tensor, Tensor]:
     r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
@@ -295,16 +263,15 @@ def retrieval_ndcg(
         preds: floating scores, any shape (flattened).
         target: non-negative labels, the shape of ``preds``.
         indexes: integer query ids, the shape of ``preds``.
-        k: an int, a sequence of ints, or ``None`` (each whole query).
-        gain: ``"exponential"``, ``"linear"`` or a callable.
-        discount: ``"log2"``, ``"jarvelin"`` or a callable.
-        ties: ``"average"`` or ``"first"``.
-        empty_target_action: value of queries with no relevant row: ``"neg"`` 0, ``"pos"``
-            1, ``"skip"`` NaN, ``"error"`` raises.
-        ignore_index: label value of rows to drop.
+        **options: the keyword arguments of `ndcg`, with its defaults, as below.
+
+    Keyword Args:
+        k: an int, a sequence of ints, or ``None`` (the default: each whole query).
+        gain, discount, ties: as `ndcg`.
+        empty_target_action: value of queries with no relevant row: ``"neg"`` (the default)
+            0, ``"pos"`` 1, ``"skip"`` NaN, ``"error"`` raises.
+        ignore_index: label value of rows to drop; default ``None``.
         validate_args: check the input (as `ndcg`; also that no query's gains overflow).
-        **ported_names: none is taken; a name from another library (``top_k``,
-            ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Returns:
         ``(values, ids)``: ``ids`` the ``[Q]`` sorted unique query ids, ``values`` their nDCG,
@@ -326,19 +293,14 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
-    _validation.reject_ported_names("retrieval_ndcg", ported_names, _validation.METRIC_PORTED_NAMES)
-    options = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
-    )
+    checked = _validation.list_options("retrieval_ndcg", options, _RETRIEVAL_DEFAULTS)
     _validation.check_row_metadata(preds, target, indexes)
-    real = _validation.check_rows(
-        preds, target, indexes, gain=gain, ignore_index=ignore_index, validate_args=validate_args
-    )
+    real = _validation.check_rows(preds, target, indexes, checked)
     values, ids = _retrieval_values(
-        preds.reshape(-1), target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, options
+        preds.reshape(-1), target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
     )
     values = values.to(_options.compute_dtype(preds.dtype))
-    return (values if options.cutoffs.is_sequence else values[:, 0]), ids
+    return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
 
 
 def _rows_to_store(
@@ -359,15 +321,7 @@ def _rows_to_store(
     _validation.check_row_metadata(preds, target, indexes)
     _validation.check_device(preds, device)
     stored_preds = preds.detach().reshape(-1).to(dtype)
-    real = _validation.check_rows(
-        preds,
-        target,
-        indexes,
-        gain=options.gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        scores=stored_preds,
-    )
+    real = _validation.check_rows(preds, target, indexes, options, scores=stored_preds)
     stored_target = target.detach().reshape(-1).to(dtype)
     if real is not None:
         stored_target = torch.where(real, stored_target, torch.nan)
