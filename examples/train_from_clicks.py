@@ -274,7 +274,7 @@ def step_losses(
     )
 
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
-        with torch.no_grad():  # the paper's bias update on this batch, from the ranker's scores
+        with torch.no_grad():  # the module's bias update on this batch, from the ranker's scores
             unbiased.aggregated(scores, clicks[batch], views[batch], lists.mask[batch])
         labels = sums[batch].rates(unbiased.t_plus)
         return linear(scores, labels, lists.mask[batch])
@@ -504,7 +504,7 @@ def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> boo
     positions = np.arange(1, shown + 1)
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     curves = (
-        (2, "C0", "learnt $S^+_i / S^+_1$"),
+        (2, "C0", "learnt $S^+_i / R^+_i$"),
         (0, "C1", "$t^+$ used ($p$ chosen on validation)"),
     )
     for row, color, label in curves:
@@ -721,7 +721,7 @@ def print_tables(
         )
     shown = min(TOP_SHOWN, biases.shape[-1])
     print()
-    print("| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) | error | t+ used | t- used |")
+    print("| position | true θ_i/θ_1 | learnt S+_i/R+_i (mean ± sd) | error | t+ used | t- used |")
     print("|---:|---:|---:|---:|---:|---:|")
     for i in range(shown):
         true = (1 / (i + 1)) ** args.eta

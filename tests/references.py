@@ -374,7 +374,7 @@ def closed_form_update(
 
 
 def bias_step(
-    per_list: list[tuple[list[float], list[float], set[int]]],
+    per_list: list[tuple[list[float], list[float], dict[int, float]]],
     t_plus: list[float],
     t_minus: list[float],
     bias_norm: float,
@@ -382,9 +382,11 @@ def bias_step(
 ) -> tuple[list[list[float]], list[float], list[float]]:
     """The four statistics ``[S+, S-, R+, R-]`` and the updated biases from each list's sums.
 
-    ``per_list`` holds each list's ``S+`` and ``S-`` by position and the positions it shows.
-    ``R[i]`` is the top position's statistic summed over the lists that show position ``i``
-    (``match_exposure``), or over every list (``R[i] = S[0]``, the paper's form).
+    ``per_list`` holds each list's ``S+`` and ``S-`` by position and how often it shows each
+    position relative to the top one (1 or 0 for one session; the share of its sessions that
+    show it for summed sessions). ``R[i]`` is the top position's statistic summed over the
+    lists, each times that share (``match_exposure``), or over every list (``R[i] = S[0]``,
+    the paper's form).
     """
     n_positions = len(t_plus)
     s_plus, s_minus = [0.0] * n_positions, [0.0] * n_positions
@@ -393,9 +395,9 @@ def bias_step(
         for i in range(n_positions):
             s_plus[i] += plus[i]
             s_minus[i] += minus[i]
-            if i in shown or not match_exposure:
-                r_plus[i] += plus[0]
-                r_minus[i] += minus[0]
+            share = shown.get(i, 0.0) if match_exposure else 1.0
+            r_plus[i] += plus[0] * share
+            r_minus[i] += minus[0] * share
     return (
         [s_plus, s_minus, r_plus, r_minus],
         closed_form_update(s_plus, r_plus, t_plus, bias_norm),
@@ -453,7 +455,7 @@ def unbiased_lambdarank_step(
                 s_plus[i] += pair / t_minus[j]
                 s_minus[j] += pair / t_plus[i]
         losses.append(total)
-        per_list.append((s_plus, s_minus, {list_positions[i] for i in shown}))
+        per_list.append((s_plus, s_minus, {list_positions[i]: 1.0 for i in shown}))
     return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))
 
 
@@ -476,8 +478,8 @@ def aggregated_unbiased_lambdarank_step(
     items has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))`` (log2 discount
     of the current 1-based rank, ties in order of appearance, 0 beyond k), weighted by
     ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``, ``S-[j] = sum (views - clicks)[l][j]
-    A[w] L``; a list shows position ``i`` when some item has a view there; ``R`` and the
-    biases as in `bias_step`.
+    A[w] L``; a list shows position ``i`` as often as its items' views there add up to,
+    relative to the top position's; ``R`` and the biases as in `bias_step`.
     """
     n_positions = len(t_plus)
     losses = []
@@ -508,6 +510,7 @@ def aggregated_unbiased_lambdarank_step(
                     s_plus[i] += list_clicks[w][i] * lost[lo] * pair
                     s_minus[i] += skips[lo][i] * won[w] * pair
         losses.append(total)
-        shown = {i for i in range(n_positions) if any(v[i] > 0 for v in list_views)}
-        per_list.append((s_plus, s_minus, shown))
+        views_at = [sum(v[i] for v in list_views) for i in range(n_positions)]
+        shares = {i: views_at[i] / views_at[0] for i in range(n_positions) if views_at[0] > 0}
+        per_list.append((s_plus, s_minus, shares))
     return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))

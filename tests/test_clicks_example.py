@@ -24,7 +24,7 @@ def test_train_from_clicks_tiny(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |"
     )
     assert header in out
-    assert "| position | true θ_i/θ_1 | learnt S+_i/S+_1 (mean ± sd) |" in out
+    assert "| position | true θ_i/θ_1 | learnt S+_i/R+_i (mean ± sd) |" in out
     assert plot.read_bytes().startswith(PNG_MAGIC)
 
 

@@ -138,3 +138,15 @@ def test_minus_one_labels_suggest_ignore_index(paths: str, monkeypatch: pytest.M
         take_accelerator_paths(monkeypatch)
     with pytest.raises((ValueError, RuntimeError), match=r"pass `ignore_index`=-1\)"):
         ndcg(PREDS, torch.tensor([[1, 0, -1]]))
+
+
+@pytest.mark.parametrize(
+    ("name", "owner"),
+    [("padded_value_indicator", "catalog_ndcg"), ("weighing_scheme", "UnbiasedLambdaRankLoss")],
+)
+def test_no_pointer_where_the_owner_lacks_our_equivalent(name: str, owner: str) -> None:
+    """`catalog_ndcg` takes no `ignore_index`, the debiased loss no `weighting`."""
+    with pytest.raises(
+        TypeError, match=rf"^`{owner}` got an unexpected keyword argument `{name}`\.$"
+    ):
+        KEYWORD_CALLS[owner](**{name: 1})

@@ -29,6 +29,7 @@ from typing import Any
 
 import typing_extensions
 
+from torch_ndcg._metric_base import MetricKeywords
 from torch_ndcg._options import DEFAULTS
 
 __all__ = ["spell_out_keywords"]
@@ -42,19 +43,26 @@ def _spelled(function: Callable[..., Any]) -> inspect.Signature | None:
     parameters = list(signature.parameters.values())
     if not parameters or parameters[-1].kind is not inspect.Parameter.VAR_KEYWORD:
         return None
-    hint = typing.get_type_hints(function, include_extras=True).get(parameters[-1].name)
-    if typing.get_origin(hint) not in _UNPACK:
+    try:
+        hint = typing.get_type_hints(function, include_extras=True).get(parameters[-1].name)
+        if typing.get_origin(hint) not in _UNPACK:
+            return None
+        (keywords,) = typing.get_args(hint)
+        annotations = typing.get_type_hints(keywords, include_extras=True)
+    except (NameError, TypeError):  # hints this Python cannot evaluate: keep `**options`
         return None
-    (keywords,) = typing.get_args(hint)
-    annotations = typing.get_type_hints(keywords, include_extras=True)
+    # torchmetrics' keywords (`MetricKeywords`) are passed on to `Metric`: not ours to show.
+    theirs = typing.get_type_hints(MetricKeywords)
+    if not theirs.keys() <= annotations.keys():  # not a metric's keywords: all of them ours
+        theirs = {}
     spelled = [
         inspect.Parameter(
             name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[name]
         )
         for name, default in DEFAULTS.items()
-        if name in annotations and name not in signature.parameters
+        if name in annotations and name not in theirs and name not in signature.parameters
     ]
-    rest = [name for name in annotations if name not in DEFAULTS]
+    rest = [name for name in annotations if name not in DEFAULTS or name in theirs]
     tail = [parameters[-1]] if rest else []
     return signature.replace(parameters=[*parameters[:-1], *spelled, *tail])
 

@@ -65,7 +65,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     ratio of the statistics as it is, a larger $p$ shrinks the biases towards 1, which keeps the
     rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
     as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
-    for $t^-$): the rows of ``statistics`` are the moving averages of $S^+, S^-, R^+, R^-$.
+    for $t^-$; NaN at a position no list has shown yet): the rows of ``statistics`` are the
+    moving averages of $S^+, S^-, R^+, R^-$. The update holds ``[N, 5 * (num_positions + 1)]``
+    floats for a batch of ``N`` lists.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
     without a click take no part. Nothing is read back to the host on an accelerator.
@@ -123,7 +125,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             "UnbiasedLambdaRankLoss",
             options,
             keyword_defaults(UnbiasedKeywords),
-            _validation.LAMBDARANK_PORTED_NAMES,
+            _validation.UNBIASED_PORTED_NAMES,
         )
         num_positions = _validation.check_positive_int("num_positions", num_positions)
         bias_norm, momentum = given.pop("bias_norm"), given.pop("momentum")
@@ -222,11 +224,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
         `forward`'s loss exactly, and so are the bias updates,
         $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
-        $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$.
-        Over many sessions, pass the means over the sessions of their counts (per-position
-        click-through and view rates): the loss is then the mean over the sessions of the
-        per-session pair losses (without LambdaRank's $1 / Z_s$), up to the correlation of two
-        items' clicks within a session, since the mean of a pair's weights
+        $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$;
+        with ``match_exposure`` a list's top statistic counts towards $R_i$ times the share of
+        its sessions that show position $i$, $\sum_w \mathrm{views}_{wi} / \sum_w
+        \mathrm{views}_{w0}$ (1 or 0 for one session). Over many sessions, pass the means over
+        the sessions of their counts (per-position click-through and view rates): the loss is
+        then the mean over the sessions of the per-session pair losses (without LambdaRank's
+        $1 / Z_s$), up to the correlation of two items' clicks within a session, since the mean
+        of a pair's weights
         $\overline{a_w b_l}$ is taken as the product of the items' means $\bar a_w \bar b_l$
         (in the position-based click model two items' clicks are independent given their
         positions; what is left is that two items never share a position: 2% on 6 items in
@@ -323,8 +328,10 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
                 plus = torch.einsum("nwi,nwl,nl->ni", won, pair, loser)
                 minus = torch.einsum("nlj,nwl,nw->nj", lost, pair, winner)
                 by_position = torch.stack([plus, minus], dim=1)  # [N, 2, n]: each list's S+, S-
-                if self.match_exposure:  # the positions each list shows
-                    shown = ((won + lost).amax(dim=1) > 0).to(dtype)
+                if self.match_exposure:  # the share of each list's sessions that show a position
+                    views_by_position = (won + lost).sum(dim=1)  # [N, n]
+                    top = views_by_position[:, :1]
+                    shown = torch.where(top > 0, views_by_position / top.clamp(min=1e-30), 0)
                 else:
                     shown = torch.ones_like(plus)
                 references = by_position[:, :, :1] * shown[:, None, :]

@@ -811,6 +811,14 @@ NEURAL_PORTED_NAMES = {
     },
     "tau": "`temperature` (NeuralSort's `tau`)",
 }
+# Owners without an equivalent of a peer's name get no pointer to it: the catalog takes no
+# `ignore_index` (its lists are the catalog), the debiased loss no `weighting`.
+CATALOG_PORTED_NAMES = {
+    name: hint for name, hint in METRIC_PORTED_NAMES.items() if name != "padded_value_indicator"
+}
+UNBIASED_PORTED_NAMES = {
+    name: hint for name, hint in LAMBDARANK_PORTED_NAMES.items() if name != "weighing_scheme"
+}
 
 
 def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str, str]) -> None:
@@ -849,13 +857,18 @@ def keyword_options(
     return {**defaults, **given}
 
 
-def list_options(owner: str, given: Mapping[str, Any], defaults: dict[str, Any]) -> ListOptions:
+def list_options(
+    owner: str,
+    given: Mapping[str, Any],
+    defaults: dict[str, Any],
+    ported: dict[str, str] = METRIC_PORTED_NAMES,
+) -> ListOptions:
     """The checked `ListOptions` of ``owner``'s keywords ``given`` (see `keyword_options`).
 
     Options that ``owner`` does not take (``empty_target_action`` for `dcg`, ``ignore_index``
     for `catalog_ndcg`) keep their `DEFAULTS`.
     """
-    options = {**DEFAULTS, **keyword_options(owner, given, defaults, METRIC_PORTED_NAMES)}
+    options = {**DEFAULTS, **keyword_options(owner, given, defaults, ported)}
     return check_list_options(
         options["k"],
         options["gain"],

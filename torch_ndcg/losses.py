@@ -88,11 +88,17 @@ class LambdaRankLoss(_RankingLoss):
 
     Hyper-parameters are checked here, once; ``forward`` checks the tensors.
 
-    Args:
-        **options: the keyword arguments of `lambdarank_loss` (``k``, ``sigma``,
-            ``weighting``, ``mu``, ``gain``, ``discount``, ``reduction``, ``ignore_index``,
-            ``validate_args``), with the same defaults. A name from allRank or TF-Ranking
-            (``weighing_scheme``, ``padded_value_indicator``, ...) raises ``TypeError`` naming ours.
+    Keyword Args:
+        k: truncation level of $|\Delta \mathrm{nDCG@}k|$, a positive int, or ``None`` (the
+            default) for the whole list.
+        sigma: positive slope $\sigma$ of the logistic loss; default 1.
+        weighting: ``"lambdarank"`` (the default), ``"ndcg2"`` or ``"ndcg2pp"``.
+        mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``; default 10.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss` (defaults
+            ``"exponential"``, ``"log2"``, ``"mean"``, ``None``, ``True``).
+
+    A name from allRank or TF-Ranking (``weighing_scheme``, ``padded_value_indicator``, ...)
+    raises ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -133,11 +139,14 @@ class ApproxNDCGLoss(_RankingLoss):
     \qquad \ell = 1 - \frac{1}{Z} \sum_i G_i \, D(\hat r_i)
     $$
 
-    Args:
-        **options: the keyword arguments of `approx_ndcg_loss` (``temperature``, ``k``,
-            ``gain``, ``discount``, ``reduction``, ``ignore_index``, ``validate_args``), with
-            the same defaults. A name from allRank or TF-Ranking (``alpha``,
-            ``padded_value_indicator``, ...) raises ``TypeError`` naming ours.
+    Keyword Args:
+        temperature: positive $T$ of the sigmoid; default 1.
+        k: smooth cut-off, a positive int, or ``None`` (the default) for the whole list.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss` (defaults
+            ``"exponential"``, ``"log2"``, ``"mean"``, ``None``, ``True``).
+
+    A name from allRank or TF-Ranking (``alpha``, ``padded_value_indicator``, ...) raises
+    ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -167,11 +176,14 @@ class NeuralNDCGLoss(_RankingLoss):
         \operatorname{Sinkhorn}(\hat P)_{ij} \, G_j
     $$
 
-    Args:
-        **options: the keyword arguments of `neural_ndcg_loss` (``temperature``, ``k``,
-            ``max_iter``, ``tol``, ``gain``, ``discount``, ``reduction``, ``ignore_index``,
-            ``validate_args``), with the same defaults. A name from allRank
-            (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
+    Keyword Args:
+        temperature, k, max_iter, tol: as `neural_ndcg_loss` (defaults 1, ``None``, 50 and
+            1e-6).
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss` (defaults
+            ``"exponential"``, ``"log2"``, ``"mean"``, ``None``, ``True``).
+
+    A name from allRank (``padded_value_indicator``, ``powered_relevancies``, ...) raises
+    ``TypeError``.
 
     Example:
         >>> import torch

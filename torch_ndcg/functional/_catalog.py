@@ -571,7 +571,9 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
-    checked = _validation.list_options("catalog_ndcg", {**options, "k": k}, _CATALOG_DEFAULTS)
+    checked = _validation.list_options(
+        "catalog_ndcg", {**options, "k": k}, _CATALOG_DEFAULTS, _validation.CATALOG_PORTED_NAMES
+    )
     given = {name: value for name, value in options.items() if name in _STREAMING_DEFAULTS}
     values = catalog_ndcg_values(
         queries, items, relevant, checked, streaming_options("catalog_ndcg", given)
