@@ -304,14 +304,16 @@ def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
 # --- Python work per call ----------------------------------------------------------------------
 
 # Python function calls per call at [8, 10], counted as benchmarks/bench_host.py counts them:
-# 63, 67, 35, 116 and 106 on torch 2.13 when this was set (issue 17: 100, 97, 73, 121 and 110
-# before), with a few to spare for torch's own Python.
+# 65, 68, 32, 73, 68 and 1,345 on torch 2.13 when this was set (issue 17: 100, 97, 73, 121, 110
+# and 1,943 before; the losses' small batches take dense pair tensors since), with a few to
+# spare for torch's own Python.
 PYTHON_CALL_BUDGET = {
-    "ndcg": 66,
-    "NDCG.update": 70,
-    "RetrievalNDCG.update": 38,
-    "LambdaRankLoss": 120,
-    "ApproxNDCGLoss": 110,
+    "ndcg": 67,
+    "NDCG.update": 71,
+    "RetrievalNDCG.update": 35,
+    "LambdaRankLoss": 76,
+    "ApproxNDCGLoss": 71,
+    "NeuralNDCGLoss": 1360,
 }
 
 

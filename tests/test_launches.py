@@ -52,7 +52,7 @@ def test_metric_update_and_functional_launch_budget(validate: bool) -> None:
     metric = NDCG(k=10, validate_args=validate)
     update = launches(lambda: metric.update(preds, target)).launches
     functional = launches(lambda: ndcg(preds, target, k=10, validate_args=validate)).launches
-    budget = 36 if validate else 26
+    budget = 34 if validate else 24
     assert update <= budget
     assert functional <= budget
 
@@ -65,8 +65,8 @@ MIB = 2**20
     [
         (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (64, 128), 51, 45.1),
         (LambdaRankLoss(weighting="ndcg2pp", validate_args=False), (16, 1024), 67, 720.1),
-        (ApproxNDCGLoss(validate_args=False), (64, 128), 46, 26.3),
-        (ApproxNDCGLoss(validate_args=False), (16, 1024), 46, 416.7),
+        (ApproxNDCGLoss(validate_args=False), (64, 128), 45, 26.3),
+        (ApproxNDCGLoss(validate_args=False), (16, 1024), 45, 416.7),
     ],
     ids=["lambdarank-64x128", "lambdarank-16x1024", "approx-64x128", "approx-16x1024"],
 )

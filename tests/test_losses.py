@@ -43,10 +43,14 @@ def batch(
     return preds, target, mask
 
 
-@pytest.fixture
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A few elements per block: many blocks, uneven last blocks."""
-    monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
+@pytest.fixture(params=["dense", "blocks"])
+def pair_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths of the pair losses: a small batch's whole ``[N, L, L]`` tensors under
+    autograd, or (as for long lists) the blockwise Functions with a few elements per block:
+    many blocks, uneven last blocks."""
+    if request.param == "blocks":
+        monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
+        monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
 
 
 # --- LambdaRankLoss against independent references ---------------------------------------------
@@ -74,7 +78,7 @@ def test_lambdarank_gradient_equals_burges_lambdas(
     )
 
 
-@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.usefixtures("pair_path")
 @pytest.mark.parametrize("pair_table", ["one table", "per block"])
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 @pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (2, "sum"), (4, "none")])
@@ -125,7 +129,7 @@ def test_lambdarank_weights_carry_no_gradient_and_follow_current_ranks() -> None
 # --- ApproxNDCGLoss -----------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.usefixtures("pair_path")
 @pytest.mark.parametrize(
     ("temperature", "k", "reduction"), [(1.0, None, "mean"), (0.3, 3, "sum"), (2.0, 20, "none")]
 )
@@ -530,3 +534,61 @@ def test_an_uncounted_list_adds_nothing_even_where_its_terms_overflow() -> None:
     mean = lambdarank_loss(preds, target, validate_args=False)
     only = lambdarank_loss(preds[1:], target[1:], validate_args=False)
     assert mean.item() == pytest.approx(only.item())
+
+
+# --- The dense path of small batches against the blockwise path ----------------------------------
+
+
+def _step(function: LossFn, preds: torch.Tensor, target: torch.Tensor, **options: Any) -> Any:
+    leaf = preds.clone().requires_grad_()
+    loss = function(leaf, target, **options)
+    loss.sum().backward()
+    return loss.detach(), leaf.grad
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    ("function", "options"),
+    [
+        (lambdarank_loss, {"weighting": "lambdarank"}),
+        (lambdarank_loss, {"weighting": "ndcg2", "sigma": 2.5}),
+        (lambdarank_loss, {"weighting": "ndcg2pp", "mu": 3.0}),
+        (approx_ndcg_loss, {}),
+        (approx_ndcg_loss, {"temperature": 0.3}),
+    ],
+    ids=["lambdarank", "ndcg2", "ndcg2pp", "approx", "approx-T0.3"],
+)
+def test_small_batches_dense_path_equals_the_blockwise_path(
+    function: LossFn, options: dict[str, Any], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loss and gradient of the dense path (plain autograd of ``[N, L, L]`` tensors, taken by
+    batches of at most `DENSE_PAIR_ELEMENTS` pairs) equal the blockwise Functions' on random
+    input: ties, padding by mask or ``ignore_index``, cut-offs, weights, a callable discount,
+    float64, unchecked input and every reduction, each in some of the seeds."""
+    generator = torch.Generator().manual_seed(seed)
+    n, length = 2 + seed % 3, 3 + 2 * seed
+    dtype = torch.float64 if seed % 3 == 2 else torch.float32
+    preds = torch.randn(n, length, generator=generator, dtype=dtype)
+    if seed % 2 == 0:  # ties
+        preds = torch.randint(0, 3, (n, length), generator=generator).to(dtype)
+    target = torch.randint(0, 4, (n, length), generator=generator)
+    target[0] = 0  # a list with no relevant item
+    options = {
+        **options,
+        "k": [None, 1, 3][seed % 3],
+        "reduction": ["mean", "sum", "none"][seed % 3],
+        "discount": ["log2", "jarvelin", lambda r: 1 / r][seed % 3],
+        "validate_args": seed != 5,
+    }
+    if seed % 2 == 1:
+        options["mask"] = torch.rand(n, length, generator=generator) > 0.3
+    if seed == 4:
+        target[:, -1] = -1
+        options["ignore_index"] = -1
+    if seed in (1, 4):
+        options["weight"] = torch.rand(n, length, generator=generator, dtype=dtype)
+    assert _pairwise.dense_pairs_fit(n, length)
+    dense = _step(function, preds, target, **options)
+    monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
+    blockwise = _step(function, preds, target, **options)
+    torch.testing.assert_close(dense, blockwise)

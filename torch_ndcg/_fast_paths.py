@@ -36,6 +36,7 @@ from torch_ndcg._options import (
     ListOptions,
     Ties,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
 )
 
@@ -102,7 +103,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return preds.to(compute_dtype(preds.dtype))
+        return as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 
@@ -178,12 +179,15 @@ def top_items(
     if not detect_ties:
         top_keys, top_index = _top_keys(keys, kmax)
         return top_keys, top_index, None
-    top_keys, top_index = _top_keys(keys, min(kmax + 1, keys.shape[-1]))
+    selected = min(kmax + 1, keys.shape[-1])
+    top_keys, top_index = _top_keys(keys, selected)
     # Tensor methods throughout: Python slicing costs several microseconds a call.
-    lower = top_keys.narrow(-1, 1, top_keys.shape[-1] - 1)
-    equal_neighbours = lower.eq(top_keys.narrow(-1, 0, lower.shape[-1]))
+    lower = top_keys.narrow(-1, 1, selected - 1)
+    equal_neighbours = lower.eq(top_keys.narrow(-1, 0, selected - 1))
     if padded:
         equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
+    if selected == kmax:  # the whole list: nothing below the cut-off was selected
+        return top_keys, top_index, equal_neighbours.any()
     return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_ndcg._options import as_dtype
+
 
 def may_read_back(device: torch.device) -> bool:
     """Whether a value on ``device`` may be read back: on the CPU, outside ``torch.compile``."""
@@ -52,8 +54,10 @@ class DeferredCheck:
 
 def read_together(tensors: Sequence[Tensor | None]) -> list[list[float]]:
     """Each tensor's values as floats, from one read-back of them all ([] for ``None``)."""
-    present = [t.reshape(-1).to(torch.float64) for t in tensors if t is not None]
-    flat: list[float] = torch.cat(present).tolist() if present else []
+    present = [as_dtype(t.reshape(-1), torch.float64) for t in tensors if t is not None]
+    flat: list[float] = (
+        (torch.cat(present) if len(present) > 1 else present[0]).tolist() if present else []
+    )
     out: list[list[float]] = []
     start = 0
     for tensor in tensors:
@@ -97,7 +101,11 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
             return _cuda_full_precision(precision, set_precision, full)
     if autocast:
         return torch.autocast(device.type, enabled=False)
-    return contextlib.nullcontext()
+    return _NOTHING_TO_SWITCH
+
+
+# The context of `full_precision` where nothing is switched: one object, entered again and again.
+_NOTHING_TO_SWITCH: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def _legacy_matmul_precision() -> str | None:

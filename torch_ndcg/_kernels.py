@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _tables
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype, as_dtype
 
 
 def gains(target: Tensor, gain: Gain) -> Tensor:
@@ -62,6 +62,19 @@ def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     return discount(ranks)
 
 
+def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
+    r"""``values`` times the discount at 1-based ``ranks``: $v \, d(r)$ (see `discounts`).
+
+    A named discount divides by its denominator (one operation fewer than its reciprocal
+    times the values).
+    """
+    if discount == "log2":
+        return values / torch.log2(ranks + 1)
+    if discount == "jarvelin":
+        return values / torch.log2(ranks).clamp(min=1)
+    return values * discounts(ranks, discount)
+
+
 def position_discounts(
     n: int, discount: Discount, *, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
@@ -72,7 +85,7 @@ def position_discounts(
 
 def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dtype) -> Tensor:
     """Gains of every item in ``dtype``, 0 for padded items."""
-    item_gains = gains(target.to(dtype), gain)
+    item_gains = gains(as_dtype(target, dtype), gain)
     if mask is not None:
         item_gains = torch.where(mask, item_gains, 0)
     return item_gains
@@ -177,7 +190,7 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
     weights = cutoff_matrix(kmax, ks, discount, acc, position_gains.device)
-    return position_gains.to(acc) @ weights
+    return as_dtype(position_gains, acc) @ weights
 
 
 def _lowest(dtype: torch.dtype) -> float | int:
@@ -273,6 +286,13 @@ def normalize(
     another order than the DCG, so a perfect ranking may come out a rounding error above 1,
     which is clamped away.
     """
-    fill = {"pos": 1.0, "skip": float("nan")}.get(empty_target_action, 0.0)
-    values = torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
-    return values if callable(gain) else values.clamp_(max=1.0)
+    fill = _EMPTY_VALUES.get(empty_target_action, 0.0)
+    if callable(gain):
+        return torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
+    # Named gains are never negative: the DCG is at most the ideal DCG, so a quotient is
+    # infinite or NaN only where the ideal DCG is 0 (x / 0), and only those take the fill.
+    return (dcg / ideal).nan_to_num_(fill, fill, fill).clamp_(max=1.0)
+
+
+# The value of a list with no relevant item, by `empty_target_action` ("neg" and "error": 0).
+_EMPTY_VALUES = {"pos": 1.0, "skip": float("nan")}

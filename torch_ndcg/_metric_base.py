@@ -27,6 +27,7 @@ from torch_ndcg._options import (
     ListKeywords,
     Ties,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
     keyword_defaults,
 )
@@ -485,7 +486,7 @@ class CountedMean(NDCGMetricBase):
         there).
         """
         opt = self.options
-        values = values.to(self.sum_ndcg.dtype)
+        values = as_dtype(values, self.sum_ndcg.dtype)
         batch_count: Tensor | int
         counted: Tensor | None = None
         if real is None and opt.empty_target_action != "skip":

@@ -6,6 +6,11 @@ pairs are visited in blocks of rows, ``[N, rows, cols]`` with ``N * rows * cols`
 `BLOCK_ELEMENTS`, and each Function computes its own gradient blockwise, so the extra memory
 is a few blocks plus ``O(N L)`` tensors whatever the list length.
 
+Small batches (`DENSE_PAIR_ELEMENTS` pairs or fewer) are the exception: their cost is the
+number of operations and the Python around them, not memory, so they take whole ``[N, L, L]``
+tensors under plain autograd (`dense_pairwise_logistic`, `dense_approx_ndcg_loss`), the same
+numbers to rounding.
+
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
 
@@ -19,7 +24,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg import _tables
+from torch_ndcg import _kernels, _tables
 from torch_ndcg._host import full_precision
 from torch_ndcg._kernels import position_discounts
 from torch_ndcg._options import Discount
@@ -149,6 +154,115 @@ def pair_position_weights(
         weights = gap_weights if weights is None else weights + gap_weights
     assert weights is not None
     return torch.where(gap > 0, weights, 0)
+
+
+# Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
+# the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
+# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
+# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
+# shape only, so the same batch takes the same path on every device.
+DENSE_PAIR_ELEMENTS = 1 << 15
+
+
+def dense_pairs_fit(n_lists: int, length: int) -> bool:
+    """Whether ``n_lists`` lists of ``length`` take the dense paths (`DENSE_PAIR_ELEMENTS`)."""
+    return n_lists * length * length <= DENSE_PAIR_ELEMENTS
+
+
+@_tables.kept
+def dense_pair_weight_table(
+    discount: Discount,
+    length: int,
+    kmax: int,
+    weighting: str,
+    mu: float,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """`lambda_tables`' pair weights as a square ``[L, L]``: ``W[i, j]`` for positions ``i``, ``j``.
+
+    0 on and below the diagonal and on the rows past the upper items' positions (``kmax``, at
+    most ``L - 1``); kept for named discounts (`torch_ndcg._tables`).
+    """
+    table = torch.zeros(length, length, dtype=dtype, device=device)
+    rows = min(kmax, length - 1)
+    if rows > 0:
+        tables = lambda_tables(discount, rows, length, kmax, weighting, mu, dtype, device)
+        table[:rows, 1:] = pair_position_weights(0, rows, length, *tables[:2])
+    return table
+
+
+def dense_pairwise_logistic(
+    s: Tensor,
+    order: Tensor,
+    g: Tensor,
+    valid: Tensor | None,
+    table: Tensor,
+    sigma: float,
+    counted: Tensor | None,
+) -> Tensor:
+    r"""`PairwiseLogistic`'s per-list loss of a small batch, from whole ``[N, L, L]`` tensors.
+
+    The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
+    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, few
+    operations, differentiated by autograd (fewer operations than a custom Function's
+    gradient, and no Python of its own). ``s`` are the ``[N, L]`` scores in the input's item
+    order, ``order`` the rank order (best first), ``g`` the gains over the ideal DCG and
+    ``valid`` the real items (or ``None``), both in rank order; ``table`` is from
+    `dense_pair_weight_table`; ``counted`` the ``[N]`` lists whose loss counts (the others
+    are 0; ``None``: all).
+    """
+    u = s.gather(-1, order)
+    gain_gap = g[:, None, :] - g[:, :, None]  # g_j - g_i: its sign says which item should win
+    weight = gain_gap.abs().mul_(table)
+    if valid is not None:
+        weight.mul_(valid[:, None, :])
+    signs = gain_gap.sign_() if sigma == 1 else gain_gap.sign_().mul_(sigma)
+    # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
+    z = (u[:, :, None] - u[:, None, :]) * signs
+    loss = (F.softplus(z) * weight).sum((1, 2))
+    return loss if counted is None else torch.where(counted, loss, 0)
+
+
+def dense_approx_ndcg_loss(
+    s: Tensor,
+    real: Tensor | None,
+    g: Tensor,
+    discount: Discount,
+    temperature: float,
+    kmax: int,
+    cut: Tensor | None,
+    counted: Tensor,
+) -> Tensor:
+    r"""Per-list ApproxNDCG loss of a small batch (`dense_pairs_fit`), by autograd.
+
+    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
+    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
+    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
+    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
+    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
+    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
+    sum is known to be 0 outside it). ``s`` are ``[N, L]`` scores, ``real`` the real items (or
+    ``None``), ``g`` the gains over the ideal DCG (0 on padding).
+    """
+    gaps = s[:, None, :] - s[:, :, None]  # s_j - s_i: divided after the difference is taken
+    if temperature != 1:
+        gaps = gaps / temperature
+    above = torch.sigmoid(gaps)
+    if real is not None:
+        above = above * real.to(s.dtype)[:, None, :]
+    ranks = above.sum(-1) + 0.5
+    if real is not None:
+        ranks = torch.where(real, ranks, 1)
+    terms = _kernels.discounted(g, ranks, discount)
+    if kmax < s.shape[-1]:
+        cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+        if cut is not None:
+            cut_off = torch.where(cut, cut_off, 1)
+        terms = terms * cut_off
+    if counted.is_floating_point():
+        return counted - terms.sum(-1)
+    return torch.where(counted, 1 - terms.sum(-1), 0)
 
 
 class PairwiseLogistic(torch.autograd.Function):

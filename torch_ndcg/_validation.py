@@ -369,40 +369,36 @@ def check_values(
     """
     if preds.numel() == 0:
         return None
+    n_items = max(preds.shape[-1] if length is None else length, 1)
+    read_back = _host.may_read_back(preds.device)  # eager: not compiling
+    real_target = target if mask is None else torch.where(mask, target, 0)
+    if real_target.dtype == torch.bool:
+        real_target = real_target.to(torch.uint8)
+    float_labels = real_target.is_floating_point()
+    if read_back or not torch.compiler.is_compiling():
+        # Eager: the rules of an input kind are built once (a training loop meets few kinds); a
+        # graph that torch.compile traces builds its own.
+        rules = _eager_rules(
+            gain if isinstance(gain, str) else None,
+            preds.dtype,
+            n_items,
+            preds.device,
+            ignore_index,
+            finite_preds,
+            float_labels,
+        )
+    else:
+        rules = _traced_rules(
+            gain, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
+        )
     if mask is None:
         low_pred, high_pred = torch.aminmax(preds)
-        real_target = target
     else:
         # Padded scores are left out (not replaced by 0, which would widen the range); with
         # no real item the smallest real score comes out above the largest.
         low_pred = torch.where(mask, preds, torch.inf).amin()
         high_pred = torch.where(mask, preds, -torch.inf).amax()
-        real_target = torch.where(mask, target, 0)
-    if real_target.dtype == torch.bool:
-        real_target = real_target.to(torch.uint8)
     low, high = torch.aminmax(real_target)
-    dtype = compute_dtype(preds.dtype)
-    n_items = max(preds.shape[-1] if length is None else length, 1)
-    # A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
-    # number (which would break the graph or specialise it to one length) where it need not be.
-    sums_bind = sum_may_overflow(n_items, dtype, preds.device)
-    limit = largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, preds.device)
-    shown_items = n_items if isinstance(n_items, int) else None
-    # The rules of an input kind are built once (a training loop meets few kinds); a graph that
-    # torch.compile traces builds its own. Only a named gain enters a message.
-    read_back = _host.may_read_back(preds.device)  # eager: not compiling
-    rules_of = (
-        _value_rules if not read_back and torch.compiler.is_compiling() else _kept_value_rules
-    )
-    rules = rules_of(
-        None if limit is None else gain,
-        dtype,
-        shown_items,
-        limit,
-        ignore_index,
-        finite_preds,
-        real_target.is_floating_point(),
-    )
     if not read_back:
         for rule in rules:
             ok = rule.ok(low_pred, high_pred, low, high)
@@ -412,7 +408,7 @@ def check_values(
         torch.stack([low_pred, high_pred]).to(torch.float64),
         torch.stack([low, high]).to(torch.float64),
     ]
-    integer_labels = not real_target.is_floating_point()
+    integer_labels = not float_labels
     # The swap hint's two passes are read with the extremes, except on long lists: there
     # they would cost more than the checks and the ranking together, and are taken (with a
     # read-back of their own) only for label-like scores.
@@ -595,9 +591,38 @@ def _value_rules(
     return rules
 
 
+def _traced_rules(
+    gain: Any,
+    preds_dtype: torch.dtype,
+    n_items: int,
+    device: torch.device,
+    ignore_index: int | None,
+    finite_preds: bool,
+    float_labels: bool,
+) -> list[_Rule]:
+    """The `_value_rules` of an input: scores of ``preds_dtype``, gains summed ``n_items`` at once.
+
+    A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
+    number (which would break the graph or specialise it to one length) where it need not be.
+    Only a named gain enters a message.
+    """
+    dtype = compute_dtype(preds_dtype)
+    sums_bind = sum_may_overflow(n_items, dtype, device)
+    limit = (
+        None
+        if gain is None  # a callable, left out of the key of the kept rules
+        else largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, device)
+    )
+    shown_items = n_items if isinstance(n_items, int) else None
+    named_gain = None if limit is None else gain
+    return _value_rules(
+        named_gain, dtype, shown_items, limit, ignore_index, finite_preds, float_labels
+    )
+
+
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
 _KEPT_RULE_LISTS = 256
-_kept_value_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
+_eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
@@ -718,20 +743,25 @@ def check_finite_scale(
     float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
     by a device-side assertion.
     """
+    largest = torch.finfo(dtype).max
+    if isinstance(bound, Tensor):
+        message = _finite_scale_message(name, value, dtype, "past the largest float")
+        assert_on_device(bound * count < largest, message)
+    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
+        raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
+
+
+def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
+    """The error of `check_finite_scale`: written only where it is raised or asserted."""
     advice = (
         f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
     )
     # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
     shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    message = (
+    return (
         f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {{bound}}); {advice}"
+        f"{shown} (with this input they could reach {bound}); {advice}"
     )
-    largest = torch.finfo(dtype).max
-    if isinstance(bound, Tensor):
-        assert_on_device(bound * count < largest, message.format(bound="past the largest float"))
-    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
-        raise ValueError(message.format(bound=f"{bound * count:.3g}"))
 
 
 # --- Arguments of other libraries -------------------------------------------------------------

@@ -109,7 +109,8 @@ def _prepare(
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
-    scores = preds.reshape(-1, length).to(dtype)
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node.
+    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
     flat_target = target.reshape(-1, length)
     flat_mask = None if real is None else real.reshape(-1, length)
     if flat_mask is not None:
@@ -117,16 +118,25 @@ def _prepare(
         scores = torch.where(flat_mask, scores, 0)
     kmax = length if k is None else min(k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
-    # From the top labels (the label counts would need the labels' range): no read-back.
+    # From the top gains (the label counts would need the labels' range): no read-back.
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+        # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
+        # small path), so the gains are selected as they are, in one operation.
+        best = item_gains.topk(kmax, dim=-1, sorted=True).values
+    else:
+        best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
     with _host.full_precision(preds.device):
-        ideal = _kernels.ideal_dcg(
-            flat_target, flat_mask, [kmax], kmax, gain, discount, acc, item_gains=item_gains
-        )[:, :1]
+        ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
-    scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
+    if _named_checked(options):
+        # Checked labels of a named gain and discount: the ideal DCG is 0 only where every
+        # gain is, so 0 / 0 (NaN) is the only quotient not taken.
+        scaled_gains = (item_gains / ideal).nan_to_num_(0.0, 0.0, 0.0)
+    else:
+        scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
     gain_scale = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
@@ -139,11 +149,16 @@ def _prepare(
         mask=flat_mask,
         kmax=kmax,
         scaled_gains=scaled_gains.to(dtype),
-        has_relevant=has_relevant[:, 0],
+        has_relevant=has_relevant.squeeze(1),
         leading_shape=preds.shape[:-1],
         score_range=score_range,
         gain_scale=gain_scale,
     )
+
+
+def _named_checked(options: LossOptions) -> bool:
+    """Whether the values are checked and the gain and discount named (so finite, and >= 0)."""
+    return options.validate_args and not callable(options.gain) and not callable(options.discount)
 
 
 def _score_range(lists: _LossInput) -> float | Tensor:
@@ -172,7 +187,7 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     total = per_list.sum()
     if reduction == "sum":
         return total
-    return total / counted.sum().clamp(min=1)
+    return total / counted.sum(dtype=total.dtype).clamp_(min=1)
 
 
 class _LossTensors(TypedDict, total=False):
@@ -215,7 +230,8 @@ def lambdarank_loss(
     ideal DCG, a list's loss is the plain sum over its pairs, and ``"mean"`` averages over the
     lists that have a relevant item. Lists with no relevant item (or only padding) have no pair:
     loss 0, gradient 0. Memory is ``O(B L)`` plus a fixed block: the pairs are visited in blocks
-    of rows and the gradient is computed blockwise, never as a ``[B, L, L]`` tensor.
+    of rows and the gradient is computed blockwise, never as a ``[B, L, L]`` tensor (except in
+    batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
 
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
@@ -312,7 +328,6 @@ def lambda_pairs(
         _fast_paths.sort_keys(scores.detach(), real), length
     )
     ranked_gains = lists.scaled_gains.gather(-1, order)
-    ranked_scores = scores.gather(-1, order)
     row_factor: Tensor | None = None
     ranked_real: Tensor | None = None
     if item_factor is not None:  # the factors are the mask too
@@ -320,11 +335,28 @@ def lambda_pairs(
     elif real is not None:
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
+    if item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length):
+        table = _pairwise.dense_pair_weight_table(
+            discount, length, kmax, weighting, mu, scores.dtype, scores.device
+        )
+        per_list = _pairwise.dense_pairwise_logistic(
+            scores,
+            order,
+            ranked_gains.detach(),
+            ranked_real,
+            table,
+            sigma,
+            # Checked scores are finite: a list with no relevant item, whose gains are all 0,
+            # sums finite terms times 0 weights, which is 0 already.
+            None if validate_args else lists.has_relevant,
+        )
+        return per_list, None
     rows = min(kmax, length - 1)
     position_discounts, delta, pair_table = _pairwise.lambda_tables(
         discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
     )
     shares = None
+    ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
         per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             ranked_scores,
@@ -380,7 +412,8 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
     the scorer can scale its outputs, $T$ mostly sets how smooth training starts.
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
     averages over the other lists. The pairwise sums and their gradient are computed in blocks of
-    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor.
+    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor (except in
+    batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
 
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
@@ -430,20 +463,35 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
         scores.dtype,
         count=length * length,
     )
+    has_relevant = lists.has_relevant
+    # Lists with more than k real items are cut (padding changes nothing); None: all of them.
+    cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
+    if _pairwise.dense_pairs_fit(scores.shape[0], length):
+        return _pairwise.dense_approx_ndcg_loss(
+            scores,
+            real,
+            lists.scaled_gains,
+            discount,
+            temperature,
+            kmax,
+            cut,
+            # Checked scores and a named gain and discount make every term finite: a list with
+            # no relevant item (all gains 0) sums to 0 already.
+            has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant,
+        )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
     )
     if real is not None:
         ranks = torch.where(real, ranks, 1)
-    terms = lists.scaled_gains * _kernels.discounts(ranks, discount)
+    terms = _kernels.discounted(lists.scaled_gains, ranks, discount)
     if kmax < length:
         smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
-        if real is not None:
-            # Only lists with more than k real items are cut: padding changes nothing.
-            smooth_cut = torch.where(real.sum(-1, keepdim=True) > kmax, smooth_cut, 1)
+        if cut is not None:
+            smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
-    return torch.where(lists.has_relevant, 1 - terms.sum(dim=-1), 0)
+    return torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
 
 
 class NeuralArguments(NeuralKeywords, _LossTensors, total=False):

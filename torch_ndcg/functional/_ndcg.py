@@ -31,6 +31,8 @@ class _Lists:
         out = per_list.to(dtype)
         if not cutoffs.is_sequence:
             out = out.squeeze(-1)
+        if len(self.leading_shape) == 1:  # a batch of lists: [N, len(k)] already
+            return out
         return out.reshape((*self.leading_shape, *out.shape[1:]))
 
 
