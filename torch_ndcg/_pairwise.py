@@ -92,6 +92,19 @@ def pair_table_fits(rows: int, length: int) -> bool:
     return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
 
 
+# Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
+# the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
+# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
+# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
+# shape only, so the same batch takes the same path on every device.
+DENSE_PAIR_ELEMENTS = 1 << 15
+
+
+def dense_pairs_fit(n_lists: int, length: int) -> bool:
+    """Whether ``n_lists`` lists of ``length`` take the dense paths (`DENSE_PAIR_ELEMENTS`)."""
+    return n_lists * length * length <= DENSE_PAIR_ELEMENTS
+
+
 @_tables.kept
 def lambda_tables(
     discount: Discount,
@@ -102,17 +115,20 @@ def lambda_tables(
     mu: float,
     dtype: torch.dtype,
     device: torch.device,
-) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
     r"""The constant tables of a LambdaLoss ``weighting``, kept together under one key.
 
-    ``(position_discounts, delta, pair_table)``: the discounts $D_1..D_L$ cut at ``kmax``
-    (0 below), for ``"lambdarank"`` and ``"ndcg2pp"``; $\delta_m = |D_m - D_{m+1}|$ (times ``mu``
-    for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the weighting has no
-    such term. These are what `pair_position_weights` takes. ``pair_table``: those weights of
-    all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position ``c + 1``, so the block of
-    rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where `pair_table_fits`, else ``None``.
-    All three are kept for named discounts (see `torch_ndcg._tables`): a training loop asks
-    for the same tables every step.
+    ``(position_discounts, delta, pair_table, square_table)``: the discounts $D_1..D_L$ cut at
+    ``kmax`` (0 below), for ``"lambdarank"`` and ``"ndcg2pp"``; $\delta_m = |D_m - D_{m+1}|$
+    (times ``mu`` for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the
+    weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
+    those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
+    ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where
+    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a square
+    ``[L, L]``, ``W[i, j]`` for positions ``i``, ``j`` (0 on and below the diagonal and on the
+    rows past ``rows``), for the dense paths, where ``L^2`` is at most `DENSE_PAIR_ELEMENTS`,
+    else ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a
+    training loop asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -125,10 +141,18 @@ def lambda_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    pair_table = None
+    pair_table = square_table = None
     if pair_table_fits(rows, length):
         pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
-    return cut_discounts, delta, pair_table
+    if length * length <= DENSE_PAIR_ELEMENTS:  # lists short enough for the dense paths
+        square_table = discounts.new_zeros(length, length)
+        if rows > 0:
+            square_table[:rows, 1:] = (
+                pair_table
+                if pair_table is not None
+                else pair_position_weights(0, rows, length, cut_discounts, delta)
+            )
+    return cut_discounts, delta, pair_table, square_table
 
 
 def pair_position_weights(
@@ -156,42 +180,6 @@ def pair_position_weights(
     return torch.where(gap > 0, weights, 0)
 
 
-# Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
-# the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
-# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
-# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
-# shape only, so the same batch takes the same path on every device.
-DENSE_PAIR_ELEMENTS = 1 << 15
-
-
-def dense_pairs_fit(n_lists: int, length: int) -> bool:
-    """Whether ``n_lists`` lists of ``length`` take the dense paths (`DENSE_PAIR_ELEMENTS`)."""
-    return n_lists * length * length <= DENSE_PAIR_ELEMENTS
-
-
-@_tables.kept
-def dense_pair_weight_table(
-    discount: Discount,
-    length: int,
-    kmax: int,
-    weighting: str,
-    mu: float,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """`lambda_tables`' pair weights as a square ``[L, L]``: ``W[i, j]`` for positions ``i``, ``j``.
-
-    0 on and below the diagonal and on the rows past the upper items' positions (``kmax``, at
-    most ``L - 1``); kept for named discounts (`torch_ndcg._tables`).
-    """
-    table = torch.zeros(length, length, dtype=dtype, device=device)
-    rows = min(kmax, length - 1)
-    if rows > 0:
-        tables = lambda_tables(discount, rows, length, kmax, weighting, mu, dtype, device)
-        table[:rows, 1:] = pair_position_weights(0, rows, length, *tables[:2])
-    return table
-
-
 def dense_pairwise_logistic(
     s: Tensor,
     order: Tensor,
@@ -208,8 +196,8 @@ def dense_pairwise_logistic(
     operations, differentiated by autograd (fewer operations than a custom Function's
     gradient, and no Python of its own). ``s`` are the ``[N, L]`` scores in the input's item
     order, ``order`` the rank order (best first), ``g`` the gains over the ideal DCG and
-    ``valid`` the real items (or ``None``), both in rank order; ``table`` is from
-    `dense_pair_weight_table`; ``counted`` the ``[N]`` lists whose loss counts (the others
+    ``valid`` the real items (or ``None``), both in rank order; ``table`` is
+    `lambda_tables`' ``square_table``; ``counted`` the ``[N]`` lists whose loss counts (the others
     are 0; ``None``: all).
     """
     u = s.gather(-1, order)

@@ -335,26 +335,24 @@ def lambda_pairs(
     elif real is not None:
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
-    if item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length):
-        table = _pairwise.dense_pair_weight_table(
-            discount, length, kmax, weighting, mu, scores.dtype, scores.device
-        )
+    rows = min(kmax, length - 1)
+    position_discounts, delta, pair_table, square_table = _pairwise.lambda_tables(
+        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
+    )
+    dense = item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length)
+    if dense and square_table is not None:  # (a dense batch's lists are always short enough)
         per_list = _pairwise.dense_pairwise_logistic(
             scores,
             order,
             ranked_gains.detach(),
             ranked_real,
-            table,
+            square_table,
             sigma,
             # Checked scores are finite: a list with no relevant item, whose gains are all 0,
             # sums finite terms times 0 weights, which is 0 already.
             None if validate_args else lists.has_relevant,
         )
         return per_list, None
-    rows = min(kmax, length - 1)
-    position_discounts, delta, pair_table = _pairwise.lambda_tables(
-        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
-    )
     shares = None
     ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
