@@ -633,17 +633,17 @@ def test_biases_under_ddp_equal_one_process(tmp_path: Path) -> None:
 
 
 @needs_torch_2_13_to_compile_losses
-def test_compiled_debiased_step_equals_eager() -> None:
-    """Two list lengths, dynamic shapes: the values, gradients and learnt biases of eager.
+@pytest.mark.parametrize("validate_args", [False, True])
+def test_compiled_debiased_step_equals_eager(validate_args: bool) -> None:
+    """Two list lengths and uneven exposure, dynamic shapes: values, gradients, learnt biases.
 
-    Unchecked: with the checks, dynamic shapes fail in the existing input checks of every loss
-    (the gain-limit message formats a symbolic list length), not in what is tested here.
+    With the checks on too (device-side assertions under compile).
     """
-    eager = UnbiasedLambdaRankLoss(num_positions=8, validate_args=False)
-    module = UnbiasedLambdaRankLoss(num_positions=8, validate_args=False)
+    eager = UnbiasedLambdaRankLoss(num_positions=8, validate_args=validate_args)
+    module = UnbiasedLambdaRankLoss(num_positions=8, validate_args=validate_args)
     compiled = torch.compile(module, dynamic=True)
     for length in (6, 8):
-        preds, clicks, positions = _sessions(10 + length, length=length, positions=8)
+        preds, clicks, positions = _sessions(10 + length, length=length, positions=8, uneven=True)
         expected = _loss_and_grad(eager, preds.float(), clicks, positions)
         got = _loss_and_grad(compiled, preds.float(), clicks, positions)
         torch.testing.assert_close(got, expected)
