@@ -113,6 +113,7 @@ def lambda_tables(
     kmax: int,
     weighting: str,
     mu: float,
+    dense: bool,
     dtype: torch.dtype,
     device: torch.device,
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
@@ -126,9 +127,9 @@ def lambda_tables(
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where
     `pair_table_fits`, else ``None``. ``square_table``: the same weights as a square
     ``[L, L]``, ``W[i, j]`` for positions ``i``, ``j`` (0 on and below the diagonal and on the
-    rows past ``rows``), for the dense paths, where ``L^2`` is at most `DENSE_PAIR_ELEMENTS`,
-    else ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a
-    training loop asks for the same tables every step.
+    rows past ``rows``), for a batch that takes the dense paths (``dense``, see
+    `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
+    `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -144,7 +145,7 @@ def lambda_tables(
     pair_table = square_table = None
     if pair_table_fits(rows, length):
         pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
-    if length * length <= DENSE_PAIR_ELEMENTS:  # lists short enough for the dense paths
+    if dense:
         square_table = discounts.new_zeros(length, length)
         if rows > 0:
             square_table[:rows, 1:] = (

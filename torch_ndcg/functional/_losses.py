@@ -336,11 +336,11 @@ def lambda_pairs(
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
     rows = min(kmax, length - 1)
-    position_discounts, delta, pair_table, square_table = _pairwise.lambda_tables(
-        discount, rows, length, kmax, weighting, mu, scores.dtype, scores.device
-    )
     dense = item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length)
-    if dense and square_table is not None:  # (a dense batch's lists are always short enough)
+    position_discounts, delta, pair_table, square_table = _pairwise.lambda_tables(
+        discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
+    )
+    if square_table is not None:  # built for the dense paths only
         per_list = _pairwise.dense_pairwise_logistic(
             scores,
             order,
