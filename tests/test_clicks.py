@@ -674,13 +674,18 @@ def _counts(seed: int, n: int = 4, length: int = 5, positions: int = 5) -> tuple
 
 
 @pytest.mark.parametrize(("k", "bias_norm"), [(None, 0.0), (3, 1.0), (None, 2.0)])
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("seed", "match_exposure"), [(0, True), (1, True), (2, False)])
 def test_aggregated_updates_equal_the_loop_reference(
-    k: int | None, bias_norm: float, seed: int
+    k: int | None, bias_norm: float, seed: int, match_exposure: bool
 ) -> None:
     preds, clicks, views = _counts(seed)
     loss_fn = UnbiasedLambdaRankLoss(
-        num_positions=5, k=k, bias_norm=bias_norm, momentum=0.0, reduction="none"
+        num_positions=5,
+        k=k,
+        bias_norm=bias_norm,
+        momentum=0.0,
+        match_exposure=match_exposure,
+        reduction="none",
     ).double()
     _steps_equal_the_reference(
         loss_fn,
@@ -693,6 +698,7 @@ def test_aggregated_updates_equal_the_loop_reference(
             t_minus,
             k=k,
             bias_norm=bias_norm,
+            match_exposure=match_exposure,
         ),
         preds,
     )

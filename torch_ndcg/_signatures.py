@@ -35,6 +35,8 @@ from torch_ndcg._options import DEFAULTS
 __all__ = ["spell_out_keywords"]
 
 _UNPACK = {typing_extensions.Unpack, getattr(typing, "Unpack", typing_extensions.Unpack)}
+# torchmetrics' keywords (`MetricKeywords`) are passed on to `Metric`: not ours to show.
+_METRIC_KEYWORDS = MetricKeywords.__required_keys__ | MetricKeywords.__optional_keys__
 
 
 def _spelled(function: Callable[..., Any]) -> inspect.Signature | None:
@@ -51,10 +53,8 @@ def _spelled(function: Callable[..., Any]) -> inspect.Signature | None:
         annotations = typing.get_type_hints(keywords, include_extras=True)
     except (NameError, TypeError):  # hints this Python cannot evaluate: keep `**options`
         return None
-    # torchmetrics' keywords (`MetricKeywords`) are passed on to `Metric`: not ours to show.
-    theirs = typing.get_type_hints(MetricKeywords)
-    if not theirs.keys() <= annotations.keys():  # not a metric's keywords: all of them ours
-        theirs = {}
+    # A metric's keywords include all of torchmetrics'; elsewhere every keyword is ours.
+    theirs = _METRIC_KEYWORDS if annotations.keys() >= _METRIC_KEYWORDS else frozenset()
     spelled = [
         inspect.Parameter(
             name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[name]
