@@ -74,14 +74,8 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
 
 
 def _reciprocal(values: Tensor) -> Tensor:
-    """``1 / values``, with 0 (an empty row or column) giving the largest finite reciprocal."""
-    return 1 / values.clamp(min=torch.finfo(values.dtype).tiny)
-
-
-def _reciprocal_backward(out: Tensor, grad: Tensor) -> Tensor:
-    """Gradient through `_reciprocal` given its output: ``-grad out^2`` (0 where clamped)."""
-    clamped = out >= 1 / torch.finfo(out.dtype).tiny
-    return torch.where(clamped, 0, -grad * out * out)
+    """``1 / values`` (a fresh tensor), 0 (an empty row or column) giving the largest finite one."""
+    return values.clamp_min(torch.finfo(values.dtype).tiny).reciprocal_()
 
 
 class _Kernel:
@@ -171,25 +165,36 @@ class _Kernel:
         return out.transpose(1, 2)
 
 
-def _products(kernel: _Kernel) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
-    r"""$v \mapsto K v$ and $v \mapsto K^\top v$ for ``[N, L]`` vectors ``v``.
+Product = Callable[[Tensor, Tensor | None], Tensor]
 
-    From the kept kernel, one batched product each (called inside `full_precision`); else
-    through the kernel's blocks.
+
+def _products(kernel: _Kernel) -> tuple[Product, Product]:
+    r"""$(v, a) \mapsto K v + a$ for columns ``[N, L, R]`` and $(v, a) \mapsto v K + a$ for rows.
+
+    Rows are ``[N, R, L]``; ``a`` (``None``: nothing added) has the result's shape. From the
+    kept kernel, one batched product each (called inside `full_precision`); else through the
+    kernel's blocks.
     """
     whole = kernel.whole
     if whole is None:
-        return (
-            lambda v: kernel.times(v[:, :, None])[..., 0],
-            lambda v: kernel.transposed_times(v[:, :, None])[..., 0],
-        )
-    # K^T v as (v^T K)^T: the kernel read row by row, as it is stored. The row vector v^T is
-    # the column v transposed (strides as `_Kernel.transposed_times` gives them): written as
-    # ``v.unsqueeze(1)`` it takes a slower product on the CPU (about 6% of a step of 256 x 100).
-    return (
-        lambda v: torch.bmm(whole, v.unsqueeze(2)).squeeze(2),
-        lambda v: torch.bmm(v.unsqueeze(2).mT, whole).squeeze(1),
-    )
+
+        def times(v: Tensor, add: Tensor | None) -> Tensor:
+            out = kernel.times(v)
+            return out if add is None else out.add_(add)
+
+        def times_rows(v: Tensor, add: Tensor | None) -> Tensor:
+            out = kernel.transposed_times(v.mT).mT
+            return out if add is None else out.add_(add)
+
+        return times, times_rows
+
+    def kept_times(v: Tensor, add: Tensor | None) -> Tensor:
+        return torch.bmm(whole, v) if add is None else torch.baddbmm(add, whole, v)
+
+    def kept_times_rows(v: Tensor, add: Tensor | None) -> Tensor:
+        return torch.bmm(v, whole) if add is None else torch.baddbmm(add, v, whole)
+
+    return kept_times, kept_times_rows
 
 
 class NeuralSortSinkhorn(torch.autograd.Function):
@@ -201,8 +206,14 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     ideal DCG), ``d`` the ``[L]`` discounts of positions (0 past the cut-off), ``max_iter``,
     ``tol``. Sinkhorn scaling follows allRank: a column then a row normalisation per iteration,
     then a stop once every column of every list sums to 1 within ``tol`` (the rows do by
-    construction). The stop is decided on the device, without a read-back: iterations after it
-    leave the scaling vectors as they are, so all ``max_iter`` products always run.
+    construction). The stop is decided on the device, without a read-back: all ``max_iter``
+    iterations run, their column sums are checked together afterwards, and the scaling vectors
+    of the first iteration that met the tolerance are picked (an index, never a product with 0:
+    later iterations may have drifted). The backward runs the iterations in reverse with the
+    ones after that stop masked off, again by selection.
+
+    Vectors are kept as the batched products take them: ``r`` and ``c`` as rows ``[N, 1, L]``
+    (``.mT`` gives the column ``[N, L, 1]``), stacked ``[N, max_iter + 1, L]``.
     """
 
     @staticmethod
@@ -219,107 +230,115 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         tol: float,
     ) -> Tensor:
         kernel = _Kernel(x, y, coef, rows, cols)
-        col_ones = torch.ones_like(x) if cols is None else cols.to(x.dtype)
-        times, transposed_times = _products(kernel)
-        r = _reciprocal(kernel.start())
-        if rows is not None:
-            r = torch.where(rows, r, 0)
-        c = col_ones
-        saved_r, saved_c, saved_frozen = [r], [c], []
-        done = torch.zeros((), dtype=torch.bool, device=x.device)
+        n_lists, length = x.shape
+        r = _reciprocal(kernel.start()[:, None, :])
+        times, times_rows = _products(kernel)  # after `start`, which keeps the kernel
+        row_mask = None if rows is None else rows.to(x.dtype)[:, None, :]
+        col_ones = x.new_ones(n_lists, 1, length) if cols is None else cols.to(x.dtype)[:, None, :]
+        if row_mask is not None:
+            r.mul_(row_mask)  # r is finite: 0 past the real rows
+        scalings, columns, sums = [r], [col_ones], []
         # The products' precision is switched once, around all the iterations.
         with full_precision(x.device):
-            column_sums = transposed_times(r)
             for _ in range(max_iter):
-                new_c = _reciprocal(column_sums)
+                column_sums = times_rows(r, None)
+                sums.append(column_sums)
+                c = _reciprocal(column_sums)
                 if cols is not None:
-                    new_c.mul_(col_ones)
-                new_r = _reciprocal(times(new_c))
-                if rows is not None:
-                    new_r = torch.where(rows, new_r, 0)
-                next_sums = transposed_times(new_r)
-                saved_frozen.append(done)
-                c = torch.where(done, c, new_c)
-                r = torch.where(done, r, new_r)
-                column_sums = torch.where(done, column_sums, next_sums)
-                saved_r.append(r)
-                saved_c.append(c)
-                # |column sum - 1| of the real items (c is 0 elsewhere: |0 - 1| * 0).
-                gap = (c * column_sums).sub_(1).abs_()
+                    c.mul_(col_ones)
+                r = _reciprocal(times(c.mT, None)).mT
+                if row_mask is not None:
+                    r.mul_(row_mask)
+                scalings.append(r)
+                columns.append(c)
+            # r_0..r_T, then c_0 (ones) .. c_T: [N, 2 (T + 1), L].
+            stacked = torch.cat(scalings + columns, dim=1)
+            steps = torch.arange(max_iter + 1, device=x.device)
+            if max_iter > 0 and n_lists * length > 0:
+                # Iteration t (1..T) met the tolerance if every |c_t (K^T r_t) - 1| of a real
+                # item is below it (c is 0 elsewhere: |0 - 1| * 0).
+                sums.append(times_rows(r, None))
+                gaps = (stacked[:, max_iter + 2 :] * torch.cat(sums[1:], dim=1)).sub_(1).abs_()
                 if cols is not None:
-                    gap.mul_(col_ones)
-                if gap.numel() > 0:
-                    done = done | (gap.amax() < tol)
-            value = (d * r * times(c * g)).sum(dim=-1)
+                    gaps.mul_(col_ones)
+                met = gaps.amax(dim=(0, 2)) < tol
+                last = torch.where(met, steps[1:], max_iter).amin(dim=0, keepdim=True)
+            else:
+                last = steps[-1:]
+            picked = stacked.view(n_lists, 2, max_iter + 1, length).index_select(2, last)
+            r, c = picked[:, 0], picked[:, 1]
+            col_weights = c * g[:, None, :]
+            row_weights = r * d
+            kept_product = times(col_weights.mT, None)
+            value = torch.bmm(row_weights, kept_product).view(n_lists)
         ctx.kernel = kernel
-        ctx.save_for_backward(g, d, col_ones, *saved_r, *saved_c, *saved_frozen)
+        ctx.save_for_backward(g, d, stacked, steps, last, col_weights, kept_product)
         ctx.max_iter = max_iter
         return value
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_value: Tensor) -> tuple[Tensor | None, ...]:
-        kernel: _Kernel = ctx.kernel
-        steps = ctx.max_iter
-        g, d, col_ones, *rest = ctx.saved_tensors
-        apply, apply_t = _products(kernel)
         with full_precision(grad_value.device):
-            return NeuralSortSinkhorn._backward(
-                kernel, steps, g, d, col_ones, rest, grad_value, apply, apply_t
+            grad_x, grad_y = NeuralSortSinkhorn._backward(
+                ctx.kernel, ctx.max_iter, grad_value, *ctx.saved_tensors
             )
+        return grad_x, grad_y, None, None, None, None, None, None, None
 
     @staticmethod
     def _backward(
         kernel: _Kernel,
-        steps: int,
+        max_iter: int,
+        grad_value: Tensor,
         g: Tensor,
         d: Tensor,
-        col_ones: Tensor,
-        rest: list[Tensor],
-        grad_value: Tensor,
-        apply: Callable[[Tensor], Tensor],
-        apply_t: Callable[[Tensor], Tensor],
-    ) -> tuple[Tensor | None, ...]:
-        saved_r = rest[: steps + 1]
-        saved_c = rest[steps + 1 : 2 * steps + 2]
-        saved_frozen = rest[2 * steps + 2 :]
-        # K-bar = sum of outer products left[:, :, q] right[:, :, q]^T.
+        stacked: Tensor,
+        steps: Tensor,
+        last: Tensor,
+        col_weights: Tensor,
+        kept_product: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        n_lists, length = g.shape
+        times, times_rows = _products(kernel)
         zero = g.new_zeros(())
-        left: list[Tensor] = []
-        right: list[Tensor] = []
-        scale = grad_value[:, None]
-        r, c = saved_r[-1], saved_c[-1]
-        row_weights = scale * d * r
-        col_weights = c * g
-        grad_r = scale * d * apply(col_weights)
-        grad_c = g * apply_t(row_weights)
-        left.append(row_weights)
-        right.append(col_weights)
-        for t in range(steps, 0, -1):
-            frozen = saved_frozen[t - 1]
-            r, c, previous_r = saved_r[t], saved_c[t], saved_r[t - 1]
-            # r = 1 / (K c): its gradient reaches c and K.
-            grad_rho = torch.where(frozen, zero, _reciprocal_backward(r, grad_r))
-            grad_new_c = torch.where(frozen, zero, apply_t(grad_rho) + grad_c)
-            left.append(grad_rho)
-            right.append(c)
-            # c = 1 / (K^T r_prev): its gradient reaches r_prev and K.
-            grad_sigma = _reciprocal_backward(c, grad_new_c)
-            if kernel.cols is not None:
-                grad_sigma.mul_(col_ones)
-            grad_r = apply(grad_sigma) + torch.where(frozen, grad_r, zero)
-            grad_c = torch.where(frozen, grad_c, zero)
-            left.append(previous_r)
-            right.append(grad_sigma)
+        both_sides = stacked.view(n_lists, 2, max_iter + 1, length)
+        # Iterations 1..`last` ran; the later ones are masked off. Through r = 1 / u (clamped
+        # at the largest finite r) the gradient is -grad r^2 (0 where clamped), taken as
+        # grad * (-r) * r with -r (or 0) of every iteration worked out at once.
+        ran = steps <= last
+        kept = (both_sides < 1 / torch.finfo(g.dtype).tiny) & ran[:, None]
+        minus = torch.where(kept, both_sides, zero).neg_()
+        c_at = both_sides[:, 1].unsqueeze(2).unbind(1)
+        minus_r, minus_c = minus[:, 0].unsqueeze(2).unbind(1), minus[:, 1].unsqueeze(2).unbind(1)
+        r_at = both_sides[:, 0].unsqueeze(2).unbind(1)
+        # The value sum_i d_i r_i (K (c g))_i of the picked r, c, as rows [N, 1, L].
+        row_weights = both_sides[:, 0].index_select(1, last) * d * grad_value[:, None, None]
+        grad_r = kept_product.mT * d * grad_value[:, None, None]
+        grad_c = times_rows(row_weights, None).mul_(g[:, None, :])
+        # What reaches r_t (t = 0..T-1) from outside the iterations before it, as columns, and
+        # c_t (t = 1..T): the picked r's and c's gradients at and after `last`, else 0.
+        after = steps >= last
+        into_r = torch.where(after[:max_iter, None], grad_r, zero).unsqueeze(3).unbind(1)
+        into_c = torch.where(after[1:, None], grad_c, zero).unsqueeze(2).unbind(1)
+        rhos: list[Tensor] = []
+        sigmas: list[Tensor] = []
+        for t in range(max_iter, 0, -1):
+            # r_t = 1 / (K c_t): its gradient reaches c_t and K.
+            rho = torch.mul(grad_r, minus_r[t]).mul_(r_at[t])
+            # c_t = 1 / (K^T r_{t-1}): its gradient reaches r_{t-1} and K.
+            sigma = times_rows(rho, into_c[t - 1]).mul_(minus_c[t]).mul_(c_at[t])
+            grad_r = times(sigma.mT, into_r[t - 1]).mT
+            rhos.append(rho)
+            sigmas.append(sigma)
         # r_0 = 1 / (K 1): the row softmax.
-        left.append(_reciprocal_backward(saved_r[0], grad_r))
-        right.append(col_ones)
+        rho_0 = torch.mul(grad_r, minus_r[0]).mul_(r_at[0])
+        # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q].
+        earlier_r = torch.where(ran[1:, None], both_sides[:, 0, :max_iter], zero)
+        lefts = torch.cat([row_weights, rho_0, *reversed(rhos), earlier_r], dim=1)
+        rights = torch.cat([col_weights, both_sides[:, 1], *reversed(sigmas)], dim=1)
         # dK/da = K (row maxima are constants: every row scaling is undone by the next row
         # step), a_ij = coef_i x_j - y_j.
-        lefts = torch.stack(left, dim=-1)
-        rights = torch.stack(right, dim=-1)
-        both = kernel.transposed_times(torch.cat([kernel.coef[:, :, None] * lefts, lefts], -1))
-        n_pairs = lefts.shape[-1]
-        grad_x = (both[..., :n_pairs] * rights).sum(dim=-1)
-        grad_y = -(both[..., n_pairs:] * rights).sum(dim=-1)
-        return grad_x, grad_y, None, None, None, None, None, None, None
+        pairs = lefts.shape[1]
+        both = times_rows(torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1), None)
+        grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
+        return grads[:, 0], grads[:, 1].neg()
