@@ -87,17 +87,13 @@ GRADIENT_EXPONENT = 40
 _FLOAT_BITS = {torch.float32: (torch.int32, 23, 127), torch.float64: (torch.int64, 52, 1023)}
 
 
-def _power_of_two(exponent: Tensor, dtype: torch.dtype) -> Tensor:
-    """``2^exponent`` exactly, in ``dtype``, for integers ``exponent`` of its normal range."""
-    integer, mantissa_bits, bias = _FLOAT_BITS[dtype]
-    return ((exponent.to(integer) + bias) << mantissa_bits).view(dtype)
-
-
 def _gradient_scale(grad: Tensor) -> tuple[Tensor, Tensor]:
     """Powers of 2 that bring ``grad`` to about ``2^GRADIENT_EXPONENT``, and their inverses."""
-    bias = _FLOAT_BITS[grad.dtype][2]
-    shift = (GRADIENT_EXPONENT - torch.frexp(grad).exponent).clamp_(1 - bias, bias - 1)
-    return _power_of_two(shift, grad.dtype), _power_of_two(shift.neg_(), grad.dtype)
+    integer, mantissa_bits, bias = _FLOAT_BITS[grad.dtype]
+    # The biased exponent of 2^(GRADIENT_EXPONENT - e), e that of grad, kept normal both ways.
+    biased = (GRADIENT_EXPONENT + bias - torch.frexp(grad).exponent).clamp_(2, 2 * bias - 2)
+    scale = (biased.to(integer) << mantissa_bits).view(grad.dtype)
+    return scale, scale.reciprocal()
 
 
 class _Kernel:
@@ -287,17 +283,21 @@ class NeuralSortSinkhorn(torch.autograd.Function):
                 if cols is not None:
                     gaps.mul_(col_ones)
                 met = gaps.amax(dim=(0, 2)) < tol
-                last = torch.where(met, steps[1:], max_iter).amin(dim=0, keepdim=True)
+                last = torch.where(met, steps[1:], max_iter).amin()
             else:
-                last = steps[-1:]
-            picked = stacked.view(n_lists, 2, max_iter + 1, length).index_select(2, last)
-            r, c = picked[:, 0], picked[:, 1]
+                last = steps[-1]
+            # The iterations up to the stop, right-aligned: position k holds iteration
+            # k - (T - last), zeros before iteration 0 (index 0 of the padded stack).
+            aligned = torch.nn.functional.pad(
+                stacked.view(n_lists, 2, max_iter + 1, length), (0, 0, 1, 0)
+            ).index_select(2, (steps + last).sub_(max_iter - 1).clamp_(min=0))
+            r, c = aligned[:, 0, max_iter:], aligned[:, 1, max_iter:]
             col_weights = c * g[:, None, :]
             row_weights = r * d
             kept_product = times_transposed(col_weights, None)  # (K (c g))^T
             value = torch.bmm(row_weights, kept_product.mT).view(n_lists)
         ctx.kernel = kernel
-        ctx.save_for_backward(g, d, stacked, steps, last, row_weights, col_weights, kept_product)
+        ctx.save_for_backward(g, d, aligned, steps, last, row_weights, col_weights, kept_product)
         ctx.max_iter = max_iter
         return value
 
@@ -317,7 +317,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         grad_value: Tensor,
         g: Tensor,
         d: Tensor,
-        stacked: Tensor,
+        aligned: Tensor,
         steps: Tensor,
         last: Tensor,
         row_weights: Tensor,
@@ -326,46 +326,39 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     ) -> tuple[Tensor, Tensor]:
         n_lists, length = g.shape
         times, times_transposed = _products(kernel)
-        zero = g.new_zeros(())
         scale, unscale = _gradient_scale(grad_value)
         grad_value = (grad_value * scale)[:, None, None]
-        both_sides = stacked.view(n_lists, 2, max_iter + 1, length)
-        # Iterations 1..`last` ran; the later ones are masked off. Through r = 1 / u (clamped
-        # at the largest finite r) the gradient is -grad r^2, 0 where clamped: the factors
-        # -r^2 (or 0) of every iteration are worked out at once. (r^2 is far from overflowing:
-        # every column of K holds a 1 or its list's largest entry, so r and c are polynomial
-        # in L; the clamp keeps even a degenerate one finite.)
-        ran = steps <= last
-        kept = (both_sides < 1 / torch.finfo(g.dtype).tiny) & ran[:, None]
-        squares = both_sides.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
-        factors = torch.where(kept, squares, zero)
+        # The iterations run in reverse from position T (the stop) down; positions before
+        # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
+        # gradient is -grad r^2, 0 where clamped: the factors -r^2 (or 0) of every iteration
+        # are worked out at once. c_0 (ones) is a constant: its factor is 0. (r^2 is far from
+        # overflowing: every column of K holds a 1 or its list's largest entry, so r and c
+        # are polynomial in L; the clamp keeps even a degenerate one finite.)
+        squares = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
+        factors = torch.where(aligned < 1 / torch.finfo(g.dtype).tiny, squares, 0)
+        factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
         factor_r = factors[:, 0].unsqueeze(2).unbind(1)
         factor_c = factors[:, 1].unsqueeze(2).unbind(1)
         # The value is sum_i d_i r_i (K (c g))_i of the picked r, c.
         row_weights = row_weights * grad_value
         grad_r = kept_product * d * grad_value
-        grad_c = times(row_weights, None).mul_(g[:, None, :])
-        # What reaches r_t (t = 0..T-1) and c_t (t = 1..T) from outside the iterations before
-        # it: the picked r's and c's gradients at and after `last`, else 0.
-        after = steps >= last
-        into_r = torch.where(after[:max_iter, None], grad_r, zero).unsqueeze(2).unbind(1)
-        into_c = torch.where(after[1:, None], grad_c, zero).unsqueeze(2).unbind(1)
+        grad_c: Tensor | None = times(row_weights, None).mul_(g[:, None, :])
         rhos: list[Tensor] = []
         sigmas: list[Tensor] = []
-        for t in range(max_iter, 0, -1):
-            # r_t = 1 / (K c_t): its gradient reaches c_t and K.
-            rho = grad_r * factor_r[t]
-            # c_t = 1 / (K^T r_{t-1}): its gradient reaches r_{t-1} and K.
-            sigma = times(rho, into_c[t - 1]).mul_(factor_c[t])
-            grad_r = times_transposed(sigma, into_r[t - 1])
+        for k in range(max_iter, 0, -1):
+            # r = 1 / (K c): its gradient reaches c and K.
+            rho = grad_r * factor_r[k]
+            # c = 1 / (K^T r_before): its gradient reaches r_before and K.
+            sigma = times(rho, grad_c).mul_(factor_c[k])
+            grad_r = times_transposed(sigma, None)
+            grad_c = None
             rhos.append(rho)
             sigmas.append(sigma)
         # r_0 = 1 / (K 1): the row softmax.
-        rho_0 = grad_r * factor_r[0]
+        rhos.append(grad_r * factor_r[0])
         # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q].
-        earlier_r = torch.where(ran[1:, None], both_sides[:, 0, :max_iter], zero)
-        lefts = torch.cat([row_weights, rho_0, *reversed(rhos), earlier_r], dim=1)
-        rights = torch.cat([col_weights, both_sides[:, 1], *reversed(sigmas)], dim=1)
+        lefts = torch.cat([row_weights, *reversed(rhos), aligned[:, 0, :max_iter]], dim=1)
+        rights = torch.cat([col_weights, aligned[:, 1], *reversed(sigmas)], dim=1)
         # dK/da = K (row maxima are constants: every row scaling is undone by the next row
         # step), a_ij = coef_i x_j - y_j.
         pairs = lefts.shape[1]
