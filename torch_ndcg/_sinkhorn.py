@@ -109,11 +109,11 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.row_max = torch.zeros_like(x)
-        self.whole: Tensor | None = None
         self.blocks = list(
             _pairwise._row_blocks(n_lists, length, length, upper=False, device=x.device)
         )
+        self.row_max = x if len(self.blocks) == 1 else torch.zeros_like(x)  # set by `start`
+        self.whole: Tensor | None = None
         self.cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
 
     def _logits(self, i0: int, i1: int) -> tuple[Tensor, Tensor | None]:
@@ -123,8 +123,12 @@ class _Kernel:
             valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
         return logits, valid
 
-    def _block(self, i0: int, i1: int) -> Tensor:
-        logits, valid = self._logits(i0, i1)
+    def _block(
+        self, i0: int, i1: int, logits: Tensor | None = None, valid: Tensor | None = None
+    ) -> Tensor:
+        """Rows ``i0:i1`` of ``K``, from their `_logits` when given (then overwritten)."""
+        if logits is None:
+            logits, valid = self._logits(i0, i1)
         shifted = logits.sub_(self.row_max[:, i0:i1, None])
         # Entries below the smallest normal float are set to 0: an exponential or a product
         # that underflows into subnormals runs an order of magnitude slower on CPUs.
@@ -136,17 +140,23 @@ class _Kernel:
 
     def start(self) -> Tensor:
         """Find the row maxima (and keep ``K`` if cached); return the row sums of ``K``."""
-        sums = torch.zeros_like(self.x)
-        if self.cached:
+        single = len(self.blocks) == 1  # then nothing is copied
+        sums = self.x if single else torch.zeros_like(self.x)
+        if self.cached and not single:
             n_lists, length = self.x.shape
             self.whole = self.x.new_empty(n_lists, length, length)
         for i0, i1 in self.blocks:
             logits, valid = self._logits(i0, i1)
-            if valid is not None:
-                logits = torch.where(valid, logits, -torch.inf)
-            top = logits.amax(dim=-1)
-            self.row_max[:, i0:i1] = torch.where(top.isfinite(), top, 0)
-            block = self._block(i0, i1)
+            masked = logits if valid is None else torch.where(valid, logits, -torch.inf)
+            top = masked.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
+            if single:
+                self.row_max = top
+            else:
+                self.row_max[:, i0:i1] = top
+            block = self._block(i0, i1, logits, valid)
+            if single:
+                self.whole = block if self.cached else None
+                return block.sum(dim=-1)
             sums[:, i0:i1] = block.sum(dim=-1)
             if self.whole is not None:
                 self.whole[:, i0:i1] = block
@@ -261,13 +271,14 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         scalings, columns, sums = [r], [col_ones], []
         # The products' precision is switched once, around all the iterations.
         with full_precision(x.device):
+            tiny = torch.finfo(x.dtype).tiny  # `_reciprocal`, inlined
             for _ in range(max_iter):
                 column_sums = times(r, None)
                 sums.append(column_sums)
-                c = _reciprocal(column_sums)
+                c = column_sums.clamp_min(tiny).reciprocal_()
                 if cols is not None:
                     c.mul_(col_ones)
-                r = _reciprocal(times_transposed(c, None))
+                r = times_transposed(c, None).clamp_min_(tiny).reciprocal_()
                 if row_mask is not None:
                     r.mul_(row_mask)
                 scalings.append(r)
