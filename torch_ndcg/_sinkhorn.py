@@ -240,11 +240,12 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     construction). The stop is decided on the device, without a read-back: all ``max_iter``
     iterations run, their column sums are checked together afterwards, and the scaling vectors
     of the first iteration that met the tolerance are picked (an index, never a product with 0:
-    later iterations may have drifted). The backward runs the iterations in reverse with the
-    ones after that stop masked off, again by selection.
+    later iterations may have drifted). That gather right-aligns the iterations up to the stop
+    (zeros before the first), so the backward runs ``max_iter`` reverse steps with no masks:
+    steps before the first iteration carry zeros.
 
     Vectors are rows ``[N, 1, L]``, as the batched products take them (`_products`); the
-    iterations' ``r`` and ``c`` are stacked ``[N, max_iter + 1, L]``.
+    iterations' ``r`` and ``c`` are kept ``[N, 2, max_iter + 1, L]``.
     """
 
     @staticmethod
@@ -342,9 +343,10 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         # The iterations run in reverse from position T (the stop) down; positions before
         # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
         # gradient is -grad r^2, 0 where clamped: the factors -r^2 (or 0) of every iteration
-        # are worked out at once. c_0 (ones) is a constant: its factor is 0. (r^2 is far from
-        # overflowing: every column of K holds a 1 or its list's largest entry, so r and c
-        # are polynomial in L; the clamp keeps even a degenerate one finite.)
+        # are worked out at once. c_0 (ones) is a constant: its factor is 0. (Squares stay
+        # far from overflowing: every row of K holds a 1, and NeuralSort's row i peaks at the
+        # i-th largest score, so every column of distinct scores does too; the clamp keeps a
+        # degenerate one finite.)
         squares = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
         factors = torch.where(aligned < 1 / torch.finfo(g.dtype).tiny, squares, 0)
         factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
