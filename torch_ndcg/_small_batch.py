@@ -137,7 +137,7 @@ def _eligible(options: ListOptions) -> bool:
 
 
 def small_ndcg(preds: Tensor, target: Tensor, plan: SmallPlan) -> Tensor | None:
-    """nDCG of the rows of ``[..., L]`` ``preds`` and ``target``: ``[N, len(k)]`` float64.
+    """The nDCG of the rows of ``[..., L]`` ``preds`` and ``target``, ``[N, len(k)]`` float64.
 
     Returns ``None`` where the general path must take the batch: input that breaks a check
     (the general path raises the error, naming the exact value) or that may call for the

@@ -14,7 +14,6 @@ from typing_extensions import TypeVar, Unpack
 
 from torch_ndcg import _validation
 from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
-from torch_ndcg._small_batch import plan, small_ndcg
 from torch_ndcg._options import (
     DEFAULTS,
     Aggregated,
@@ -22,6 +21,7 @@ from torch_ndcg._options import (
     ListKeywords,
     StreamingKeywords,
 )
+from torch_ndcg._small_batch import plan, small_ndcg
 from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
 

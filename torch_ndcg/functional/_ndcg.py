@@ -42,7 +42,7 @@ class _Lists:
 def _shape_output(
     per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
 ) -> Tensor:
-    """``[N, len(k)]`` values of lists ``[..., L]`` as ``[..., len(k)]`` (``[...]``: one cut-off)."""
+    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``)."""
     out = per_list.to(dtype)
     if not cutoffs.is_sequence:
         out = out.squeeze(-1)
