@@ -64,7 +64,8 @@ class SmallPlan:
 
 # Plans of up to this many input kinds (options, lengths, dtypes) are kept.
 _KEPT_PLANS = 64
-_plans: dict[tuple[Any, ...], SmallPlan] = {}
+# Each kind's plan, or None for a kind that takes the general path.
+_plans: dict[tuple[Any, ...], SmallPlan | None] = {}
 
 
 def _new_plan(options: ListOptions, length: int, preds: Tensor, target: Tensor) -> SmallPlan:
@@ -90,23 +91,19 @@ def _new_plan(options: ListOptions, length: int, preds: Tensor, target: Tensor) 
 def plan(preds: Any, target: Any, options: ListOptions) -> SmallPlan | None:
     """The plan of a batch that takes the small path (from metadata alone), else ``None``.
 
-    ``preds`` and ``target`` may be anything: what is not a pair of CPU tensors of one shape
-    goes to the general path, whose checks name what is wrong.
+    ``preds`` and ``target`` may be anything: what is not a pair of dense CPU tensors of one
+    shape goes to the general path, whose checks name what is wrong.
     """
     if not (
         type(preds) is Tensor
         and type(target) is Tensor
-        and preds.dtype in _SCORE_DTYPES
-        and preds.device.type == "cpu"
-        and target.device.type == "cpu"
+        and preds.is_cpu
+        and target.is_cpu
+        and preds.layout == torch.strided
         and target.layout == torch.strided
         and preds.shape == target.shape
         and preds.ndim > 0
-        and preds.shape[-1] > 1
         and 0 < preds.numel() <= SMALL_ELEMENTS
-        and not target.is_complex()
-        # Float labels wider than the scores would round, a tiny negative one to -0.0.
-        and not (target.is_floating_point() and target.itemsize > preds.itemsize)
         and not torch.is_autocast_enabled("cpu")
         and not torch.compiler.is_compiling()
     ):
@@ -114,25 +111,33 @@ def plan(preds: Any, target: Any, options: ListOptions) -> SmallPlan | None:
     length = preds.shape[-1]
     # The options by identity: a kept plan holds them, so their id is not reused meanwhile.
     key = (id(options), length, preds.dtype, target.dtype)
-    found = _plans.get(key)
-    if found is not None:
-        return found
-    if not _eligible(options):
-        return None
-    if len(_plans) >= _KEPT_PLANS:
-        _plans.pop(next(iter(_plans)))
-    _plans[key] = made = _new_plan(options, length, preds, target)
-    return made
+    found = _plans.get(key, _UNSEEN)
+    if found is _UNSEEN:
+        if len(_plans) >= _KEPT_PLANS:
+            _plans.pop(next(iter(_plans)))
+        eligible = _eligible(options, length, preds.dtype, target.dtype)
+        _plans[key] = found = _new_plan(options, length, preds, target) if eligible else None
+    return found  # type: ignore[return-value]
 
 
-def _eligible(options: ListOptions) -> bool:
-    """Whether options let a batch take the small path."""
+_UNSEEN = object()
+
+
+def _eligible(
+    options: ListOptions, length: int, score_dtype: torch.dtype, label_dtype: torch.dtype
+) -> bool:
+    """Whether options and dtypes let lists of ``length`` items take the small path."""
     return (
         isinstance(options.gain, str)
         and isinstance(options.discount, str)
         and options.ties == "average"
         and options.empty_target_action != "error"
         and options.ignore_index is None
+        and length > 1
+        and score_dtype in _SCORE_DTYPES
+        and not label_dtype.is_complex
+        # Float labels wider than the scores would round, a tiny negative one to -0.0.
+        and not (label_dtype.is_floating_point and label_dtype.itemsize > score_dtype.itemsize)
     )
 
 
