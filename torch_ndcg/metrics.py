@@ -21,6 +21,7 @@ from torch_ndcg._options import (
     ListKeywords,
     StreamingKeywords,
 )
+from torch_ndcg._small_batch import plan, small_ndcg
 from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
 
@@ -171,9 +172,16 @@ class NDCG(CountedMean, Generic[ResultT]):
             exclude: items that take no rank, for ``[B, N]`` scores (see `torch_ndcg.dcg`).
         """
         opt = self.options
+        small = None if mask is not None or exclude is not None else plan(preds, target, opt.lists)
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
+            if small is not None:
+                _validation.check_device(preds, self.sum_ndcg.device)
+                values = small_ndcg(preds, target, small)
+                if values is not None:
+                    self._add_values(values, None)
+                    return
             if target.layout != torch.strided:  # a sparse target: streamed, see `ndcg`
                 _validation.check_device(preds, self.sum_ndcg.device)
                 values = _catalog.sparse_values(
