@@ -39,8 +39,9 @@ def small_path_only() -> Iterator[None]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the general path was taken")
 
-    with mock.patch.object(_ndcg, "_prepare_lists", refuse), mock.patch.object(
-        metrics, "_prepare_lists", refuse
+    with (
+        mock.patch.object(_ndcg, "_prepare_lists", refuse),
+        mock.patch.object(metrics, "_prepare_lists", refuse),
     ):
         yield
 
@@ -57,8 +58,10 @@ def metric_state(options: dict[str, Any], *batches: tuple[torch.Tensor, torch.Te
 
 def same(got: torch.Tensor, want: torch.Tensor) -> bool:
     """Equal to the last bit (NaN equal to NaN), in dtype and shape too."""
-    return got.dtype == want.dtype and got.shape == want.shape and torch.equal(
-        got.nan_to_num(nan=-7.0), want.nan_to_num(nan=-7.0)
+    return (
+        got.dtype == want.dtype
+        and got.shape == want.shape
+        and torch.equal(got.nan_to_num(nan=-7.0), want.nan_to_num(nan=-7.0))
     )
 
 

@@ -8,16 +8,8 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from torch_ndcg import (
-    _fast_paths,
-    _grouping,
-    _host,
-    _kernels,
-    _options,
-    _small_batch,
-    _validation,
-)
-from torch_ndcg._host import DeferredCheck, assert_on_device
+from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
+from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
 from torch_ndcg._options import Cutoffs, ListOptions
 from torch_ndcg.functional import _catalog
 
@@ -255,7 +247,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
         message = (
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-        if not _host.may_read_back(empty.device):
+        if not may_read_back(empty.device):
             assert_on_device(~empty, message)
         elif bool(empty):
             raise ValueError(message)
