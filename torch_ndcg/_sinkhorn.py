@@ -284,14 +284,15 @@ class NeuralSortSinkhorn(torch.autograd.Function):
                     r.mul_(row_mask)
                 scalings.append(r)
                 columns.append(c)
-            # r_0..r_T, then c_0 (ones) .. c_T: [N, 2 (T + 1), L].
-            stacked = torch.cat(scalings + columns, dim=1)
+            # 0, r_0..r_T, then 0, c_0 (ones) .. c_T: [N, 2 (T + 2), L].
+            zeros = torch.zeros_like(col_ones)
+            stacked = torch.cat([zeros, *scalings, zeros, *columns], dim=1)
             steps = torch.arange(max_iter + 1, device=x.device)
             if max_iter > 0 and n_lists * length > 0:
                 # Iteration t (1..T) met the tolerance if every |c_t (K^T r_t) - 1| of a real
                 # item is below it (c is 0 elsewhere: |0 - 1| * 0).
                 sums.append(times(r, None))
-                gaps = (stacked[:, max_iter + 2 :] * torch.cat(sums[1:], dim=1)).sub_(1).abs_()
+                gaps = (stacked[:, max_iter + 4 :] * torch.cat(sums[1:], dim=1)).sub_(1).abs_()
                 if cols is not None:
                     gaps.mul_(col_ones)
                 met = gaps.amax(dim=(0, 2)) < tol
@@ -299,10 +300,10 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             else:
                 last = steps[-1]
             # The iterations up to the stop, right-aligned: position k holds iteration
-            # k - (T - last), zeros before iteration 0 (index 0 of the padded stack).
-            aligned = torch.nn.functional.pad(
-                stacked.view(n_lists, 2, max_iter + 1, length), (0, 0, 1, 0)
-            ).index_select(2, (steps + last).sub_(max_iter - 1).clamp_(min=0))
+            # k - (T - last), zeros (index 0) before iteration 0.
+            aligned = stacked.view(n_lists, 2, max_iter + 2, length).index_select(
+                2, (steps + last).sub_(max_iter - 1).clamp_(min=0)
+            )
             r, c = aligned[:, 0, max_iter:], aligned[:, 1, max_iter:]
             col_weights = c * g[:, None, :]
             row_weights = r * d
@@ -347,8 +348,8 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         # far from overflowing: every row of K holds a 1, and NeuralSort's row i peaks at the
         # i-th largest score, so every column of distinct scores does too; the clamp keeps a
         # degenerate one finite.)
-        squares = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
-        factors = torch.where(aligned < 1 / torch.finfo(g.dtype).tiny, squares, 0)
+        factors = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
+        factors.masked_fill_(aligned >= 1 / torch.finfo(g.dtype).tiny, 0)
         factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
         factor_r = factors[:, 0].unsqueeze(2).unbind(1)
         factor_c = factors[:, 1].unsqueeze(2).unbind(1)
