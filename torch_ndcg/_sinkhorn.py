@@ -287,6 +287,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             # 0, r_0..r_T, then 0, c_0 (ones) .. c_T: [N, 2 (T + 2), L].
             zeros = torch.zeros_like(col_ones)
             stacked = torch.cat([zeros, *scalings, zeros, *columns], dim=1)
+            del scalings, columns
             steps = torch.arange(max_iter + 1, device=x.device)
             if max_iter > 0 and n_lists * length > 0:
                 # Iteration t (1..T) met the tolerance if every |c_t (K^T r_t) - 1| of a real
@@ -370,13 +371,20 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             sigmas.append(sigma)
         # r_0 = 1 / (K 1): the row softmax.
         rhos.append(grad_r * factor_r[0])
-        # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q].
+        # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q]. (Each
+        # `max_iter` vectors freed once copied: the peak memory is in what follows.)
+        del factors, factor_r, factor_c
         lefts = torch.cat([row_weights, *reversed(rhos), aligned[:, 0, :max_iter]], dim=1)
+        del rhos
         rights = torch.cat([col_weights, aligned[:, 1], *reversed(sigmas)], dim=1)
+        del sigmas
         # dK/da = K (row maxima are constants: every row scaling is undone by the next row
         # step), a_ij = coef_i x_j - y_j.
         pairs = lefts.shape[1]
-        both = times(torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1), None)
+        pulled = torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1)
+        del lefts
+        both = times(pulled, None)
+        del pulled
         grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
         grads.mul_(unscale[:, None, None])
         return grads[:, 0], grads[:, 1].neg()
