@@ -100,6 +100,49 @@ def test_equals_loop_reference(temperature: float, k: Any, reduction: str) -> No
     torch.testing.assert_close(ours_preds.grad, ref_preds.grad, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("max_iter", "tol"),
+    [(50, 1e-3), (50, 1e-5), (7, 0.0), (3, 10.0)],
+    ids=["stops-early", "stops-later", "never-stops", "stops-at-once"],
+)
+def test_sinkhorn_stop_equals_loop_reference(max_iter: int, tol: float) -> None:
+    """All iterations run on the device; the stop is picked afterwards, as the loop stops."""
+    preds, target, mask = batch(4, 7, seed=21)
+    ours_preds = preds.clone().requires_grad_()
+    ref_preds = preds.clone().requires_grad_()
+    options = {"max_iter": max_iter, "tol": tol, "reduction": "sum"}
+    ours = neural_ndcg_loss(ours_preds, target, mask=mask, **options)
+    expected = ref.neural_ndcg_dense(ref_preds, target, mask, **options)
+    ours.backward()
+    expected.backward()
+    torch.testing.assert_close(ours, expected, rtol=0, atol=1e-9)
+    torch.testing.assert_close(ours_preds.grad, ref_preds.grad, rtol=0, atol=1e-9)
+    # The stop matters: all iterations would give another value.
+    unstopped = neural_ndcg_loss(preds, target, mask=mask, **{**options, "tol": 0.0})
+    assert (tol == 0.0) == bool(torch.equal(ours.detach(), unstopped))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("power", [-90, -20, 20])
+def test_gradient_scales_exactly_with_the_loss(dtype: torch.dtype, power: int) -> None:
+    """The backward scales each list's incoming gradient to about 2^40 by a power of 2 and the
+    result back: a loss 2^p times smaller or larger gives its gradient times 2^p, bit for bit."""
+    values = torch.tensor([1e-20, -3e-8, 0.7, 5e20, 0.0, -2.5], dtype=dtype)
+    scale, unscale = _sinkhorn._gradient_scale(values)
+    assert torch.equal(torch.frexp(scale).mantissa, torch.full_like(scale, 0.5))
+    assert torch.equal(scale * unscale, torch.ones_like(scale))
+    scaled = (values * scale).abs()[values != 0]
+    assert bool(((scaled >= 2.0**39) & (scaled < 2.0**40)).all())
+    preds, target, mask = batch(3, 9, seed=22, dtype=dtype)
+    grads = []
+    for factor in (1.0, 2.0**power):
+        leaf = preds.clone().requires_grad_()
+        (neural_ndcg_loss(leaf, target, mask=mask, temperature=0.2) * factor).backward()
+        assert leaf.grad is not None
+        grads.append(leaf.grad)
+    assert torch.equal(grads[1], grads[0] * 2.0**power)
+
+
 def test_gradcheck() -> None:
     preds, target, mask = batch(2, 5, seed=5)
     target = torch.where(mask, target, -1)

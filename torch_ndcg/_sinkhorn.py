@@ -74,14 +74,26 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
 
 
 def _reciprocal(values: Tensor) -> Tensor:
-    """``1 / values``, with 0 (an empty row or column) giving the largest finite reciprocal."""
-    return 1 / values.clamp(min=torch.finfo(values.dtype).tiny)
+    """``1 / values`` (a fresh tensor), 0 (an empty row or column) giving the largest finite one."""
+    return values.clamp_min(torch.finfo(values.dtype).tiny).reciprocal_()
 
 
-def _reciprocal_backward(out: Tensor, grad: Tensor) -> Tensor:
-    """Gradient through `_reciprocal` given its output: ``-grad out^2`` (0 where clamped)."""
-    clamped = out >= 1 / torch.finfo(out.dtype).tiny
-    return torch.where(clamped, 0, -grad * out * out)
+# The backward is linear in the incoming gradient: each list's is scaled by a power of 2 (exact)
+# to about 2^GRADIENT_EXPONENT, and the result back. Its vectors shrink along the reverse
+# iterations; unscaled, their products with the smallest kernel entries fall into subnormal
+# floats, an order of magnitude slower on CPUs (most of a step at 256 x 100).
+GRADIENT_EXPONENT = 40
+# (integer type of the same width, mantissa bits, exponent bias) of the compute dtypes.
+_FLOAT_BITS = {torch.float32: (torch.int32, 23, 127), torch.float64: (torch.int64, 52, 1023)}
+
+
+def _gradient_scale(grad: Tensor) -> tuple[Tensor, Tensor]:
+    """Powers of 2 that bring ``grad`` to about ``2^GRADIENT_EXPONENT``, and their inverses."""
+    integer, mantissa_bits, bias = _FLOAT_BITS[grad.dtype]
+    # The biased exponent of 2^(GRADIENT_EXPONENT - e), e that of grad, kept normal both ways.
+    biased = (GRADIENT_EXPONENT + bias - torch.frexp(grad).exponent).clamp_(2, 2 * bias - 2)
+    scale = (biased.to(integer) << mantissa_bits).view(grad.dtype)
+    return scale, scale.reciprocal()
 
 
 class _Kernel:
@@ -97,11 +109,11 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.row_max = torch.zeros_like(x)
-        self.whole: Tensor | None = None
         self.blocks = list(
             _pairwise._row_blocks(n_lists, length, length, upper=False, device=x.device)
         )
+        self.row_max = x if len(self.blocks) == 1 else torch.zeros_like(x)  # set by `start`
+        self.whole: Tensor | None = None
         self.cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
 
     def _logits(self, i0: int, i1: int) -> tuple[Tensor, Tensor | None]:
@@ -111,8 +123,12 @@ class _Kernel:
             valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
         return logits, valid
 
-    def _block(self, i0: int, i1: int) -> Tensor:
-        logits, valid = self._logits(i0, i1)
+    def _block(
+        self, i0: int, i1: int, logits: Tensor | None = None, valid: Tensor | None = None
+    ) -> Tensor:
+        """Rows ``i0:i1`` of ``K``, from their `_logits` when given (then overwritten)."""
+        if logits is None:
+            logits, valid = self._logits(i0, i1)
         shifted = logits.sub_(self.row_max[:, i0:i1, None])
         # Entries below the smallest normal float are set to 0: an exponential or a product
         # that underflows into subnormals runs an order of magnitude slower on CPUs.
@@ -124,17 +140,23 @@ class _Kernel:
 
     def start(self) -> Tensor:
         """Find the row maxima (and keep ``K`` if cached); return the row sums of ``K``."""
-        sums = torch.zeros_like(self.x)
-        if self.cached:
+        single = len(self.blocks) == 1  # then nothing is copied
+        sums = self.x if single else torch.zeros_like(self.x)
+        if self.cached and not single:
             n_lists, length = self.x.shape
             self.whole = self.x.new_empty(n_lists, length, length)
         for i0, i1 in self.blocks:
             logits, valid = self._logits(i0, i1)
-            if valid is not None:
-                logits = torch.where(valid, logits, -torch.inf)
-            top = logits.amax(dim=-1)
-            self.row_max[:, i0:i1] = torch.where(top.isfinite(), top, 0)
-            block = self._block(i0, i1)
+            masked = logits if valid is None else torch.where(valid, logits, -torch.inf)
+            top = masked.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
+            if single:
+                self.row_max = top
+            else:
+                self.row_max[:, i0:i1] = top
+            block = self._block(i0, i1, logits, valid)
+            if single:
+                self.whole = block if self.cached else None
+                return block.sum(dim=-1)
             sums[:, i0:i1] = block.sum(dim=-1)
             if self.whole is not None:
                 self.whole[:, i0:i1] = block
@@ -171,25 +193,39 @@ class _Kernel:
         return out.transpose(1, 2)
 
 
-def _products(kernel: _Kernel) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]:
-    r"""$v \mapsto K v$ and $v \mapsto K^\top v$ for ``[N, L]`` vectors ``v``.
+Product = Callable[[Tensor, Tensor | None], Tensor]
 
-    From the kept kernel, one batched product each (called inside `full_precision`); else
-    through the kernel's blocks.
+
+def _products(kernel: _Kernel) -> tuple[Product, Product]:
+    r"""$(v, a) \mapsto v K + a$ and $(v, a) \mapsto v K^\top + a$ for rows ``v``.
+
+    ``v`` is ``[N, R, L]`` (``R`` row vectors per list), ``a`` (``None``: nothing added) has
+    its shape. From the kept kernel, one batched product each (called inside
+    `full_precision`); else through the kernel's blocks. On a CPU a row vector times ``K``
+    or ``K^T`` is about twice as fast as ``K`` times a column at 256 x 100.
     """
     whole = kernel.whole
     if whole is None:
-        return (
-            lambda v: kernel.times(v[:, :, None])[..., 0],
-            lambda v: kernel.transposed_times(v[:, :, None])[..., 0],
-        )
-    # K^T v as (v^T K)^T: the kernel read row by row, as it is stored. The row vector v^T is
-    # the column v transposed (strides as `_Kernel.transposed_times` gives them): written as
-    # ``v.unsqueeze(1)`` it takes a slower product on the CPU (about 6% of a step of 256 x 100).
-    return (
-        lambda v: torch.bmm(whole, v.unsqueeze(2)).squeeze(2),
-        lambda v: torch.bmm(v.unsqueeze(2).mT, whole).squeeze(1),
-    )
+
+        def times(v: Tensor, add: Tensor | None) -> Tensor:
+            out = kernel.transposed_times(v.mT).mT
+            return out if add is None else out.add_(add)
+
+        def times_transposed(v: Tensor, add: Tensor | None) -> Tensor:
+            out = kernel.times(v.mT).mT
+            return out if add is None else out.add_(add)
+
+        return times, times_transposed
+
+    transposed = whole.mT
+
+    def kept_times(v: Tensor, add: Tensor | None) -> Tensor:
+        return torch.bmm(v, whole) if add is None else torch.baddbmm(add, v, whole)
+
+    def kept_times_transposed(v: Tensor, add: Tensor | None) -> Tensor:
+        return torch.bmm(v, transposed) if add is None else torch.baddbmm(add, v, transposed)
+
+    return kept_times, kept_times_transposed
 
 
 class NeuralSortSinkhorn(torch.autograd.Function):
@@ -201,8 +237,15 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     ideal DCG), ``d`` the ``[L]`` discounts of positions (0 past the cut-off), ``max_iter``,
     ``tol``. Sinkhorn scaling follows allRank: a column then a row normalisation per iteration,
     then a stop once every column of every list sums to 1 within ``tol`` (the rows do by
-    construction). The stop is decided on the device, without a read-back: iterations after it
-    leave the scaling vectors as they are, so all ``max_iter`` products always run.
+    construction). The stop is decided on the device, without a read-back: all ``max_iter``
+    iterations run, their column sums are checked together afterwards, and the scaling vectors
+    of the first iteration that met the tolerance are picked (an index, never a product with 0:
+    later iterations may have drifted). That gather right-aligns the iterations up to the stop
+    (zeros before the first), so the backward runs ``max_iter`` reverse steps with no masks:
+    steps before the first iteration carry zeros.
+
+    Vectors are rows ``[N, 1, L]``, as the batched products take them (`_products`); the
+    iterations' ``r`` and ``c`` are kept ``[N, 2, max_iter + 1, L]``.
     """
 
     @staticmethod
@@ -219,107 +262,129 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         tol: float,
     ) -> Tensor:
         kernel = _Kernel(x, y, coef, rows, cols)
-        col_ones = torch.ones_like(x) if cols is None else cols.to(x.dtype)
-        times, transposed_times = _products(kernel)
-        r = _reciprocal(kernel.start())
-        if rows is not None:
-            r = torch.where(rows, r, 0)
-        c = col_ones
-        saved_r, saved_c, saved_frozen = [r], [c], []
-        done = torch.zeros((), dtype=torch.bool, device=x.device)
+        n_lists, length = x.shape
+        r = _reciprocal(kernel.start()[:, None, :])
+        times, times_transposed = _products(kernel)  # after `start`, which keeps the kernel
+        row_mask = None if rows is None else rows.to(x.dtype)[:, None, :]
+        col_ones = x.new_ones(n_lists, 1, length) if cols is None else cols.to(x.dtype)[:, None, :]
+        if row_mask is not None:
+            r.mul_(row_mask)  # r is finite: 0 past the real rows
+        scalings, columns, sums = [r], [col_ones], []
         # The products' precision is switched once, around all the iterations.
         with full_precision(x.device):
-            column_sums = transposed_times(r)
+            tiny = torch.finfo(x.dtype).tiny  # `_reciprocal`, inlined
             for _ in range(max_iter):
-                new_c = _reciprocal(column_sums)
+                column_sums = times(r, None)
+                sums.append(column_sums)
+                c = column_sums.clamp_min(tiny).reciprocal_()
                 if cols is not None:
-                    new_c.mul_(col_ones)
-                new_r = _reciprocal(times(new_c))
-                if rows is not None:
-                    new_r = torch.where(rows, new_r, 0)
-                next_sums = transposed_times(new_r)
-                saved_frozen.append(done)
-                c = torch.where(done, c, new_c)
-                r = torch.where(done, r, new_r)
-                column_sums = torch.where(done, column_sums, next_sums)
-                saved_r.append(r)
-                saved_c.append(c)
-                # |column sum - 1| of the real items (c is 0 elsewhere: |0 - 1| * 0).
-                gap = (c * column_sums).sub_(1).abs_()
+                    c.mul_(col_ones)
+                r = times_transposed(c, None).clamp_min_(tiny).reciprocal_()
+                if row_mask is not None:
+                    r.mul_(row_mask)
+                scalings.append(r)
+                columns.append(c)
+            # 0, r_0..r_T, then 0, c_0 (ones) .. c_T: [N, 2 (T + 2), L].
+            zeros = torch.zeros_like(col_ones)
+            stacked = torch.cat([zeros, *scalings, zeros, *columns], dim=1)
+            del scalings, columns
+            steps = torch.arange(max_iter + 1, device=x.device)
+            if max_iter > 0 and n_lists * length > 0:
+                # Iteration t (1..T) met the tolerance if every |c_t (K^T r_t) - 1| of a real
+                # item is below it (c is 0 elsewhere: |0 - 1| * 0).
+                sums.append(times(r, None))
+                gaps = (stacked[:, max_iter + 4 :] * torch.cat(sums[1:], dim=1)).sub_(1).abs_()
                 if cols is not None:
-                    gap.mul_(col_ones)
-                if gap.numel() > 0:
-                    done = done | (gap.amax() < tol)
-            value = (d * r * times(c * g)).sum(dim=-1)
+                    gaps.mul_(col_ones)
+                met = gaps.amax(dim=(0, 2)) < tol
+                last = torch.where(met, steps[1:], max_iter).amin()
+            else:
+                last = steps[-1]
+            # The iterations up to the stop, right-aligned: position k holds iteration
+            # k - (T - last), zeros (index 0) before iteration 0.
+            aligned = stacked.view(n_lists, 2, max_iter + 2, length).index_select(
+                2, (steps + last).sub_(max_iter - 1).clamp_(min=0)
+            )
+            r, c = aligned[:, 0, max_iter:], aligned[:, 1, max_iter:]
+            col_weights = c * g[:, None, :]
+            row_weights = r * d
+            kept_product = times_transposed(col_weights, None)  # (K (c g))^T
+            value = torch.bmm(row_weights, kept_product.mT).view(n_lists)
         ctx.kernel = kernel
-        ctx.save_for_backward(g, d, col_ones, *saved_r, *saved_c, *saved_frozen)
+        ctx.save_for_backward(g, d, aligned, steps, last, row_weights, col_weights, kept_product)
         ctx.max_iter = max_iter
         return value
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_value: Tensor) -> tuple[Tensor | None, ...]:
-        kernel: _Kernel = ctx.kernel
-        steps = ctx.max_iter
-        g, d, col_ones, *rest = ctx.saved_tensors
-        apply, apply_t = _products(kernel)
         with full_precision(grad_value.device):
-            return NeuralSortSinkhorn._backward(
-                kernel, steps, g, d, col_ones, rest, grad_value, apply, apply_t
+            grad_x, grad_y = NeuralSortSinkhorn._backward(
+                ctx.kernel, ctx.max_iter, grad_value, *ctx.saved_tensors
             )
+        return grad_x, grad_y, None, None, None, None, None, None, None
 
     @staticmethod
     def _backward(
         kernel: _Kernel,
-        steps: int,
+        max_iter: int,
+        grad_value: Tensor,
         g: Tensor,
         d: Tensor,
-        col_ones: Tensor,
-        rest: list[Tensor],
-        grad_value: Tensor,
-        apply: Callable[[Tensor], Tensor],
-        apply_t: Callable[[Tensor], Tensor],
-    ) -> tuple[Tensor | None, ...]:
-        saved_r = rest[: steps + 1]
-        saved_c = rest[steps + 1 : 2 * steps + 2]
-        saved_frozen = rest[2 * steps + 2 :]
-        # K-bar = sum of outer products left[:, :, q] right[:, :, q]^T.
-        zero = g.new_zeros(())
-        left: list[Tensor] = []
-        right: list[Tensor] = []
-        scale = grad_value[:, None]
-        r, c = saved_r[-1], saved_c[-1]
-        row_weights = scale * d * r
-        col_weights = c * g
-        grad_r = scale * d * apply(col_weights)
-        grad_c = g * apply_t(row_weights)
-        left.append(row_weights)
-        right.append(col_weights)
-        for t in range(steps, 0, -1):
-            frozen = saved_frozen[t - 1]
-            r, c, previous_r = saved_r[t], saved_c[t], saved_r[t - 1]
+        aligned: Tensor,
+        steps: Tensor,
+        last: Tensor,
+        row_weights: Tensor,
+        col_weights: Tensor,
+        kept_product: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        n_lists, length = g.shape
+        times, times_transposed = _products(kernel)
+        scale, unscale = _gradient_scale(grad_value)
+        grad_value = (grad_value * scale)[:, None, None]
+        # The iterations run in reverse from position T (the stop) down; positions before
+        # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
+        # gradient is -grad r^2, 0 where clamped: the factors -r^2 (or 0) of every iteration
+        # are worked out at once. c_0 (ones) is a constant: its factor is 0. (Squares stay
+        # far from overflowing: every row of K holds a 1, and NeuralSort's row i peaks at the
+        # i-th largest score, so every column of distinct scores does too; the clamp keeps a
+        # degenerate one finite.)
+        factors = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
+        factors.masked_fill_(aligned >= 1 / torch.finfo(g.dtype).tiny, 0)
+        factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
+        factor_r = factors[:, 0].unsqueeze(2).unbind(1)
+        factor_c = factors[:, 1].unsqueeze(2).unbind(1)
+        # The value is sum_i d_i r_i (K (c g))_i of the picked r, c.
+        row_weights = row_weights * grad_value
+        grad_r = kept_product * d * grad_value
+        grad_c: Tensor | None = times(row_weights, None).mul_(g[:, None, :])
+        rhos: list[Tensor] = []
+        sigmas: list[Tensor] = []
+        for k in range(max_iter, 0, -1):
             # r = 1 / (K c): its gradient reaches c and K.
-            grad_rho = torch.where(frozen, zero, _reciprocal_backward(r, grad_r))
-            grad_new_c = torch.where(frozen, zero, apply_t(grad_rho) + grad_c)
-            left.append(grad_rho)
-            right.append(c)
-            # c = 1 / (K^T r_prev): its gradient reaches r_prev and K.
-            grad_sigma = _reciprocal_backward(c, grad_new_c)
-            if kernel.cols is not None:
-                grad_sigma.mul_(col_ones)
-            grad_r = apply(grad_sigma) + torch.where(frozen, grad_r, zero)
-            grad_c = torch.where(frozen, grad_c, zero)
-            left.append(previous_r)
-            right.append(grad_sigma)
+            rho = grad_r * factor_r[k]
+            # c = 1 / (K^T r_before): its gradient reaches r_before and K.
+            sigma = times(rho, grad_c).mul_(factor_c[k])
+            grad_r = times_transposed(sigma, None)
+            grad_c = None
+            rhos.append(rho)
+            sigmas.append(sigma)
         # r_0 = 1 / (K 1): the row softmax.
-        left.append(_reciprocal_backward(saved_r[0], grad_r))
-        right.append(col_ones)
+        rhos.append(grad_r * factor_r[0])
+        # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q]. (Each
+        # `max_iter` vectors freed once copied: the peak memory is in what follows.)
+        del factors, factor_r, factor_c
+        lefts = torch.cat([row_weights, *reversed(rhos), aligned[:, 0, :max_iter]], dim=1)
+        del rhos
+        rights = torch.cat([col_weights, aligned[:, 1], *reversed(sigmas)], dim=1)
+        del sigmas
         # dK/da = K (row maxima are constants: every row scaling is undone by the next row
         # step), a_ij = coef_i x_j - y_j.
-        lefts = torch.stack(left, dim=-1)
-        rights = torch.stack(right, dim=-1)
-        both = kernel.transposed_times(torch.cat([kernel.coef[:, :, None] * lefts, lefts], -1))
-        n_pairs = lefts.shape[-1]
-        grad_x = (both[..., :n_pairs] * rights).sum(dim=-1)
-        grad_y = -(both[..., n_pairs:] * rights).sum(dim=-1)
-        return grad_x, grad_y, None, None, None, None, None, None, None
+        pairs = lefts.shape[1]
+        pulled = torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1)
+        del lefts
+        both = times(pulled, None)
+        del pulled
+        grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
+        grads.mul_(unscale[:, None, None])
+        return grads[:, 0], grads[:, 1].neg()

@@ -586,7 +586,7 @@ def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
     top = keyed.amax(dim=-1, keepdim=True) if length > 0 else keyed[:, :1]
-    centred = scores - torch.where(top.isfinite(), top, 0)
+    centred = scores - top.nan_to_num(0.0, 0.0, 0.0)  # 0 for a list of none
     if real is not None:
         centred = torch.where(real, centred, 0)
     acc = _options.accumulate_dtype(scores.device)
