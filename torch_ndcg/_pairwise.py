@@ -16,6 +16,7 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,36 +182,224 @@ def pair_position_weights(
     return torch.where(gap > 0, weights, 0)
 
 
-def dense_pairwise_logistic(
-    s: Tensor,
-    order: Tensor,
-    g: Tensor,
-    valid: Tensor | None,
-    table: Tensor,
-    sigma: float,
+def reduce_losses(
+    per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size
+) -> tuple[Tensor, Tensor | None]:
+    """Reduced per-list losses, and the divisor of ``"mean"`` (``None`` for the others).
+
+    ``"none"``: per list, in ``leading_shape``; ``"sum"``; ``"mean"`` over the lists in
+    ``counted`` (0 if none). ``per_list`` is 0 on the lists not counted (each loss sets it so with
+    ``torch.where``, so that a list whose terms overflowed on unchecked input adds nothing, not
+    NaN). The divisor is the factor of each list's gradient too (`KeptGradient`).
+    """
+    if reduction == "none":
+        return per_list.reshape(leading_shape), None
+    total = per_list.sum()
+    if reduction == "sum":
+        return total, None
+    divisor = counted.sum(dtype=total.dtype).clamp_(min=1)
+    return total / divisor, divisor
+
+
+def _reduced_terms(
+    terms: Tensor,
     counted: Tensor | None,
-) -> Tensor:
-    r"""`PairwiseLogistic`'s per-list loss of a small batch, from whole ``[N, L, L]`` tensors.
+    has_relevant: Tensor,
+    reduction: str,
+    leading_shape: torch.Size,
+) -> tuple[Tensor, Tensor | None]:
+    """`reduce_losses` of the lists whose loss is the sum of their ``[N, ...]`` ``terms``.
+
+    Lists outside ``counted`` (bool, ``None``: none) are 0; ``"mean"`` is over ``has_relevant``.
+    """
+    if counted is None and reduction != "none":  # no list's loss is needed on its own
+        total = terms.sum()
+        if reduction == "sum":
+            return total, None
+        divisor = has_relevant.sum(dtype=total.dtype).clamp_(min=1)
+        return total / divisor, divisor
+    per_list = terms.sum(tuple(range(1, terms.ndim)))
+    if counted is not None:
+        per_list = torch.where(counted, per_list, 0)
+    return reduce_losses(per_list, has_relevant, reduction, leading_shape)
+
+
+def _kept_gradient(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
+    """`KeptGradient`'s backward: the kept gradient times the loss's."""
+    (grad,) = ctx.saved_tensors
+    if ctx.per_list:
+        grad_loss = grad_loss.reshape(-1, 1)
+    return (grad_loss * grad, None)
+
+
+_kept_gradient_once = once_differentiable(_kept_gradient)
+
+
+class KeptGradient(torch.autograd.Function):
+    r"""A reduced loss whose forward computes its gradient too: backward only scales it.
+
+    For the small batches of the dense paths (`dense_pairs_fit`) a step's host time is its
+    operations, autograd nodes and Python, not its memory: here the whole loss is one node,
+    whose gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
+    Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need no
+    gradient, options): one argument fewer to unpack per argument saved. They end ``forward``
+    with `keep`.
+    """
+
+    @staticmethod
+    def keep(
+        ctx: Any, loss: Tensor, grad: Tensor | None, divisor: Tensor | None, reduction: str
+    ) -> Tensor:
+        """Return ``loss``; keep ``grad`` (``[N, L]``, of the sum of the lists' losses) reduced."""
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
+        # A kept gradient has no gradient of its own: under create_graph, once_differentiable
+        # makes a second derivative through it raise, not come out wrong.
+        if torch.is_grad_enabled():
+            return _kept_gradient_once(ctx, grad_loss)  # type: ignore[no-any-return]
+        return _kept_gradient(ctx, grad_loss)
+
+
+class DensePairwiseLogistic(KeptGradient):
+    r"""`PairwiseLogistic`'s loss of a small batch, reduced, from whole ``[N, L, L]`` tensors.
 
     The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
-    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, few
-    operations, differentiated by autograd (fewer operations than a custom Function's
-    gradient, and no Python of its own). ``s`` are the ``[N, L]`` scores in the input's item
-    order, ``order`` the rank order (best first), ``g`` the gains over the ideal DCG and
-    ``valid`` the real items (or ``None``), both in rank order; ``table`` is
-    `lambda_tables`' ``square_table``; ``counted`` the ``[N]`` lists whose loss counts (the others
-    are 0; ``None``: all).
+    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, and
+    one autograd node (`KeptGradient`). ``s`` are the ``[N, L]`` scores in the input's item
+    order; ``given`` holds ``order``, the rank order (best first), ``g``, the gains over the
+    ideal DCG, and ``valid``, the real items (or ``None``), both in rank order, ``table``,
+    `lambda_tables`' ``square_table``, ``counted``, the ``[N]`` lists whose loss counts (the
+    others are 0; ``None``: all), ``has_relevant``, the lists ``"mean"`` averages over, then
+    ``sigma``, the ``reduction``, the batch's ``leading_shape`` and whether to compute the
+    gradient (``need_grad``).
+
+    With the signed weight $w_{ij} = (g_j - g_i) W_{ij}$, the argument is
+    $z_{ij} = \sigma (u_i - u_j) \operatorname{sign}(w_{ij})$ ($u_i \ge u_j$ in rank order,
+    so a sign copied onto the difference) and the gradient
+    $\partial \ell / \partial u_i = \sigma \sum_j (S_{ij} - S_{ji})$ with
+    $S_{ij} = w_{ij} \operatorname{sigmoid}(z_{ij})$.
     """
-    u = s.gather(-1, order)
-    gain_gap = g[:, None, :] - g[:, :, None]  # g_j - g_i: its sign says which item should win
-    weight = gain_gap.abs().mul_(table)
-    if valid is not None:
-        weight.mul_(valid[:, None, :])
-    signs = gain_gap.sign_() if sigma == 1 else gain_gap.sign_().mul_(sigma)
-    # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
-    z = (u[:, :, None] - u[:, None, :]) * signs
-    loss = (F.softplus(z) * weight).sum((1, 2))
-    return loss if counted is None else torch.where(counted, loss, 0)
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        order, g, valid, table, counted, has_relevant = given[:6]
+        sigma, reduction, leading_shape, need_grad = given[6:]
+        u = s.gather(-1, order)
+        signed = torch.sub(g.unsqueeze(1), g.unsqueeze(2)).mul_(table)  # (g_j - g_i) W_ij
+        if valid is not None:
+            signed.mul_(valid.unsqueeze(1))
+        # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
+        z = torch.sub(u.unsqueeze(2), u.unsqueeze(1))
+        if sigma != 1:
+            z.mul_(sigma)
+        z.copysign_(signed)
+        terms = F.softplus(z).mul_(signed).abs_()  # |w| softplus(z): softplus is positive
+        loss, divisor = _reduced_terms(terms, counted, has_relevant, reduction, leading_shape)
+        grad = None
+        if need_grad:
+            slope = z.sigmoid_().mul_(signed)
+            grad = slope.sum(2).sub_(slope.sum(1))
+            grad = grad.scatter(-1, order, grad)  # back to the input's item order
+            if sigma != 1:
+                grad.mul_(sigma)
+            if counted is not None:
+                grad = torch.where(counted.unsqueeze(1), grad, 0)
+        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
+
+
+# 1 / ln 2: the slope of log2.
+_INVERSE_LN2 = 1 / math.log(2)
+
+
+def _dense_above(s: Tensor, temperature: float) -> Tensor:
+    r"""``[N, L, L]``: $\sigma((s_j - s_i) / T)$, the difference divided after it is taken."""
+    gaps = torch.sub(s.unsqueeze(1), s.unsqueeze(2))
+    if temperature != 1:
+        gaps = gaps / temperature
+    return torch.sigmoid(gaps)
+
+
+def _dense_smooth_ranks(above: Tensor, real: Tensor | None) -> Tensor:
+    r"""The smooth ranks $\frac12 + \sum_j v_j \sigma_{ij}$ from `_dense_above`; 1 on padding."""
+    if real is None:
+        return above.sum(-1) + 0.5
+    ranks = (above * real.to(above.dtype).unsqueeze(1)).sum(-1) + 0.5
+    return torch.where(real, ranks, 1)
+
+
+class DenseApproxNDCG(KeptGradient):
+    r"""Reduced ApproxNDCG loss of a small batch (`dense_pairs_fit`), a named discount.
+
+    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
+    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
+    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
+    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
+    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
+    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
+    sum is known to be 0 outside it). ``s`` are the ``[N, L]`` scores; ``given`` holds ``real``,
+    the real items (or ``None``), ``g``, the gains over the ideal DCG (0 on padding), ``cut``,
+    ``counted``, then the ``discount``, ``"log2"`` ($D(r) = 1 / \log_2(r + 1)$) or
+    ``"jarvelin"`` ($1 / \max(1, \log_2 r)$), the ``temperature``, ``kmax``, the
+    ``reduction``, the batch's ``leading_shape`` and whether to compute the gradient.
+
+    One autograd node (`KeptGradient`): with $\bar g_i = \partial \ell / \partial \hat r_i =
+    -g_i (D'(\hat r_i) c_i + D(\hat r_i) c'_i)$, $c' = -c (1 - c) / T$, the gradient is
+    `SmoothRanks`' $(v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T$ with
+    $Q_{ij} = \sigma'((s_j - s_i)/T)$, that is $\sum_i Q_{mi} (\bar g_i - \bar g_m) / T$
+    where every item is real.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        real, g, cut, counted = given[:4]
+        discount, temperature, kmax, reduction, leading_shape, need_grad = given[4:]
+        above = _dense_above(s, temperature)
+        ranks = _dense_smooth_ranks(above, real)
+        if discount == "log2":
+            shifted = ranks + 1
+            denominator = torch.log2(shifted)
+        else:  # "jarvelin"
+            shifted = ranks
+            logs = torch.log2(ranks)
+            denominator = logs.clamp(min=1)
+        terms = g / denominator
+        smooth_cut = None
+        cut_terms = terms
+        if kmax < s.shape[-1]:
+            smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+            if cut is not None:
+                smooth_cut = torch.where(cut, smooth_cut, 1)
+            cut_terms = terms * smooth_cut
+        if counted.is_floating_point():
+            per_list = counted - cut_terms.sum(-1)
+        else:
+            per_list = torch.where(counted, 1 - cut_terms.sum(-1), 0)
+        loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
+        grad = None
+        if need_grad:
+            # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (denominator r' ln 2).
+            slope = torch.div(terms, denominator.mul_(shifted)).mul_(_INVERSE_LN2)
+            if discount != "log2":
+                slope = torch.where(logs >= 1, slope, 0)  # the clamp's flat part
+            if smooth_cut is not None:
+                # 1 - c is 0 where the list is not cut (c = 1 there): no slope of the cut.
+                slope.mul_(smooth_cut).add_(cut_terms * (1 - smooth_cut) / temperature)
+            q = torch.addcmul(above, above, above, value=-1)  # sigma' = sigma (1 - sigma)
+            if real is None:
+                grad = q.mul_(torch.sub(slope.unsqueeze(1), slope.unsqueeze(2))).sum(-1)
+            else:
+                v = real.to(s.dtype)
+                grad = v * (q * slope.unsqueeze(1)).sum(-1) - slope * (q * v.unsqueeze(1)).sum(-1)
+            if temperature != 1:
+                grad = grad / temperature
+            if not counted.is_floating_point():
+                grad = torch.where(counted.unsqueeze(1), grad, 0)
+        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
 
 
 def dense_approx_ndcg_loss(
@@ -225,24 +414,10 @@ def dense_approx_ndcg_loss(
 ) -> Tensor:
     r"""Per-list ApproxNDCG loss of a small batch (`dense_pairs_fit`), by autograd.
 
-    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
-    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
-    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
-    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
-    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
-    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
-    sum is known to be 0 outside it). ``s`` are ``[N, L]`` scores, ``real`` the real items (or
-    ``None``), ``g`` the gains over the ideal DCG (0 on padding).
+    `DenseApproxNDCG`'s loss, unreduced, for a callable discount (whose slope autograd takes).
     """
-    gaps = s[:, None, :] - s[:, :, None]  # s_j - s_i: divided after the difference is taken
-    if temperature != 1:
-        gaps = gaps / temperature
-    above = torch.sigmoid(gaps)
-    if real is not None:
-        above = above * real.to(s.dtype)[:, None, :]
-    ranks = above.sum(-1) + 0.5
-    if real is not None:
-        ranks = torch.where(real, ranks, 1)
+    above = _dense_above(s, temperature)
+    ranks = _dense_smooth_ranks(above, real)
     terms = _kernels.discounted(g, ranks, discount)
     if kmax < s.shape[-1]:
         cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)

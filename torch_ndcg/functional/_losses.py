@@ -179,15 +179,9 @@ def _scaled_bound(lists: _LossInput, bound: float | Tensor) -> float | Tensor:
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
     """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none).
 
-    ``per_list`` is 0 on the lists not counted (each loss sets it so with ``torch.where``, so
-    that a list whose terms overflowed on unchecked input adds nothing, not NaN).
+    See `torch_ndcg._pairwise.reduce_losses`.
     """
-    if reduction == "none":
-        return per_list.reshape(leading_shape)
-    total = per_list.sum()
-    if reduction == "sum":
-        return total
-    return total / counted.sum(dtype=total.dtype).clamp_(min=1)
+    return _pairwise.reduce_losses(per_list, counted, reduction, leading_shape)[0]
 
 
 class _LossTensors(TypedDict, total=False):
@@ -288,8 +282,8 @@ def lambdarank_loss(
 
 
 def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
-    """`lambdarank_loss` of every list of checked input, ``[N]`` (see `lambda_pairs`)."""
-    return lambda_pairs(lists, options)[0]
+    """`lambdarank_loss` of checked input, reduced (see `lambda_pairs`)."""
+    return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
 def lambda_pairs(
@@ -298,6 +292,7 @@ def lambda_pairs(
     *,
     item_factor: Tensor | None = None,
     item_losses: bool = False,
+    reduction: str | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     r"""The LambdaLoss of every list of checked input: ``([N]`` losses, item shares or ``None)``.
 
@@ -305,7 +300,8 @@ def lambda_pairs(
     the mask then) multiplies each pair's weight by the factors of both its items,
     $\omega_{wl} f_w f_l$; with ``item_losses`` each item's sum over its pairs of the pair
     loss times the other item's factor (``[N, L]``, in the input's item order) is returned too.
-    Lists with no relevant item have loss 0.
+    Lists with no relevant item have loss 0. With a ``reduction`` the losses come reduced so
+    (`_reduce`).
     """
     sigma, weighting, mu = options.sigma, options.weighting, options.mu
     discount, validate_args = options.discount, options.validate_args
@@ -341,18 +337,24 @@ def lambda_pairs(
         discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
     )
     if square_table is not None:  # built for the dense paths only
-        per_list = _pairwise.dense_pairwise_logistic(
+        loss: Tensor = _pairwise.DensePairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             scores,
-            order,
-            ranked_gains.detach(),
-            ranked_real,
-            square_table,
-            sigma,
-            # Checked scores are finite: a list with no relevant item, whose gains are all 0,
-            # sums finite terms times 0 weights, which is 0 already.
-            None if validate_args else lists.has_relevant,
+            (
+                order,
+                ranked_gains.detach(),
+                ranked_real,
+                square_table,
+                # Checked scores are finite: a list with no relevant item, whose gains are all
+                # 0, sums finite terms times 0 weights, which is 0 already.
+                None if validate_args else lists.has_relevant,
+                lists.has_relevant,
+                sigma,
+                "none" if reduction is None else reduction,
+                scores.shape[:1] if reduction is None else lists.leading_shape,
+                torch.is_grad_enabled() and scores.requires_grad,
+            ),
         )
-        return per_list, None
+        return loss, None
     shares = None
     ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
@@ -381,6 +383,8 @@ def lambda_pairs(
             row_factor,
         )
     per_list = torch.where(lists.has_relevant, per_list, 0)
+    if reduction is not None:
+        per_list = _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
     return per_list, shares
 
 
@@ -449,7 +453,7 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
 
 
 def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
-    """`approx_ndcg_loss` of every list of checked input, ``[N]``."""
+    """`approx_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
@@ -465,18 +469,30 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        return _pairwise.dense_approx_ndcg_loss(
-            scores,
-            real,
-            lists.scaled_gains,
-            discount,
-            temperature,
-            kmax,
-            cut,
-            # Checked scores and a named gain and discount make every term finite: a list with
-            # no relevant item (all gains 0) sums to 0 already.
-            has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant,
+        # Checked scores and a named gain and discount make every term finite: a list with
+        # no relevant item (all gains 0) sums to 0 already.
+        counted = has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant
+        if not callable(discount):  # one autograd node: the slope of a named discount is known
+            loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
+                scores,
+                (
+                    real,
+                    lists.scaled_gains,
+                    cut,
+                    counted,
+                    discount,
+                    temperature,
+                    kmax,
+                    options.reduction,
+                    lists.leading_shape,
+                    torch.is_grad_enabled() and scores.requires_grad,
+                ),
+            )
+            return loss
+        per_list = _pairwise.dense_approx_ndcg_loss(
+            scores, real, lists.scaled_gains, discount, temperature, kmax, cut, counted
         )
+        return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
@@ -489,7 +505,8 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
         if cut is not None:
             smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
-    return torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
+    per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
+    return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
 class NeuralArguments(NeuralKeywords, _LossTensors, total=False):
@@ -623,7 +640,7 @@ class Loss:
     Calling it is the function's whole body; the module's ``__init__`` calls `options` and its
     ``forward`` `loss`. The keywords given meet their defaults and other libraries' names
     (`torch_ndcg._validation.keyword_options`) and are checked once; then the tensors are
-    checked and prepared (`_prepare`), the core gives each list's loss and `_reduce` reduces.
+    checked and prepared (`_prepare`) and the core gives the loss, reduced (`_reduce`).
     """
 
     keywords: dict[str, Any]
@@ -644,9 +661,7 @@ class Loss:
         weight: Tensor | None = None,
     ) -> Tensor:
         """The loss with checked ``options``: only the tensors are checked."""
-        lists = _prepare(preds, target, mask, options, weight)
-        per_list = self.core(lists, options)
-        return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+        return self.core(_prepare(preds, target, mask, options, weight), options)
 
     def __call__(
         self, owner: str, preds: Tensor, target: Tensor, given: Mapping[str, Any]
@@ -672,9 +687,18 @@ APPROX = Loss(
     _approx,
     _validation.APPROX_PORTED_NAMES,
 )
+
+
+def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
+    """`neural_ndcg_loss` of checked input, reduced."""
+    return _reduce(
+        _neural(lists, options), lists.has_relevant, options.reduction, lists.leading_shape
+    )
+
+
 NEURAL = Loss(
     keyword_defaults(NeuralKeywords),
     _validation.check_neural_options,
-    _neural,
+    _reduced_neural,
     _validation.NEURAL_PORTED_NAMES,
 )
