@@ -126,9 +126,9 @@ def lambda_tables(
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where
-    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a square
-    ``[L, L]``, ``W[i, j]`` for positions ``i``, ``j`` (0 on and below the diagonal and on the
-    rows past ``rows``), for a batch that takes the dense paths (``dense``, see
+    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a symmetric square
+    ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the diagonal and
+    where both positions are past ``rows``), for a batch that takes the dense paths (``dense``, see
     `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
     `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
@@ -147,13 +147,14 @@ def lambda_tables(
     if pair_table_fits(rows, length):
         pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
     if dense:
-        square_table = discounts.new_zeros(length, length)
+        upper = discounts.new_zeros(length, length)
         if rows > 0:
-            square_table[:rows, 1:] = (
+            upper[:rows, 1:] = (
                 pair_table
                 if pair_table is not None
                 else pair_position_weights(0, rows, length, cut_discounts, delta)
             )
+        square_table = upper + upper.T  # no overlap: exact
     return cut_discounts, delta, pair_table, square_table
 
 
@@ -278,10 +279,10 @@ class DensePairwiseLogistic(KeptGradient):
     ``sigma``, the ``reduction``, the batch's ``leading_shape`` and whether to compute the
     gradient (``need_grad``).
 
-    With the signed weight $w_{ij} = (g_j - g_i) W_{ij}$, the argument is
-    $z_{ij} = \sigma (u_i - u_j) \operatorname{sign}(w_{ij})$ ($u_i \ge u_j$ in rank order,
-    so a sign copied onto the difference) and the gradient
-    $\partial \ell / \partial u_i = \sigma \sum_j (S_{ij} - S_{ji})$ with
+    Over the ordered pairs, with the weight $w_{ij} = \max(g_i - g_j, 0) \, W_{ij}$ (``table``
+    is symmetric) of item $i$ that should rank above $j$, each pair is one term
+    $w_{ij} \, \mathrm{softplus}(z_{ij})$, $z_{ij} = \sigma (u_j - u_i)$, and the gradient is
+    $\partial \ell / \partial u_m = \sigma \sum_i (S_{im} - S_{mi})$ with
     $S_{ij} = w_{ij} \operatorname{sigmoid}(z_{ij})$.
     """
 
@@ -290,20 +291,19 @@ class DensePairwiseLogistic(KeptGradient):
         order, g, valid, table, counted, has_relevant = given[:6]
         sigma, reduction, leading_shape, need_grad = given[6:]
         u = s.gather(-1, order)
-        signed = torch.sub(g.unsqueeze(1), g.unsqueeze(2)).mul_(table)  # (g_j - g_i) W_ij
-        if valid is not None:
-            signed.mul_(valid.unsqueeze(1))
+        weight = torch.sub(g.unsqueeze(2), g.unsqueeze(1)).clamp_(min=0).mul_(table)
+        if valid is not None:  # pairs of real items only (a callable gain may be negative)
+            weight.mul_(valid.unsqueeze(1)).mul_(valid.unsqueeze(2))
         # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
-        z = torch.sub(u.unsqueeze(2), u.unsqueeze(1))
+        z = torch.sub(u.unsqueeze(1), u.unsqueeze(2))
         if sigma != 1:
             z.mul_(sigma)
-        z.copysign_(signed)
-        terms = F.softplus(z).mul_(signed).abs_()  # |w| softplus(z): softplus is positive
+        terms = F.softplus(z).mul_(weight)
         loss, divisor = _reduced_terms(terms, counted, has_relevant, reduction, leading_shape)
         grad = None
         if need_grad:
-            slope = z.sigmoid_().mul_(signed)
-            grad = slope.sum(2).sub_(slope.sum(1))
+            slope = z.sigmoid_().mul_(weight)
+            grad = slope.sum(1).sub_(slope.sum(2))
             grad = grad.scatter(-1, order, grad)  # back to the input's item order
             if sigma != 1:
                 grad.mul_(sigma)
@@ -340,12 +340,13 @@ class DenseApproxNDCG(KeptGradient):
     $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
     $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
     the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
-    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
-    sum is known to be 0 outside it). ``s`` are the ``[N, L]`` scores; ``given`` holds ``real``,
-    the real items (or ``None``), ``g``, the gains over the ideal DCG (0 on padding), ``cut``,
-    ``counted``, then the ``discount``, ``"log2"`` ($D(r) = 1 / \log_2(r + 1)$) or
-    ``"jarvelin"`` ($1 / \max(1, \log_2 r)$), the ``temperature``, ``kmax``, the
-    ``reduction``, the batch's ``leading_shape`` and whether to compute the gradient.
+    ``counted`` (``[N]`` bool, the lists ``"mean"`` averages over). ``s`` are the ``[N, L]``
+    scores; ``given`` holds ``real``, the real items (or ``None``), ``g``, the gains over the
+    ideal DCG (0 on padding), ``cut``, ``counted``, whether the terms are known to sum to 0
+    outside it (``zero_outside``: no ``torch.where`` needed), then the ``discount``,
+    ``"log2"`` ($D(r) = 1 / \log_2(r + 1)$) or ``"jarvelin"`` ($1 / \max(1, \log_2 r)$), the
+    ``temperature``, ``kmax``, the ``reduction``, the batch's ``leading_shape`` and whether to
+    compute the gradient.
 
     One autograd node (`KeptGradient`): with $\bar g_i = \partial \ell / \partial \hat r_i =
     -g_i (D'(\hat r_i) c_i + D(\hat r_i) c'_i)$, $c' = -c (1 - c) / T$, the gradient is
@@ -356,8 +357,8 @@ class DenseApproxNDCG(KeptGradient):
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
-        real, g, cut, counted = given[:4]
-        discount, temperature, kmax, reduction, leading_shape, need_grad = given[4:]
+        real, g, cut, counted, zero_outside = given[:5]
+        discount, temperature, kmax, reduction, leading_shape, need_grad = given[5:]
         above = _dense_above(s, temperature)
         ranks = _dense_smooth_ranks(above, real)
         if discount == "log2":
@@ -375,11 +376,15 @@ class DenseApproxNDCG(KeptGradient):
             if cut is not None:
                 smooth_cut = torch.where(cut, smooth_cut, 1)
             cut_terms = terms * smooth_cut
-        if counted.is_floating_point():
-            per_list = counted - cut_terms.sum(-1)
+        if zero_outside and reduction != "none":
+            # The lists not counted sum to 0 already: the total is their count less every term.
+            count = counted.sum(dtype=s.dtype)
+            total = count - cut_terms.sum()
+            divisor = None if reduction == "sum" else count.clamp(min=1)
+            loss = total if divisor is None else total / divisor
         else:
             per_list = torch.where(counted, 1 - cut_terms.sum(-1), 0)
-        loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
+            loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
         grad = None
         if need_grad:
             # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (denominator r' ln 2).
@@ -397,7 +402,7 @@ class DenseApproxNDCG(KeptGradient):
                 grad = v * (q * slope.unsqueeze(1)).sum(-1) - slope * (q * v.unsqueeze(1)).sum(-1)
             if temperature != 1:
                 grad = grad / temperature
-            if not counted.is_floating_point():
+            if not zero_outside:
                 grad = torch.where(counted.unsqueeze(1), grad, 0)
         return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
 

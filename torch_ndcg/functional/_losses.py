@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import torch
 from torch import Tensor
@@ -41,9 +41,10 @@ from torch_ndcg._options import (
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
 
-@dataclass(frozen=True)
-class _LossInput:
+class _LossInput(NamedTuple):
     """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return.
+
+    A named tuple: made at every loss step, where a frozen dataclass's ``__init__`` costs more.
 
     Attributes:
         scores: ``[N, L]`` scores, 0 on padding.
@@ -125,8 +126,11 @@ def _prepare(
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
     else:
         best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
-    with _host.full_precision(preds.device):
+    if acc == torch.float64:  # autocast and TF32 never touch a float64 product
         ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+    else:
+        with _host.full_precision(preds.device):
+            ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -319,10 +323,10 @@ def lambda_pairs(
             "sigma", sigma, pair_bound, scores.dtype, count=length * length
         )
 
-    # Current ranking: position = rank (ties in order of appearance, padding last).
-    order = _fast_paths.stable_descending_order(
-        _fast_paths.sort_keys(scores.detach(), real), length
-    )
+    # Current ranking: position = rank (ties in order of appearance, padding last). Every
+    # position is wanted: `stable_descending_order` of the whole length is this one sort.
+    keys = _fast_paths.sort_keys(scores.detach(), real)
+    order = keys.sort(dim=-1, descending=True, stable=True).indices
     ranked_gains = lists.scaled_gains.gather(-1, order)
     row_factor: Tensor | None = None
     ranked_real: Tensor | None = None
@@ -471,7 +475,7 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
         # Checked scores and a named gain and discount make every term finite: a list with
         # no relevant item (all gains 0) sums to 0 already.
-        counted = has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant
+        zero_outside = _named_checked(options)
         if not callable(discount):  # one autograd node: the slope of a named discount is known
             loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
                 scores,
@@ -479,7 +483,8 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
                     real,
                     lists.scaled_gains,
                     cut,
-                    counted,
+                    has_relevant,
+                    zero_outside,
                     discount,
                     temperature,
                     kmax,
@@ -489,6 +494,7 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
                 ),
             )
             return loss
+        counted = has_relevant.to(scores.dtype) if zero_outside else has_relevant
         per_list = _pairwise.dense_approx_ndcg_loss(
             scores, real, lists.scaled_gains, discount, temperature, kmax, cut, counted
         )
