@@ -16,7 +16,6 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -312,10 +311,6 @@ class DensePairwiseLogistic(KeptGradient):
         return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
 
 
-# 1 / ln 2: the slope of log2.
-_INVERSE_LN2 = 1 / math.log(2)
-
-
 def _dense_above(s: Tensor, temperature: float) -> Tensor:
     r"""``[N, L, L]``: $\sigma((s_j - s_i) / T)$, the difference divided after it is taken."""
     gaps = torch.sub(s.unsqueeze(1), s.unsqueeze(2))
@@ -324,12 +319,15 @@ def _dense_above(s: Tensor, temperature: float) -> Tensor:
     return torch.sigmoid(gaps)
 
 
-def _dense_smooth_ranks(above: Tensor, real: Tensor | None) -> Tensor:
-    r"""The smooth ranks $\frac12 + \sum_j v_j \sigma_{ij}$ from `_dense_above`; 1 on padding."""
+def _dense_smooth_ranks(above: Tensor, real: Tensor | None, shift: float = 0.0) -> Tensor:
+    r"""The smooth ranks $\frac12 + \sum_j v_j \sigma_{ij}$ from `_dense_above`; 1 on padding.
+
+    Plus ``shift`` (the ``+ 1`` of a log2 discount comes in the same operation).
+    """
     if real is None:
-        return above.sum(-1) + 0.5
-    ranks = (above * real.to(above.dtype).unsqueeze(1)).sum(-1) + 0.5
-    return torch.where(real, ranks, 1)
+        return above.sum(-1).add_(0.5 + shift)
+    ranks = (above * real.to(above.dtype).unsqueeze(1)).sum(-1).add_(0.5 + shift)
+    return torch.where(real, ranks, 1 + shift)
 
 
 class DenseApproxNDCG(KeptGradient):
@@ -360,19 +358,16 @@ class DenseApproxNDCG(KeptGradient):
         real, g, cut, counted, zero_outside = given[:5]
         discount, temperature, kmax, reduction, leading_shape, need_grad = given[5:]
         above = _dense_above(s, temperature)
-        ranks = _dense_smooth_ranks(above, real)
-        if discount == "log2":
-            shifted = ranks + 1
-            denominator = torch.log2(shifted)
-        else:  # "jarvelin"
-            shifted = ranks
-            logs = torch.log2(ranks)
-            denominator = logs.clamp(min=1)
+        # The argument of the discount's log2: r + 1 ("log2"), or r ("jarvelin").
+        shift = 1.0 if discount == "log2" else 0.0
+        shifted = _dense_smooth_ranks(above, real, shift)
+        logs = torch.log2(shifted)
+        denominator = logs if discount == "log2" else logs.clamp(min=1)
         terms = g / denominator
         smooth_cut = None
         cut_terms = terms
         if kmax < s.shape[-1]:
-            smooth_cut = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
+            smooth_cut = torch.sigmoid((kmax + 0.5 + shift - shifted) / temperature)
             if cut is not None:
                 smooth_cut = torch.where(cut, smooth_cut, 1)
             cut_terms = terms * smooth_cut
@@ -387,8 +382,9 @@ class DenseApproxNDCG(KeptGradient):
             loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
         grad = None
         if need_grad:
-            # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (denominator r' ln 2).
-            slope = torch.div(terms, denominator.mul_(shifted)).mul_(_INVERSE_LN2)
+            # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (log2(x) x ln 2) where
+            # the log is not clamped, x the shifted rank: log2(x) x ln 2 = x ln x.
+            slope = terms / torch.xlogy(shifted, shifted)
             if discount != "log2":
                 slope = torch.where(logs >= 1, slope, 0)  # the clamp's flat part
             if smooth_cut is not None:
