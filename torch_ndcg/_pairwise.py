@@ -201,40 +201,6 @@ def reduce_losses(
     return total / divisor, divisor
 
 
-def _reduced_terms(
-    terms: Tensor,
-    counted: Tensor | None,
-    has_relevant: Tensor,
-    reduction: str,
-    leading_shape: torch.Size,
-) -> tuple[Tensor, Tensor | None]:
-    """`reduce_losses` of the lists whose loss is the sum of their ``[N, ...]`` ``terms``.
-
-    Lists outside ``counted`` (bool, ``None``: none) are 0; ``"mean"`` is over ``has_relevant``.
-    """
-    if counted is None and reduction != "none":  # no list's loss is needed on its own
-        total = terms.sum()
-        if reduction == "sum":
-            return total, None
-        divisor = has_relevant.sum(dtype=total.dtype).clamp_(min=1)
-        return total / divisor, divisor
-    per_list = terms.sum(tuple(range(1, terms.ndim)))
-    if counted is not None:
-        per_list = torch.where(counted, per_list, 0)
-    return reduce_losses(per_list, has_relevant, reduction, leading_shape)
-
-
-def _kept_gradient(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-    """`KeptGradient`'s backward: the kept gradient times the loss's."""
-    (grad,) = ctx.saved_tensors
-    if ctx.per_list:
-        grad_loss = grad_loss.reshape(-1, 1)
-    return (grad_loss * grad, None)
-
-
-_kept_gradient_once = once_differentiable(_kept_gradient)
-
-
 class KeptGradient(torch.autograd.Function):
     r"""A reduced loss whose forward computes its gradient too: backward only scales it.
 
@@ -242,27 +208,21 @@ class KeptGradient(torch.autograd.Function):
     operations, autograd nodes and Python, not its memory: here the whole loss is one node,
     whose gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
     Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need no
-    gradient, options): one argument fewer to unpack per argument saved. They end ``forward``
-    with `keep`.
+    gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
+    saves the gradient of the reduced loss and sets ``ctx.per_list`` for ``"none"``.
     """
 
     @staticmethod
-    def keep(
-        ctx: Any, loss: Tensor, grad: Tensor | None, divisor: Tensor | None, reduction: str
-    ) -> Tensor:
-        """Return ``loss``; keep ``grad`` (``[N, L]``, of the sum of the lists' losses) reduced."""
-        if grad is not None:
-            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
-        ctx.per_list = reduction == "none"
-        return loss
-
-    @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-        # A kept gradient has no gradient of its own: under create_graph, once_differentiable
-        # makes a second derivative through it raise, not come out wrong.
         if torch.is_grad_enabled():
-            return _kept_gradient_once(ctx, grad_loss)  # type: ignore[no-any-return]
-        return _kept_gradient(ctx, grad_loss)
+            # Under create_graph: run again without grad by once_differentiable, which makes a
+            # second derivative through the kept gradient raise, not come out wrong.
+            return _kept_backward_once(ctx, grad_loss)  # type: ignore[no-any-return]
+        (grad,) = ctx.saved_tensors
+        return (grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad, None)
+
+
+_kept_backward_once = once_differentiable(KeptGradient.backward)
 
 
 class DensePairwiseLogistic(KeptGradient):
@@ -298,7 +258,17 @@ class DensePairwiseLogistic(KeptGradient):
         if sigma != 1:
             z.mul_(sigma)
         terms = F.softplus(z).mul_(weight)
-        loss, divisor = _reduced_terms(terms, counted, has_relevant, reduction, leading_shape)
+        divisor = None
+        if counted is None and reduction != "none":  # no list's loss is needed on its own
+            loss = terms.sum()
+            if reduction == "mean":
+                divisor = has_relevant.sum(dtype=loss.dtype).clamp_(min=1)
+                loss = loss / divisor
+        else:
+            per_list = terms.sum((1, 2))
+            if counted is not None:
+                per_list = torch.where(counted, per_list, 0)
+            loss, divisor = reduce_losses(per_list, has_relevant, reduction, leading_shape)
         grad = None
         if need_grad:
             slope = z.sigmoid_().mul_(weight)
@@ -308,7 +278,10 @@ class DensePairwiseLogistic(KeptGradient):
                 grad.mul_(sigma)
             if counted is not None:
                 grad = torch.where(counted.unsqueeze(1), grad, 0)
-        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
 
 
 def _dense_above(s: Tensor, temperature: float) -> Tensor:
@@ -400,7 +373,10 @@ class DenseApproxNDCG(KeptGradient):
                 grad = grad / temperature
             if not zero_outside:
                 grad = torch.where(counted.unsqueeze(1), grad, 0)
-        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
 
 
 def dense_approx_ndcg_loss(

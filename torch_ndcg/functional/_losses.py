@@ -88,9 +88,16 @@ def _prepare(
     gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
     read back with the input's.
     """
-    k, gain, discount = options.k, options.gain, options.discount
+    k, gain, discount, validate_args = (
+        options.k,
+        options.gain,
+        options.discount,
+        options.validate_args,
+    )
     real, check = _validation.check_lists(
-        preds,
+        # Checked detached: the checks' operations on the scores would be recorded by autograd
+        # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+        preds.detach() if isinstance(preds, Tensor) else preds,
         target,
         mask,
         gain=gain,
@@ -110,10 +117,11 @@ def _prepare(
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
-    # Batches of lists as they come are not reshaped: a view would be one more autograd node.
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node
+    # (and, for any tensor, one more operation to dispatch).
     scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
-    flat_target = target.reshape(-1, length)
-    flat_mask = None if real is None else real.reshape(-1, length)
+    flat_target = target if target.ndim == 2 else target.reshape(-1, length)
+    flat_mask = real if real is None or real.ndim == 2 else real.reshape(-1, length)
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
@@ -127,7 +135,8 @@ def _prepare(
     else:
         best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
     if acc == torch.float64:  # autocast and TF32 never touch a float64 product
-        ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+        # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), discount, acc, preds.device)
     else:
         with _host.full_precision(preds.device):
             ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
@@ -135,7 +144,7 @@ def _prepare(
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
-    if _named_checked(options):
+    if validate_args and not callable(gain) and not callable(discount):  # `_named_checked`
         # Checked labels of a named gain and discount: the ideal DCG is 0 only where every
         # gain is, so 0 / 0 (NaN) is the only quotient not taken.
         scaled_gains = (item_gains / ideal).nan_to_num_(0.0, 0.0, 0.0)
@@ -169,7 +178,7 @@ def _score_range(lists: _LossInput) -> float | Tensor:
     """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
     if lists.score_range is not None:  # read back with the checks on the CPU
         return lists.score_range
-    scores, real = lists.scores, lists.mask
+    scores, real = lists.scores.detach(), lists.mask
     high = scores if real is None else torch.where(real, scores, -torch.inf)
     low = scores if real is None else torch.where(real, scores, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
@@ -462,21 +471,20 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
+    bound: float | Tensor = (1 + 1 / temperature) / temperature
+    if lists.gain_scale is not None:  # `_scaled_bound`, without a call per step
+        bound = bound * lists.gain_scale
     _validation.check_finite_scale(
-        "temperature",
-        temperature,
-        _scaled_bound(lists, (1 + 1 / temperature) / temperature),
-        scores.dtype,
-        count=length * length,
+        "temperature", temperature, bound, scores.dtype, count=length * length
     )
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        # Checked scores and a named gain and discount make every term finite: a list with
-        # no relevant item (all gains 0) sums to 0 already.
-        zero_outside = _named_checked(options)
         if not callable(discount):  # one autograd node: the slope of a named discount is known
+            # Checked scores and a named gain and discount make every term finite: a list with
+            # no relevant item (all gains 0) sums to 0 already (`_named_checked`).
+            zero_outside = options.validate_args and not callable(options.gain)
             loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
                 scores,
                 (
@@ -494,7 +502,7 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
                 ),
             )
             return loss
-        counted = has_relevant.to(scores.dtype) if zero_outside else has_relevant
+        counted = has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant
         per_list = _pairwise.dense_approx_ndcg_loss(
             scores, real, lists.scaled_gains, discount, temperature, kmax, cut, counted
         )
