@@ -7,9 +7,10 @@ pairs are visited in blocks of rows, ``[N, rows, cols]`` with ``N * rows * cols`
 is a few blocks plus ``O(N L)`` tensors whatever the list length.
 
 Small batches (`DENSE_PAIR_ELEMENTS` pairs or fewer) are the exception: their cost is the
-number of operations and the Python around them, not memory, so they take whole ``[N, L, L]``
-tensors under plain autograd (`dense_pairwise_logistic`, `dense_approx_ndcg_loss`), the same
-numbers to rounding.
+number of operations, autograd nodes and the Python around them, not memory, so they take whole
+``[N, L, L]`` tensors, and each loss is one autograd Function that computes the reduced loss
+and its hand-derived gradient together (`DensePairwiseLogistic`, `DenseApproxNDCG`; plain
+autograd for a callable discount, `dense_approx_ndcg_loss`), the same numbers to rounding.
 
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
@@ -94,9 +95,9 @@ def pair_table_fits(rows: int, length: int) -> bool:
 
 # Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
 # the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
-# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
-# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
-# shape only, so the same batch takes the same path on every device.
+# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and the loss one
+# autograd node (`KeptGradient`): no blocks, the fewest operations. Decided from the shape
+# only, so the same batch takes the same path on every device.
 DENSE_PAIR_ELEMENTS = 1 << 15
 
 
@@ -214,15 +215,21 @@ class KeptGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-        if torch.is_grad_enabled():
-            # Under create_graph: run again without grad by once_differentiable, which makes a
-            # second derivative through the kept gradient raise, not come out wrong.
-            return _kept_backward_once(ctx, grad_loss)  # type: ignore[no-any-return]
         (grad,) = ctx.saved_tensors
-        return (grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad, None)
+        grad_scores = grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad
+        if torch.is_grad_enabled():  # create_graph: a second derivative would come out wrong
+            grad_scores = _no_second_derivative(grad_scores)
+        return grad_scores, None
 
 
-_kept_backward_once = once_differentiable(KeptGradient.backward)
+def _no_second_derivative(grad: Tensor) -> Tensor:
+    """``grad``, whose derivative raises (as `once_differentiable`'s, whatever the inputs)."""
+    error = torch._C._functions.DelayedError(
+        b"The dense paths of lambdarank_loss and approx_ndcg_loss keep their gradient: it has "
+        b"no derivative of its own (no second derivative, as on their blockwise paths).",
+        1,
+    )
+    return error(grad.detach().requires_grad_())
 
 
 class DensePairwiseLogistic(KeptGradient):
@@ -340,18 +347,20 @@ class DenseApproxNDCG(KeptGradient):
         smooth_cut = None
         cut_terms = terms
         if kmax < s.shape[-1]:
-            smooth_cut = torch.sigmoid((kmax + 0.5 + shift - shifted) / temperature)
+            # (torch.rsub: a number minus a tensor without Tensor.__rsub__'s Python.)
+            smooth_cut = torch.rsub(shifted, kmax + 0.5 + shift).div_(temperature).sigmoid_()
             if cut is not None:
                 smooth_cut = torch.where(cut, smooth_cut, 1)
             cut_terms = terms * smooth_cut
+        loss: Tensor
         if zero_outside and reduction != "none":
             # The lists not counted sum to 0 already: the total is their count less every term.
-            count = counted.sum(dtype=s.dtype)
+            count: Tensor = counted.sum(dtype=s.dtype)
             total = count - cut_terms.sum()
             divisor = None if reduction == "sum" else count.clamp(min=1)
             loss = total if divisor is None else total / divisor
         else:
-            per_list = torch.where(counted, 1 - cut_terms.sum(-1), 0)
+            per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
             loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
         grad = None
         if need_grad:
@@ -362,7 +371,8 @@ class DenseApproxNDCG(KeptGradient):
                 slope = torch.where(logs >= 1, slope, 0)  # the clamp's flat part
             if smooth_cut is not None:
                 # 1 - c is 0 where the list is not cut (c = 1 there): no slope of the cut.
-                slope.mul_(smooth_cut).add_(cut_terms * (1 - smooth_cut) / temperature)
+                rest = torch.rsub(smooth_cut, 1).mul_(cut_terms)
+                slope.mul_(smooth_cut).add_(rest if temperature == 1 else rest.div_(temperature))
             q = torch.addcmul(above, above, above, value=-1)  # sigma' = sigma (1 - sigma)
             if real is None:
                 grad = q.mul_(torch.sub(slope.unsqueeze(1), slope.unsqueeze(2))).sum(-1)
