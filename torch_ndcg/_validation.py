@@ -362,7 +362,7 @@ def check_values(
     a device-side assertion with the same message (no values named), and ``None`` is returned.
     Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
     except on lists of `torch_ndcg._fast_paths.LONG_ROW_LENGTH` items or more: there only
-    label-like score extremes (`_label_like`) lead to its two passes, with a read of their own.
+    label-like score extremes (`label_like`) lead to its two passes, with a read of their own.
 
     Returns:
         A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
@@ -378,7 +378,7 @@ def check_values(
     if read_back or not torch.compiler.is_compiling():
         # Eager: the rules of an input kind are built once (a training loop meets few kinds); a
         # graph that torch.compile traces builds its own.
-        rules = _eager_rules(
+        rules = eager_rules(
             gain if isinstance(gain, str) else None,
             preds.dtype,
             n_items,
@@ -427,7 +427,7 @@ def check_values(
             found = rule.found(low_pred, high_pred, low, high)
             if found is not None:
                 raise ValueError(rule.message.format(found=found))
-        if not integer_labels and _label_like(low_pred, high_pred):
+        if not integer_labels and label_like(low_pred, high_pred):
             signs = values[4:] if signs_read else _swap_signs(preds, real_target, mask).tolist()
             _hint_swapped_arguments(signs, low_pred, high_pred)
         return CheckedValues(high, high_pred - low_pred)
@@ -440,7 +440,7 @@ def check_values(
 _LABEL_LIKE_LARGEST = 31
 
 
-def _label_like(low_pred: float, high_pred: float) -> bool:
+def label_like(low_pred: float, high_pred: float) -> bool:
     """Whether real scores from ``low_pred`` to ``high_pred`` could all be graded labels.
 
     Whole-number extremes in ``[0, 31]`` (`_LABEL_LIKE_LARGEST`), not all equal (equal scores
@@ -458,7 +458,7 @@ def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tens
 
     Both hold when float scores and float labels were passed in swapped order (labels first,
     as scikit-learn and TF-Ranking take them); read with the value checks' extremes, or on
-    long lists on their own and only for label-like extremes (`_label_like`).
+    long lists on their own and only for label-like extremes (`label_like`).
     """
     real_preds = preds if mask is None else torch.where(mask, preds, 0)
     scores_whole = (real_preds == real_preds.round()).all()
@@ -622,7 +622,7 @@ def _traced_rules(
 
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
 _KEPT_RULE_LISTS = 256
-_eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
+eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------

@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from torch_ndcg import _fast_paths, _grouping, _host, _kernels, _options, _validation
-from torch_ndcg._host import DeferredCheck, assert_on_device
+from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
+from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
 from torch_ndcg._options import Cutoffs, ListOptions
 from torch_ndcg.functional import _catalog
 
@@ -28,12 +28,19 @@ class _Lists:
 
     def shape_output(self, per_list: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
         """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
-        out = per_list.to(dtype)
-        if not cutoffs.is_sequence:
-            out = out.squeeze(-1)
-        if len(self.leading_shape) == 1:  # a batch of lists: [N, len(k)] already
-            return out
-        return out.reshape((*self.leading_shape, *out.shape[1:]))
+        return _shape_output(per_list, self.leading_shape, cutoffs, dtype)
+
+
+def _shape_output(
+    per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
+) -> Tensor:
+    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``)."""
+    out = per_list.to(dtype)
+    if not cutoffs.is_sequence:
+        out = out.squeeze(-1)
+    if len(leading_shape) == 1:  # a batch of lists: [N, len(k)] already
+        return out
+    return out.reshape((*leading_shape, *out.shape[1:]))
 
 
 def _prepare_lists(
@@ -190,6 +197,14 @@ def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]
     """
     mask, exclude = options.pop("mask", None), options.pop("exclude", None)
     checked = _validation.list_options("ndcg", options, _NDCG_DEFAULTS)
+    small = (
+        None
+        if mask is not None or exclude is not None
+        else _small_batch.plan(preds, target, checked)
+    )
+    values = None if small is None else _small_batch.small_ndcg(preds, target, small)
+    if values is not None:
+        return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
     return _values(preds, target, mask, exclude, checked, normalize=True)
 
 
@@ -232,7 +247,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
         message = (
             "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-        if not _host.may_read_back(empty.device):
+        if not may_read_back(empty.device):
             assert_on_device(~empty, message)
         elif bool(empty):
             raise ValueError(message)
