@@ -88,32 +88,38 @@ def _prepare(
     gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
     read back with the input's.
     """
-    k, gain, discount, validate_args = (
-        options.k,
-        options.gain,
-        options.discount,
-        options.validate_args,
+    k, gain, discount = options.k, options.gain, options.discount
+    validate_args = options.validate_args
+    score_range: float | None
+    small = (
+        _small_checks(preds, target, options)
+        if mask is None and weight is None and extra_checks is None
+        else None
     )
-    real, check = _validation.check_lists(
-        # Checked detached: the checks' operations on the scores would be recorded by autograd
-        # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
-        preds.detach() if isinstance(preds, Tensor) else preds,
-        target,
-        mask,
-        gain=gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        finite_preds=True,
-    )
-    # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-    if weight is None and extra_checks is None:
-        checked = None if check is None else check.resolve()
+    if small is not None:
+        real = None
+        score_range, target = small  # the labels in float64, as the gains take them
     else:
-        weight_check = _clicks.check_weight(
-            weight, preds.shape, real, validate_args=options.validate_args
+        real, check = _validation.check_lists(
+            # Checked detached: the checks' operations on the scores would be recorded by autograd
+            # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+            preds.detach() if isinstance(preds, Tensor) else preds,
+            target,
+            mask,
+            gain=gain,
+            ignore_index=options.ignore_index,
+            validate_args=options.validate_args,
+            finite_preds=True,
         )
-        checked = _clicks.resolve_checks(check, weight_check, extra_checks)
-    score_range = None if checked is None else checked.score_range
+        # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+        if weight is None and extra_checks is None:
+            checked = None if check is None else check.resolve()
+        else:
+            weight_check = _clicks.check_weight(
+                weight, preds.shape, real, validate_args=options.validate_args
+            )
+            checked = _clicks.resolve_checks(check, weight_check, extra_checks)
+        score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
@@ -167,6 +173,50 @@ def _prepare(
         score_range=score_range,
         gain_scale=gain_scale,
     )
+
+
+_SMALL_SCORE_DTYPES = (torch.float32, torch.float64)
+
+
+def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
+
+    The checks `_prepare` makes through `torch_ndcg._validation.check_lists`, with the same
+    rules (`torch_ndcg._validation.eager_rules`) and the same one read-back, in three
+    operations and a few lines: the extremes of the scores and labels. Decided from metadata
+    alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
+    tensors of one shape (float32 or float64 scores, integer or bool labels, at most
+    `torch_ndcg._fast_paths.SMALL_ELEMENTS` items), eager. ``None`` where the general checks
+    must run: for other input, and for input that breaks a rule (they raise its error).
+    """
+    if not (
+        options.validate_args
+        and options.ignore_index is None
+        and isinstance(options.gain, str)
+        and type(preds) is Tensor
+        and type(target) is Tensor
+        and preds.dtype in _SMALL_SCORE_DTYPES
+        and not target.is_floating_point()  # float labels may call for the swap hint
+        and not target.is_complex()
+        and preds.shape == target.shape
+        and preds.ndim > 0
+        and 0 < preds.numel() <= _fast_paths.SMALL_ELEMENTS
+        and target.is_cpu
+        and preds.layout == torch.strided
+        and target.layout == torch.strided
+        and _host.may_read_back(preds.device)  # the CPU, eager
+    ):
+        return None
+    labels = target.to(torch.float64)
+    extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
+    low_pred, high_pred, low, high = extremes.tolist()
+    rules = _validation.eager_rules(
+        options.gain, preds.dtype, preds.shape[-1], preds.device, None, True, False
+    )
+    for rule in rules:
+        if rule.found(low_pred, high_pred, int(low), int(high)) is not None:
+            return None
+    return high_pred - low_pred, labels
 
 
 def _named_checked(options: LossOptions) -> bool:
