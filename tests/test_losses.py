@@ -561,8 +561,9 @@ def _step(function: LossFn, preds: torch.Tensor, target: torch.Tensor, **options
 def test_small_batches_dense_path_equals_the_blockwise_path(
     function: LossFn, options: dict[str, Any], seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Loss and gradient of the dense path (plain autograd of ``[N, L, L]`` tensors, taken by
-    batches of at most `DENSE_PAIR_ELEMENTS` pairs) equal the blockwise Functions' on random
+    """Loss and gradient of the dense path (whole ``[N, L, L]`` tensors and a hand-derived
+    gradient, taken by batches of at most `DENSE_PAIR_ELEMENTS` pairs; autograd's for a callable
+    discount of ApproxNDCG) equal the blockwise Functions' on random
     input: ties, padding by mask or ``ignore_index``, cut-offs, weights, a callable discount,
     float64, unchecked input and every reduction, each in some of the seeds."""
     generator = torch.Generator().manual_seed(seed)
@@ -592,3 +593,67 @@ def test_small_batches_dense_path_equals_the_blockwise_path(
     monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
     blockwise = _step(function, preds, target, **options)
     torch.testing.assert_close(dense, blockwise)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("function", BOTH)
+def test_a_small_batch_step_is_one_autograd_node(function: LossFn, reduction: str) -> None:
+    """A small batch's loss (the dense path, reduction included) is one autograd node whose
+    input is the scores' leaf: a step's host time there is its nodes and operations. (With a
+    mask, padded scores are zeroed first: one node more.)"""
+    preds, target, _ = batch(4, 8, seed=6)
+    leaf = preds.clone().requires_grad_()
+    loss = function(leaf, target, k=3, reduction=reduction)
+    assert loss.grad_fn is not None
+    assert [type(node).__name__ for node, _ in loss.grad_fn.next_functions if node] == [
+        "AccumulateGrad"
+    ]
+
+
+@pytest.mark.parametrize("function", BOTH)
+def test_second_derivative_through_the_dense_path_raises(function: LossFn) -> None:
+    """Under ``create_graph`` the first derivative is right (as without it); differentiating it
+    again raises, rather than treating the kept gradient as a constant (a silent 0)."""
+    preds, target, mask = batch(2, 6, seed=7)
+    leaf = preds.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(function(leaf, target, mask=mask), leaf, create_graph=True)
+    (expected,) = torch.autograd.grad(function(leaf, target, mask=mask), leaf)
+    torch.testing.assert_close(grad, expected)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        (grad.square().sum() + leaf.sum()).backward()
+
+
+SMALL_BATCH_ERRORS = [
+    (torch.tensor([[0.1, float("nan"), 0.3]]), torch.tensor([[1, 0, 2]])),
+    (torch.tensor([[0.1, float("inf"), 0.3]]), torch.tensor([[1, 0, 2]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, -1, 2]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, 0, 200]])),
+]
+
+
+@pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
+@pytest.mark.parametrize(("preds", "target"), SMALL_BATCH_ERRORS)
+def test_small_batch_checks_raise_the_general_checks_error(
+    function: LossFn, preds: torch.Tensor, target: torch.Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small plain batch is checked in one straight read (`_small_checks`); input that breaks
+    a rule gets the error of the general checks, word for word."""
+    with pytest.raises(ValueError, match="Expected") as small:
+        function(preds, target)
+    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    with pytest.raises(ValueError, match="Expected") as general:
+        function(preds, target)
+    assert str(small.value) == str(general.value)
+
+
+@pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_small_batch_checks_give_the_same_loss(
+    function: LossFn, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same loss and gradient, to the bit, with the small batch's checks as without."""
+    preds, target, _ = batch(4, 7, seed=8, dtype=dtype)
+    small = _step(function, preds, target, k=3)
+    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    general = _step(function, preds, target, k=3)
+    torch.testing.assert_close(small, general, rtol=0, atol=0)

@@ -7,9 +7,10 @@ pairs are visited in blocks of rows, ``[N, rows, cols]`` with ``N * rows * cols`
 is a few blocks plus ``O(N L)`` tensors whatever the list length.
 
 Small batches (`DENSE_PAIR_ELEMENTS` pairs or fewer) are the exception: their cost is the
-number of operations and the Python around them, not memory, so they take whole ``[N, L, L]``
-tensors under plain autograd (`dense_pairwise_logistic`, `dense_approx_ndcg_loss`), the same
-numbers to rounding.
+number of operations, autograd nodes and the Python around them, not memory, so they take whole
+``[N, L, L]`` tensors, and each loss is one autograd Function that computes the reduced loss
+and its hand-derived gradient together (`DensePairwiseLogistic`, `DenseApproxNDCG`; plain
+autograd for a callable discount, `dense_approx_ndcg_loss`), the same numbers to rounding.
 
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
@@ -94,9 +95,9 @@ def pair_table_fits(rows: int, length: int) -> bool:
 
 # Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
 # the dense paths of the losses: the pair tensors are small, so a call's cost is its operations
-# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and plain autograd
-# differentiates them: no blocks, no custom Function, the fewest operations. Decided from the
-# shape only, so the same batch takes the same path on every device.
+# and its Python, not its memory. There the pairs are one ``[N, L, L]`` tensor and the loss one
+# autograd node (`KeptGradient`): no blocks, the fewest operations. Decided from the shape
+# only, so the same batch takes the same path on every device.
 DENSE_PAIR_ELEMENTS = 1 << 15
 
 
@@ -125,9 +126,9 @@ def lambda_tables(
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where
-    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a square
-    ``[L, L]``, ``W[i, j]`` for positions ``i``, ``j`` (0 on and below the diagonal and on the
-    rows past ``rows``), for a batch that takes the dense paths (``dense``, see
+    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a symmetric square
+    ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the diagonal and
+    where both positions are past ``rows``), for a batch that takes the dense paths (``dense``, see
     `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
     `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
@@ -146,13 +147,14 @@ def lambda_tables(
     if pair_table_fits(rows, length):
         pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
     if dense:
-        square_table = discounts.new_zeros(length, length)
+        upper = discounts.new_zeros(length, length)
         if rows > 0:
-            square_table[:rows, 1:] = (
+            upper[:rows, 1:] = (
                 pair_table
                 if pair_table is not None
                 else pair_position_weights(0, rows, length, cut_discounts, delta)
             )
+        square_table = upper + upper.T  # no overlap: exact
     return cut_discounts, delta, pair_table, square_table
 
 
@@ -181,36 +183,210 @@ def pair_position_weights(
     return torch.where(gap > 0, weights, 0)
 
 
-def dense_pairwise_logistic(
-    s: Tensor,
-    order: Tensor,
-    g: Tensor,
-    valid: Tensor | None,
-    table: Tensor,
-    sigma: float,
-    counted: Tensor | None,
-) -> Tensor:
-    r"""`PairwiseLogistic`'s per-list loss of a small batch, from whole ``[N, L, L]`` tensors.
+def reduce_losses(
+    per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size
+) -> tuple[Tensor, Tensor | None]:
+    """Reduced per-list losses, and the divisor of ``"mean"`` (``None`` for the others).
+
+    ``"none"``: per list, in ``leading_shape``; ``"sum"``; ``"mean"`` over the lists in
+    ``counted`` (0 if none). ``per_list`` is 0 on the lists not counted (each loss sets it so with
+    ``torch.where``, so that a list whose terms overflowed on unchecked input adds nothing, not
+    NaN). The divisor is the factor of each list's gradient too (`KeptGradient`).
+    """
+    if reduction == "none":
+        return per_list.reshape(leading_shape), None
+    total = per_list.sum()
+    if reduction == "sum":
+        return total, None
+    divisor = counted.sum(dtype=total.dtype).clamp_(min=1)
+    return total / divisor, divisor
+
+
+class KeptGradient(torch.autograd.Function):
+    r"""A reduced loss whose forward computes its gradient too: backward only scales it.
+
+    For the small batches of the dense paths (`dense_pairs_fit`) a step's host time is its
+    operations, autograd nodes and Python, not its memory: here the whole loss is one node,
+    whose gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
+    Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need no
+    gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
+    saves the gradient of the reduced loss and sets ``ctx.per_list`` for ``"none"``.
+    """
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        grad_scores = grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad
+        if torch.is_grad_enabled():  # create_graph: a second derivative would come out wrong
+            grad_scores = _no_second_derivative(grad_scores)
+        return grad_scores, None
+
+
+def _no_second_derivative(grad: Tensor) -> Tensor:
+    """``grad``, whose derivative raises (as `once_differentiable`'s, whatever the inputs)."""
+    error = torch._C._functions.DelayedError(
+        b"The dense paths of lambdarank_loss and approx_ndcg_loss keep their gradient: it has "
+        b"no derivative of its own (no second derivative, as on their blockwise paths).",
+        1,
+    )
+    return error(grad.detach().requires_grad_())
+
+
+class DensePairwiseLogistic(KeptGradient):
+    r"""`PairwiseLogistic`'s loss of a small batch, reduced, from whole ``[N, L, L]`` tensors.
 
     The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
-    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, few
-    operations, differentiated by autograd (fewer operations than a custom Function's
-    gradient, and no Python of its own). ``s`` are the ``[N, L]`` scores in the input's item
-    order, ``order`` the rank order (best first), ``g`` the gains over the ideal DCG and
-    ``valid`` the real items (or ``None``), both in rank order; ``table`` is
-    `lambda_tables`' ``square_table``; ``counted`` the ``[N]`` lists whose loss counts (the others
-    are 0; ``None``: all).
+    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, and
+    one autograd node (`KeptGradient`). ``s`` are the ``[N, L]`` scores in the input's item
+    order; ``given`` holds ``order``, the rank order (best first), ``g``, the gains over the
+    ideal DCG, and ``valid``, the real items (or ``None``), both in rank order, ``table``,
+    `lambda_tables`' ``square_table``, ``counted``, the ``[N]`` lists whose loss counts (the
+    others are 0; ``None``: all), ``has_relevant``, the lists ``"mean"`` averages over, then
+    ``sigma``, the ``reduction``, the batch's ``leading_shape`` and whether to compute the
+    gradient (``need_grad``).
+
+    Over the ordered pairs, with the weight $w_{ij} = \max(g_i - g_j, 0) \, W_{ij}$ (``table``
+    is symmetric) of item $i$ that should rank above $j$, each pair is one term
+    $w_{ij} \, \mathrm{softplus}(z_{ij})$, $z_{ij} = \sigma (u_j - u_i)$, and the gradient is
+    $\partial \ell / \partial u_m = \sigma \sum_i (S_{im} - S_{mi})$ with
+    $S_{ij} = w_{ij} \operatorname{sigmoid}(z_{ij})$.
     """
-    u = s.gather(-1, order)
-    gain_gap = g[:, None, :] - g[:, :, None]  # g_j - g_i: its sign says which item should win
-    weight = gain_gap.abs().mul_(table)
-    if valid is not None:
-        weight.mul_(valid[:, None, :])
-    signs = gain_gap.sign_() if sigma == 1 else gain_gap.sign_().mul_(sigma)
-    # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
-    z = (u[:, :, None] - u[:, None, :]) * signs
-    loss = (F.softplus(z) * weight).sum((1, 2))
-    return loss if counted is None else torch.where(counted, loss, 0)
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        order, g, valid, table, counted, has_relevant = given[:6]
+        sigma, reduction, leading_shape, need_grad = given[6:]
+        u = s.gather(-1, order)
+        weight = torch.sub(g.unsqueeze(2), g.unsqueeze(1)).clamp_(min=0).mul_(table)
+        if valid is not None:  # pairs of real items only (a callable gain may be negative)
+            weight.mul_(valid.unsqueeze(1)).mul_(valid.unsqueeze(2))
+        # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
+        z = torch.sub(u.unsqueeze(1), u.unsqueeze(2))
+        if sigma != 1:
+            z.mul_(sigma)
+        terms = F.softplus(z).mul_(weight)
+        divisor = None
+        if counted is None and reduction != "none":  # no list's loss is needed on its own
+            loss = terms.sum()
+            if reduction == "mean":
+                divisor = has_relevant.sum(dtype=loss.dtype).clamp_(min=1)
+                loss = loss / divisor
+        else:
+            per_list = terms.sum((1, 2))
+            if counted is not None:
+                per_list = torch.where(counted, per_list, 0)
+            loss, divisor = reduce_losses(per_list, has_relevant, reduction, leading_shape)
+        grad = None
+        if need_grad:
+            slope = z.sigmoid_().mul_(weight)
+            grad = slope.sum(1).sub_(slope.sum(2))
+            grad = grad.scatter(-1, order, grad)  # back to the input's item order
+            if sigma != 1:
+                grad.mul_(sigma)
+            if counted is not None:
+                grad = torch.where(counted.unsqueeze(1), grad, 0)
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
+
+
+def _dense_above(s: Tensor, temperature: float) -> Tensor:
+    r"""``[N, L, L]``: $\sigma((s_j - s_i) / T)$, the difference divided after it is taken."""
+    gaps = torch.sub(s.unsqueeze(1), s.unsqueeze(2))
+    if temperature != 1:
+        gaps = gaps / temperature
+    return torch.sigmoid(gaps)
+
+
+def _dense_smooth_ranks(above: Tensor, real: Tensor | None, shift: float = 0.0) -> Tensor:
+    r"""The smooth ranks $\frac12 + \sum_j v_j \sigma_{ij}$ from `_dense_above`; 1 on padding.
+
+    Plus ``shift`` (the ``+ 1`` of a log2 discount comes in the same operation).
+    """
+    if real is None:
+        return above.sum(-1).add_(0.5 + shift)
+    ranks = (above * real.to(above.dtype).unsqueeze(1)).sum(-1).add_(0.5 + shift)
+    return torch.where(real, ranks, 1 + shift)
+
+
+class DenseApproxNDCG(KeptGradient):
+    r"""Reduced ApproxNDCG loss of a small batch (`dense_pairs_fit`), a named discount.
+
+    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
+    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
+    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
+    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
+    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
+    ``counted`` (``[N]`` bool, the lists ``"mean"`` averages over). ``s`` are the ``[N, L]``
+    scores; ``given`` holds ``real``, the real items (or ``None``), ``g``, the gains over the
+    ideal DCG (0 on padding), ``cut``, ``counted``, whether the terms are known to sum to 0
+    outside it (``zero_outside``: no ``torch.where`` needed), then the ``discount``,
+    ``"log2"`` ($D(r) = 1 / \log_2(r + 1)$) or ``"jarvelin"`` ($1 / \max(1, \log_2 r)$), the
+    ``temperature``, ``kmax``, the ``reduction``, the batch's ``leading_shape`` and whether to
+    compute the gradient.
+
+    One autograd node (`KeptGradient`): with $\bar g_i = \partial \ell / \partial \hat r_i =
+    -g_i (D'(\hat r_i) c_i + D(\hat r_i) c'_i)$, $c' = -c (1 - c) / T$, the gradient is
+    `SmoothRanks`' $(v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T$ with
+    $Q_{ij} = \sigma'((s_j - s_i)/T)$, that is $\sum_i Q_{mi} (\bar g_i - \bar g_m) / T$
+    where every item is real.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        real, g, cut, counted, zero_outside = given[:5]
+        discount, temperature, kmax, reduction, leading_shape, need_grad = given[5:]
+        above = _dense_above(s, temperature)
+        # The argument of the discount's log2: r + 1 ("log2"), or r ("jarvelin").
+        shift = 1.0 if discount == "log2" else 0.0
+        shifted = _dense_smooth_ranks(above, real, shift)
+        logs = torch.log2(shifted)
+        denominator = logs if discount == "log2" else logs.clamp(min=1)
+        terms = g / denominator
+        smooth_cut = None
+        cut_terms = terms
+        if kmax < s.shape[-1]:
+            # (torch.rsub: a number minus a tensor without Tensor.__rsub__'s Python.)
+            smooth_cut = torch.rsub(shifted, kmax + 0.5 + shift).div_(temperature).sigmoid_()
+            if cut is not None:
+                smooth_cut = torch.where(cut, smooth_cut, 1)
+            cut_terms = terms * smooth_cut
+        loss: Tensor
+        if zero_outside and reduction != "none":
+            # The lists not counted sum to 0 already: the total is their count less every term.
+            count: Tensor = counted.sum(dtype=s.dtype)
+            total = count - cut_terms.sum()
+            divisor = None if reduction == "sum" else count.clamp(min=1)
+            loss = total if divisor is None else total / divisor
+        else:
+            per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
+            loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
+        grad = None
+        if need_grad:
+            # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (log2(x) x ln 2) where
+            # the log is not clamped, x the shifted rank: log2(x) x ln 2 = x ln x.
+            slope = terms / torch.xlogy(shifted, shifted)
+            if discount != "log2":
+                slope = torch.where(logs >= 1, slope, 0)  # the clamp's flat part
+            if smooth_cut is not None:
+                # 1 - c is 0 where the list is not cut (c = 1 there): no slope of the cut.
+                rest = torch.rsub(smooth_cut, 1).mul_(cut_terms)
+                slope.mul_(smooth_cut).add_(rest if temperature == 1 else rest.div_(temperature))
+            q = torch.addcmul(above, above, above, value=-1)  # sigma' = sigma (1 - sigma)
+            if real is None:
+                grad = q.mul_(torch.sub(slope.unsqueeze(1), slope.unsqueeze(2))).sum(-1)
+            else:
+                v = real.to(s.dtype)
+                grad = v * (q * slope.unsqueeze(1)).sum(-1) - slope * (q * v.unsqueeze(1)).sum(-1)
+            if temperature != 1:
+                grad = grad / temperature
+            if not zero_outside:
+                grad = torch.where(counted.unsqueeze(1), grad, 0)
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
 
 
 def dense_approx_ndcg_loss(
@@ -225,24 +401,10 @@ def dense_approx_ndcg_loss(
 ) -> Tensor:
     r"""Per-list ApproxNDCG loss of a small batch (`dense_pairs_fit`), by autograd.
 
-    With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
-    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
-    $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
-    $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
-    the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
-    ``counted`` (bool; a floating ``counted``, 1 or 0, is subtracted from instead: where the
-    sum is known to be 0 outside it). ``s`` are ``[N, L]`` scores, ``real`` the real items (or
-    ``None``), ``g`` the gains over the ideal DCG (0 on padding).
+    `DenseApproxNDCG`'s loss, unreduced, for a callable discount (whose slope autograd takes).
     """
-    gaps = s[:, None, :] - s[:, :, None]  # s_j - s_i: divided after the difference is taken
-    if temperature != 1:
-        gaps = gaps / temperature
-    above = torch.sigmoid(gaps)
-    if real is not None:
-        above = above * real.to(s.dtype)[:, None, :]
-    ranks = above.sum(-1) + 0.5
-    if real is not None:
-        ranks = torch.where(real, ranks, 1)
+    above = _dense_above(s, temperature)
+    ranks = _dense_smooth_ranks(above, real)
     terms = _kernels.discounted(g, ranks, discount)
     if kmax < s.shape[-1]:
         cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)

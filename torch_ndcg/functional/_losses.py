@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import torch
 from torch import Tensor
@@ -41,9 +41,10 @@ from torch_ndcg._options import (
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
 
-@dataclass(frozen=True)
-class _LossInput:
+class _LossInput(NamedTuple):
     """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return.
+
+    A named tuple: made at every loss step, where a frozen dataclass's ``__init__`` costs more.
 
     Attributes:
         scores: ``[N, L]`` scores, 0 on padding.
@@ -88,31 +89,45 @@ def _prepare(
     read back with the input's.
     """
     k, gain, discount = options.k, options.gain, options.discount
-    real, check = _validation.check_lists(
-        preds,
-        target,
-        mask,
-        gain=gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        finite_preds=True,
+    validate_args = options.validate_args
+    score_range: float | None
+    small = (
+        _small_checks(preds, target, options)
+        if mask is None and weight is None and extra_checks is None
+        else None
     )
-    # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-    if weight is None and extra_checks is None:
-        checked = None if check is None else check.resolve()
+    if small is not None:
+        real = None
+        score_range, target = small  # the labels in float64, as the gains take them
     else:
-        weight_check = _clicks.check_weight(
-            weight, preds.shape, real, validate_args=options.validate_args
+        real, check = _validation.check_lists(
+            # Checked detached: the checks' operations on the scores would be recorded by autograd
+            # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+            preds.detach() if isinstance(preds, Tensor) else preds,
+            target,
+            mask,
+            gain=gain,
+            ignore_index=options.ignore_index,
+            validate_args=options.validate_args,
+            finite_preds=True,
         )
-        checked = _clicks.resolve_checks(check, weight_check, extra_checks)
-    score_range = None if checked is None else checked.score_range
+        # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+        if weight is None and extra_checks is None:
+            checked = None if check is None else check.resolve()
+        else:
+            weight_check = _clicks.check_weight(
+                weight, preds.shape, real, validate_args=options.validate_args
+            )
+            checked = _clicks.resolve_checks(check, weight_check, extra_checks)
+        score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
-    # Batches of lists as they come are not reshaped: a view would be one more autograd node.
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node
+    # (and, for any tensor, one more operation to dispatch).
     scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
-    flat_target = target.reshape(-1, length)
-    flat_mask = None if real is None else real.reshape(-1, length)
+    flat_target = target if target.ndim == 2 else target.reshape(-1, length)
+    flat_mask = real if real is None or real.ndim == 2 else real.reshape(-1, length)
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
@@ -125,13 +140,17 @@ def _prepare(
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
     else:
         best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
-    with _host.full_precision(preds.device):
-        ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+    if acc == torch.float64:  # autocast and TF32 never touch a float64 product
+        # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), discount, acc, preds.device)
+    else:
+        with _host.full_precision(preds.device):
+            ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
-    if _named_checked(options):
+    if validate_args and not callable(gain) and not callable(discount):  # `_named_checked`
         # Checked labels of a named gain and discount: the ideal DCG is 0 only where every
         # gain is, so 0 / 0 (NaN) is the only quotient not taken.
         scaled_gains = (item_gains / ideal).nan_to_num_(0.0, 0.0, 0.0)
@@ -156,6 +175,50 @@ def _prepare(
     )
 
 
+_SMALL_SCORE_DTYPES = (torch.float32, torch.float64)
+
+
+def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
+
+    The checks `_prepare` makes through `torch_ndcg._validation.check_lists`, with the same
+    rules (`torch_ndcg._validation.eager_rules`) and the same one read-back, in three
+    operations and a few lines: the extremes of the scores and labels. Decided from metadata
+    alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
+    tensors of one shape (float32 or float64 scores, integer or bool labels, at most
+    `torch_ndcg._fast_paths.SMALL_ELEMENTS` items), eager. ``None`` where the general checks
+    must run: for other input, and for input that breaks a rule (they raise its error).
+    """
+    if not (
+        options.validate_args
+        and options.ignore_index is None
+        and isinstance(options.gain, str)
+        and type(preds) is Tensor
+        and type(target) is Tensor
+        and preds.dtype in _SMALL_SCORE_DTYPES
+        and not target.is_floating_point()  # float labels may call for the swap hint
+        and not target.is_complex()
+        and preds.shape == target.shape
+        and preds.ndim > 0
+        and 0 < preds.numel() <= _fast_paths.SMALL_ELEMENTS
+        and target.is_cpu
+        and preds.layout == torch.strided
+        and target.layout == torch.strided
+        and _host.may_read_back(preds.device)  # the CPU, eager
+    ):
+        return None
+    labels = target.to(torch.float64)
+    extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
+    low_pred, high_pred, low, high = extremes.tolist()
+    rules = _validation.eager_rules(
+        options.gain, preds.dtype, preds.shape[-1], preds.device, None, True, False
+    )
+    for rule in rules:
+        if rule.found(low_pred, high_pred, int(low), int(high)) is not None:
+            return None
+    return high_pred - low_pred, labels
+
+
 def _named_checked(options: LossOptions) -> bool:
     """Whether the values are checked and the gain and discount named (so finite, and >= 0)."""
     return options.validate_args and not callable(options.gain) and not callable(options.discount)
@@ -165,7 +228,7 @@ def _score_range(lists: _LossInput) -> float | Tensor:
     """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
     if lists.score_range is not None:  # read back with the checks on the CPU
         return lists.score_range
-    scores, real = lists.scores, lists.mask
+    scores, real = lists.scores.detach(), lists.mask
     high = scores if real is None else torch.where(real, scores, -torch.inf)
     low = scores if real is None else torch.where(real, scores, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
@@ -179,15 +242,9 @@ def _scaled_bound(lists: _LossInput, bound: float | Tensor) -> float | Tensor:
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
     """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none).
 
-    ``per_list`` is 0 on the lists not counted (each loss sets it so with ``torch.where``, so
-    that a list whose terms overflowed on unchecked input adds nothing, not NaN).
+    See `torch_ndcg._pairwise.reduce_losses`.
     """
-    if reduction == "none":
-        return per_list.reshape(leading_shape)
-    total = per_list.sum()
-    if reduction == "sum":
-        return total
-    return total / counted.sum(dtype=total.dtype).clamp_(min=1)
+    return _pairwise.reduce_losses(per_list, counted, reduction, leading_shape)[0]
 
 
 class _LossTensors(TypedDict, total=False):
@@ -288,8 +345,8 @@ def lambdarank_loss(
 
 
 def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
-    """`lambdarank_loss` of every list of checked input, ``[N]`` (see `lambda_pairs`)."""
-    return lambda_pairs(lists, options)[0]
+    """`lambdarank_loss` of checked input, reduced (see `lambda_pairs`)."""
+    return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
 def lambda_pairs(
@@ -298,6 +355,7 @@ def lambda_pairs(
     *,
     item_factor: Tensor | None = None,
     item_losses: bool = False,
+    reduction: str | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     r"""The LambdaLoss of every list of checked input: ``([N]`` losses, item shares or ``None)``.
 
@@ -305,7 +363,8 @@ def lambda_pairs(
     the mask then) multiplies each pair's weight by the factors of both its items,
     $\omega_{wl} f_w f_l$; with ``item_losses`` each item's sum over its pairs of the pair
     loss times the other item's factor (``[N, L]``, in the input's item order) is returned too.
-    Lists with no relevant item have loss 0.
+    Lists with no relevant item have loss 0. With a ``reduction`` the losses come reduced so
+    (`_reduce`).
     """
     sigma, weighting, mu = options.sigma, options.weighting, options.mu
     discount, validate_args = options.discount, options.validate_args
@@ -323,10 +382,10 @@ def lambda_pairs(
             "sigma", sigma, pair_bound, scores.dtype, count=length * length
         )
 
-    # Current ranking: position = rank (ties in order of appearance, padding last).
-    order = _fast_paths.stable_descending_order(
-        _fast_paths.sort_keys(scores.detach(), real), length
-    )
+    # Current ranking: position = rank (ties in order of appearance, padding last). Every
+    # position is wanted: `stable_descending_order` of the whole length is this one sort.
+    keys = _fast_paths.sort_keys(scores.detach(), real)
+    order = keys.sort(dim=-1, descending=True, stable=True).indices
     ranked_gains = lists.scaled_gains.gather(-1, order)
     row_factor: Tensor | None = None
     ranked_real: Tensor | None = None
@@ -341,18 +400,24 @@ def lambda_pairs(
         discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
     )
     if square_table is not None:  # built for the dense paths only
-        per_list = _pairwise.dense_pairwise_logistic(
+        loss: Tensor = _pairwise.DensePairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             scores,
-            order,
-            ranked_gains.detach(),
-            ranked_real,
-            square_table,
-            sigma,
-            # Checked scores are finite: a list with no relevant item, whose gains are all 0,
-            # sums finite terms times 0 weights, which is 0 already.
-            None if validate_args else lists.has_relevant,
+            (
+                order,
+                ranked_gains.detach(),
+                ranked_real,
+                square_table,
+                # Checked scores are finite: a list with no relevant item, whose gains are all
+                # 0, sums finite terms times 0 weights, which is 0 already.
+                None if validate_args else lists.has_relevant,
+                lists.has_relevant,
+                sigma,
+                "none" if reduction is None else reduction,
+                scores.shape[:1] if reduction is None else lists.leading_shape,
+                torch.is_grad_enabled() and scores.requires_grad,
+            ),
         )
-        return per_list, None
+        return loss, None
     shares = None
     ranked_scores = scores.gather(-1, order)
     if item_losses and row_factor is not None:
@@ -381,6 +446,8 @@ def lambda_pairs(
             row_factor,
         )
     per_list = torch.where(lists.has_relevant, per_list, 0)
+    if reduction is not None:
+        per_list = _reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
     return per_list, shares
 
 
@@ -449,34 +516,47 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
 
 
 def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
-    """`approx_ndcg_loss` of every list of checked input, ``[N]``."""
+    """`approx_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
+    bound: float | Tensor = (1 + 1 / temperature) / temperature
+    if lists.gain_scale is not None:  # `_scaled_bound`, without a call per step
+        bound = bound * lists.gain_scale
     _validation.check_finite_scale(
-        "temperature",
-        temperature,
-        _scaled_bound(lists, (1 + 1 / temperature) / temperature),
-        scores.dtype,
-        count=length * length,
+        "temperature", temperature, bound, scores.dtype, count=length * length
     )
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        return _pairwise.dense_approx_ndcg_loss(
-            scores,
-            real,
-            lists.scaled_gains,
-            discount,
-            temperature,
-            kmax,
-            cut,
+        if not callable(discount):  # one autograd node: the slope of a named discount is known
             # Checked scores and a named gain and discount make every term finite: a list with
-            # no relevant item (all gains 0) sums to 0 already.
-            has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant,
+            # no relevant item (all gains 0) sums to 0 already (`_named_checked`).
+            zero_outside = options.validate_args and not callable(options.gain)
+            loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
+                scores,
+                (
+                    real,
+                    lists.scaled_gains,
+                    cut,
+                    has_relevant,
+                    zero_outside,
+                    discount,
+                    temperature,
+                    kmax,
+                    options.reduction,
+                    lists.leading_shape,
+                    torch.is_grad_enabled() and scores.requires_grad,
+                ),
+            )
+            return loss
+        counted = has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant
+        per_list = _pairwise.dense_approx_ndcg_loss(
+            scores, real, lists.scaled_gains, discount, temperature, kmax, cut, counted
         )
+        return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
@@ -489,7 +569,8 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
         if cut is not None:
             smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
-    return torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
+    per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
+    return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
 class NeuralArguments(NeuralKeywords, _LossTensors, total=False):
@@ -623,7 +704,7 @@ class Loss:
     Calling it is the function's whole body; the module's ``__init__`` calls `options` and its
     ``forward`` `loss`. The keywords given meet their defaults and other libraries' names
     (`torch_ndcg._validation.keyword_options`) and are checked once; then the tensors are
-    checked and prepared (`_prepare`), the core gives each list's loss and `_reduce` reduces.
+    checked and prepared (`_prepare`) and the core gives the loss, reduced (`_reduce`).
     """
 
     keywords: dict[str, Any]
@@ -644,9 +725,7 @@ class Loss:
         weight: Tensor | None = None,
     ) -> Tensor:
         """The loss with checked ``options``: only the tensors are checked."""
-        lists = _prepare(preds, target, mask, options, weight)
-        per_list = self.core(lists, options)
-        return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+        return self.core(_prepare(preds, target, mask, options, weight), options)
 
     def __call__(
         self, owner: str, preds: Tensor, target: Tensor, given: Mapping[str, Any]
@@ -672,9 +751,18 @@ APPROX = Loss(
     _approx,
     _validation.APPROX_PORTED_NAMES,
 )
+
+
+def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
+    """`neural_ndcg_loss` of checked input, reduced."""
+    return _reduce(
+        _neural(lists, options), lists.has_relevant, options.reduction, lists.leading_shape
+    )
+
+
 NEURAL = Loss(
     keyword_defaults(NeuralKeywords),
     _validation.check_neural_options,
-    _neural,
+    _reduced_neural,
     _validation.NEURAL_PORTED_NAMES,
 )
