@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import references
+from tests.conftest import take_accelerator_paths
 from tests.host_reads import count_host_reads
 from torch_ndcg import NDCG, _small_batch, metrics, ndcg
 from torch_ndcg.functional import _ndcg
@@ -230,3 +231,15 @@ def test_a_metric_on_another_device_gets_the_device_error() -> None:
     metric = NDCG(k=2).to("meta")
     with pytest.raises(ValueError, match="on the metric's device meta"):
         metric.update(torch.randn(2, 3), torch.randint(0, 3, (2, 3)))
+
+
+def test_the_accelerator_paths_tests_take_on_the_cpu_skip_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parity tests' "cpu-without-read-back" device must check the branch-free paths."""
+    take_accelerator_paths(monkeypatch)
+    preds, target = torch.randn(4, 6), torch.randint(0, 3, (4, 6))
+    with mock.patch.object(_small_batch, "small_ndcg") as spy:
+        ndcg(preds, target)
+        NDCG(k=3).update(preds, target)
+    assert not spy.called

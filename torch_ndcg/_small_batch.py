@@ -20,8 +20,9 @@ in the same order on the same values (so the same numbers to the last bit), with
 dispatch among paths. Anything else (a mask or ``exclude``, ``ignore_index``, a callable gain
 or discount, ``ties="first"``, ``empty_target_action="error"``, half-precision scores, more
 than `torch_ndcg._fast_paths.SMALL_ELEMENTS` items, another device than the CPU, autocast,
-``torch.compile``) takes the general path; so do float scores that look like graded labels
-with float labels, whose swapped-arguments hint needs passes of its own.
+``torch.compile``, the accelerator paths that tests take on the CPU) takes the general path;
+so do float scores that look like graded labels with float labels, whose swapped-arguments
+hint needs passes of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _validation
+from torch_ndcg import _host, _kernels, _validation
 from torch_ndcg._fast_paths import SMALL_ELEMENTS
 from torch_ndcg._options import ListOptions
 
@@ -88,25 +89,33 @@ def _new_plan(options: ListOptions, length: int, preds: Tensor, target: Tensor) 
     )
 
 
+def small_cpu_pair(preds: Any, target: Any) -> bool:
+    """Whether ``preds`` and ``target`` are a small batch for the CPU's small paths, eagerly.
+
+    Dense tensors of one shape with 1 to `torch_ndcg._fast_paths.SMALL_ELEMENTS` items, where a
+    value may be read back (`torch_ndcg._host.may_read_back`: the CPU, outside
+    ``torch.compile``): metadata alone. Also the test of the losses' small-batch checks.
+    """
+    return (
+        type(preds) is Tensor
+        and type(target) is Tensor
+        and preds.layout == torch.strided
+        and target.layout == torch.strided
+        and preds.shape == target.shape
+        and preds.ndim > 0
+        and 0 < preds.numel() <= SMALL_ELEMENTS
+        and target.is_cpu
+        and _host.may_read_back(preds.device)
+    )
+
+
 def plan(preds: Any, target: Any, options: ListOptions) -> SmallPlan | None:
     """The plan of a batch that takes the small path (from metadata alone), else ``None``.
 
     ``preds`` and ``target`` may be anything: what is not a pair of dense CPU tensors of one
     shape goes to the general path, whose checks name what is wrong.
     """
-    if not (
-        type(preds) is Tensor
-        and type(target) is Tensor
-        and preds.is_cpu
-        and target.is_cpu
-        and preds.layout == torch.strided
-        and target.layout == torch.strided
-        and preds.shape == target.shape
-        and preds.ndim > 0
-        and 0 < preds.numel() <= SMALL_ELEMENTS
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
-    ):
+    if not (small_cpu_pair(preds, target) and not torch.is_autocast_enabled("cpu")):
         return None
     length = preds.shape[-1]
     # The options by identity: a kept plan holds them, so their id is not reused meanwhile.

@@ -37,6 +37,7 @@ from torch_ndcg._options import (
     NeuralOptions,
     keyword_defaults,
 )
+from torch_ndcg._small_batch import small_cpu_pair
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
@@ -193,18 +194,10 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
         options.validate_args
         and options.ignore_index is None
         and isinstance(options.gain, str)
-        and type(preds) is Tensor
-        and type(target) is Tensor
+        and small_cpu_pair(preds, target)
         and preds.dtype in _SMALL_SCORE_DTYPES
         and not target.is_floating_point()  # float labels may call for the swap hint
         and not target.is_complex()
-        and preds.shape == target.shape
-        and preds.ndim > 0
-        and 0 < preds.numel() <= _fast_paths.SMALL_ELEMENTS
-        and target.is_cpu
-        and preds.layout == torch.strided
-        and target.layout == torch.strided
-        and _host.may_read_back(preds.device)  # the CPU, eager
     ):
         return None
     labels = target.to(torch.float64)
