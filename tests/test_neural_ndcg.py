@@ -128,11 +128,13 @@ def test_gradient_scales_exactly_with_the_loss(dtype: torch.dtype, power: int) -
     """The backward scales each list's incoming gradient to about 2^40 by a power of 2 and the
     result back: a loss 2^p times smaller or larger gives its gradient times 2^p, bit for bit."""
     values = torch.tensor([1e-20, -3e-8, 0.7, 5e20, 0.0, -2.5], dtype=dtype)
-    scale, unscale = _sinkhorn._gradient_scale(values)
+    gains = torch.tensor([1.0, 0.25, 3e4, 0.0, 1.0, 1e-3], dtype=dtype)[:, None].expand(6, 3)
+    scale, unscale = _sinkhorn._gradient_scale(values, gains)
     assert torch.equal(torch.frexp(scale).mantissa, torch.full_like(scale, 0.5))
     assert torch.equal(scale * unscale, torch.ones_like(scale))
-    scaled = (values * scale).abs()[values != 0]
-    assert bool(((scaled >= 2.0**39) & (scaled < 2.0**40)).all())
+    largest = torch.where(gains[:, 0] > 0, gains[:, 0], 1.0)  # no gain: the gradient alone
+    scaled = (values * scale * largest).abs()[values != 0]
+    assert bool(((scaled >= 2.0**38) & (scaled < 2.0**40)).all())
     preds, target, mask = batch(3, 9, seed=22, dtype=dtype)
     grads = []
     for factor in (1.0, 2.0**power):
@@ -141,6 +143,24 @@ def test_gradient_scales_exactly_with_the_loss(dtype: torch.dtype, power: int) -
         assert leaf.grad is not None
         grads.append(leaf.grad)
     assert torch.equal(grads[1], grads[0] * 2.0**power)
+
+
+@pytest.mark.parametrize("weight", [1e20, 1e30])
+def test_huge_weights_keep_float32_gradients_finite(weight: float) -> None:
+    """Weighted gains of 1e30 pass the checks in float32: the backward's scaling, which takes
+    each list's largest gain into account, must leave them room (it gave NaN at 2^40 alone)."""
+    preds, target, _ = batch(2, 8, seed=23)
+    weights = torch.ones(2, 8)
+    weights[:, 0] = weight
+    grads = []
+    for dtype in (torch.float32, torch.float64):
+        leaf = preds.to(dtype).requires_grad_()
+        neural_ndcg_loss(leaf, target, weight=weights.to(dtype)).sum().backward()
+        assert leaf.grad is not None
+        grads.append(leaf.grad)
+    assert bool(grads[0].isfinite().all())
+    largest = float(grads[1].abs().max())
+    torch.testing.assert_close(grads[0].double(), grads[1], rtol=1e-3, atol=1e-5 * largest)
 
 
 def test_gradcheck() -> None:

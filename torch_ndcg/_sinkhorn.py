@@ -87,11 +87,18 @@ GRADIENT_EXPONENT = 40
 _FLOAT_BITS = {torch.float32: (torch.int32, 23, 127), torch.float64: (torch.int64, 52, 1023)}
 
 
-def _gradient_scale(grad: Tensor) -> tuple[Tensor, Tensor]:
-    """Powers of 2 that bring ``grad`` to about ``2^GRADIENT_EXPONENT``, and their inverses."""
+def _gradient_scale(grad: Tensor, gains: Tensor) -> tuple[Tensor, Tensor]:
+    """Powers of 2 that bring ``grad`` times the largest gain of its list to about
+    ``2^GRADIENT_EXPONENT``, and their inverses.
+
+    With the gains in the scale, weighted gains (``weight`` may make them 1e30 in float32)
+    leave the backward's vectors as much room below overflow as gains of about 1 do.
+    """
     integer, mantissa_bits, bias = _FLOAT_BITS[grad.dtype]
-    # The biased exponent of 2^(GRADIENT_EXPONENT - e), e that of grad, kept normal both ways.
-    biased = (GRADIENT_EXPONENT + bias - torch.frexp(grad).exponent).clamp_(2, 2 * bias - 2)
+    # The biased exponent of 2^(GRADIENT_EXPONENT - e), e that of grad times the largest gain
+    # (exponents added: no product to overflow), kept normal both ways.
+    exponent = torch.frexp(grad).exponent + torch.frexp(gains.abs().amax(dim=-1)).exponent
+    biased = (GRADIENT_EXPONENT + bias - exponent).clamp_(2, 2 * bias - 2)
     scale = (biased.to(integer) << mantissa_bits).view(grad.dtype)
     return scale, scale.reciprocal()
 
@@ -340,7 +347,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     ) -> tuple[Tensor, Tensor]:
         n_lists, length = g.shape
         times, times_transposed = _products(kernel)
-        scale, unscale = _gradient_scale(grad_value)
+        scale, unscale = _gradient_scale(grad_value, g)
         grad_value = (grad_value * scale)[:, None, None]
         # The iterations run in reverse from position T (the stop) down; positions before
         # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
