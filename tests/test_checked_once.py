@@ -301,6 +301,25 @@ def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
         compiled(torch.rand(2, 9), torch.full((2, 9), 200))
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit() -> None:
+    """float64 scores: the gain limit depends on the list length (a symbol when dynamic), whose
+    message once broke Dynamo (``Unknown format code 'f'``)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda p, t: ndcg(p, t, k=3), dynamic=True, fullgraph=True, backend=BACKEND
+    )
+    for length in (6, 11):
+        preds = torch.rand(2, length, dtype=torch.float64)
+        target = torch.randint(0, 3, (2, length))
+        torch.testing.assert_close(compiled(preds, target), ndcg(preds, target, k=3))
+    message = "Expected `target` values of at most log2(max(float64) / L + 1)"
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        compiled(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+    with pytest.raises(ValueError, match=re.escape("at most 1020.83 with")):  # eager: the number
+        ndcg(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+
+
 # --- Python work per call ----------------------------------------------------------------------
 
 # Python function calls per call at [8, 10], counted as benchmarks/bench_host.py counts them:

@@ -88,11 +88,11 @@ _FLOAT_BITS = {torch.float32: (torch.int32, 23, 127), torch.float64: (torch.int6
 
 
 def _gradient_scale(grad: Tensor, gains: Tensor) -> tuple[Tensor, Tensor]:
-    """Powers of 2 that bring ``grad`` times the largest gain of its list to about
-    ``2^GRADIENT_EXPONENT``, and their inverses.
+    """Powers of 2 that bring ``grad`` times its list's largest gain to about 2^40, and inverses.
 
-    With the gains in the scale, weighted gains (``weight`` may make them 1e30 in float32)
-    leave the backward's vectors as much room below overflow as gains of about 1 do.
+    2^40 is ``2^GRADIENT_EXPONENT``. With the gains in the scale, weighted gains (``weight``
+    may make them 1e30 in float32) leave the backward's vectors as much room below overflow
+    as gains of about 1 do.
     """
     integer, mantissa_bits, bias = _FLOAT_BITS[grad.dtype]
     # The biased exponent of 2^(GRADIENT_EXPONENT - e), e that of grad times the largest gain

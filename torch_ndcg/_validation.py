@@ -520,10 +520,15 @@ def _value_rules(
     ignore_index: int | None,
     finite_preds: bool,
     float_labels: bool,
+    *,
+    limit_is_number: bool = True,
 ) -> list[_Rule]:
     """The rules of `check_values` that apply to this input, in the order they are checked.
 
     One comparison a rule where the dtype allows it (integer labels are never NaN or infinite).
+    ``limit_is_number`` is False where the gain limit depends on a list length that
+    torch.compile traces as a symbol (float64 scores, dynamic lengths): the message then gives
+    its formula, and labels are compared with the symbol itself.
     """
     rules = [
         _Rule(
@@ -575,7 +580,12 @@ def _value_rules(
         )
     )
     if limit is not None:
-        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+        if limit_is_number:
+            shown = (
+                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+            )
+        else:  # a symbol of the list length that torch.compile traces: the formula is shown
+            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
         advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
         count = "" if n_items is None else f"{n_items} "
         rules.append(
@@ -583,8 +593,11 @@ def _value_rules(
                 f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
                 f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
                 f"float64), but found {{found}}; {advice} the labels.",
-                # Compared in the labels' dtype, against its largest value within the limit.
-                lambda lp, hp, lo, hi: hi <= largest_value_at_most(limit, hi.dtype),
+                # Compared in the labels' dtype, against its largest value within the limit
+                # (a traced symbol, compared as it is).
+                lambda lp, hp, lo, hi: (
+                    hi <= (largest_value_at_most(limit, hi.dtype) if limit_is_number else limit)
+                ),
                 lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
             )
         )
@@ -611,12 +624,21 @@ def _traced_rules(
     limit = (
         None
         if gain is None  # a callable, left out of the key of the kept rules
-        else largest_gain_label(gain, dtype, int(n_items) if sums_bind else 1, device)
+        else largest_gain_label(gain, dtype, n_items if sums_bind else 1, device)
     )
     shown_items = n_items if isinstance(n_items, int) else None
     named_gain = None if limit is None else gain
+    # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
+    limit_is_number = not (sums_bind and torch.compiler.is_compiling())
     return _value_rules(
-        named_gain, dtype, shown_items, limit, ignore_index, finite_preds, float_labels
+        named_gain,
+        dtype,
+        shown_items,
+        limit,
+        ignore_index,
+        finite_preds,
+        float_labels,
+        limit_is_number=limit_is_number,
     )
 
 
