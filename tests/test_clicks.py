@@ -326,14 +326,7 @@ def test_bias_updates_equal_the_papers_formulas(
     k: int | None, bias_norm: float, seed: int, uneven: bool, match_exposure: bool
 ) -> None:
     preds, clicks, positions = _sessions(seed, n=8, positions=5, uneven=uneven)
-    loss_fn = UnbiasedLambdaRankLoss(
-        num_positions=5,
-        k=k,
-        bias_norm=bias_norm,
-        momentum=0.0,
-        match_exposure=match_exposure,
-        reduction="none",
-    ).double()
+    loss_fn = _reference_loss(k, bias_norm, match_exposure)
     _steps_equal_the_reference(
         loss_fn,
         lambda p: loss_fn(p, clicks, positions),
@@ -392,6 +385,20 @@ def test_matched_exposure_compares_a_position_with_the_top_of_the_lists_that_sho
     # Same biases where both lists show the position; deeper, the paper's are smaller.
     torch.testing.assert_close(matched.t_plus[:2], paper.t_plus[:2])
     torch.testing.assert_close(matched.t_plus[2], paper.t_plus[2] * top_plus / a_plus[0])
+
+
+def _reference_loss(
+    k: int | None, bias_norm: float, match_exposure: bool
+) -> UnbiasedLambdaRankLoss:
+    """The float64 loss whose bias updates are compared with the loop references."""
+    return UnbiasedLambdaRankLoss(
+        num_positions=5,
+        k=k,
+        bias_norm=bias_norm,
+        momentum=0.0,
+        match_exposure=match_exposure,
+        reduction="none",
+    ).double()
 
 
 def _steps_equal_the_reference(
@@ -679,14 +686,7 @@ def test_aggregated_updates_equal_the_loop_reference(
     k: int | None, bias_norm: float, seed: int, match_exposure: bool
 ) -> None:
     preds, clicks, views = _counts(seed)
-    loss_fn = UnbiasedLambdaRankLoss(
-        num_positions=5,
-        k=k,
-        bias_norm=bias_norm,
-        momentum=0.0,
-        match_exposure=match_exposure,
-        reduction="none",
-    ).double()
+    loss_fn = _reference_loss(k, bias_norm, match_exposure)
     _steps_equal_the_reference(
         loss_fn,
         lambda p: loss_fn.aggregated(p, clicks, views),

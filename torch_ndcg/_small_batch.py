@@ -37,7 +37,8 @@ from torch_ndcg import _host, _kernels, _validation
 from torch_ndcg._fast_paths import SMALL_ELEMENTS
 from torch_ndcg._options import ListOptions
 
-_SCORE_DTYPES = frozenset({torch.float32, torch.float64})
+# Score dtypes of the small CPU paths (half precision is computed in float32: general path).
+SCORE_DTYPES = frozenset({torch.float32, torch.float64})
 _CPU = torch.device("cpu")
 
 
@@ -143,7 +144,7 @@ def _eligible(
         and options.empty_target_action != "error"
         and options.ignore_index is None
         and length > 1
-        and score_dtype in _SCORE_DTYPES
+        and score_dtype in SCORE_DTYPES
         and not label_dtype.is_complex
         # Float labels wider than the scores would round, a tiny negative one to -0.0.
         and not (label_dtype.is_floating_point and label_dtype.itemsize > score_dtype.itemsize)
@@ -177,10 +178,9 @@ def small_ndcg(preds: Tensor, target: Tensor, plan: SmallPlan) -> Tensor | None:
         low_pred, high_pred, low, high, step = torch.stack(
             [*torch.aminmax(scores), *torch.aminmax(float_labels), largest_step]
         ).tolist()
-        for rule in plan.rules:
-            if rule.found(low_pred, high_pred, low, high) is not None:
-                return None
-        if not plan.integer_labels and _validation.label_like(low_pred, high_pred):
+        if not _validation.rules_hold(plan.rules, low_pred, high_pred, low, high) or (
+            not plan.integer_labels and _validation.label_like(low_pred, high_pred)
+        ):
             return None
         tie_found = not step < 0
     options = plan.options

@@ -440,6 +440,20 @@ def check_values(
 _LABEL_LIKE_LARGEST = 31
 
 
+def rules_hold(
+    rules: Sequence[_Rule], low_pred: float, high_pred: float, low: float, high: float
+) -> bool:
+    """Whether extremes read back break none of ``rules`` (`check_values`' host judgement).
+
+    For the small paths, which leave a broken rule to the general checks: they raise its error.
+    """
+    # A loop, not all() of a generator: a quarter of a microsecond less on the small hot paths.
+    for rule in rules:  # noqa: SIM110
+        if rule.found(low_pred, high_pred, low, high) is not None:
+            return False
+    return True
+
+
 def label_like(low_pred: float, high_pred: float) -> bool:
     """Whether real scores from ``low_pred`` to ``high_pred`` could all be graded labels.
 

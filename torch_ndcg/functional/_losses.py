@@ -37,7 +37,7 @@ from torch_ndcg._options import (
     NeuralOptions,
     keyword_defaults,
 )
-from torch_ndcg._small_batch import small_cpu_pair
+from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
 __all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
 
@@ -176,9 +176,6 @@ def _prepare(
     )
 
 
-_SMALL_SCORE_DTYPES = (torch.float32, torch.float64)
-
-
 def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
     """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
 
@@ -195,7 +192,7 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
         and options.ignore_index is None
         and isinstance(options.gain, str)
         and small_cpu_pair(preds, target)
-        and preds.dtype in _SMALL_SCORE_DTYPES
+        and preds.dtype in SCORE_DTYPES
         and not target.is_floating_point()  # float labels may call for the swap hint
         and not target.is_complex()
     ):
@@ -206,9 +203,8 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     rules = _validation.eager_rules(
         options.gain, preds.dtype, preds.shape[-1], preds.device, None, True, False
     )
-    for rule in rules:
-        if rule.found(low_pred, high_pred, int(low), int(high)) is not None:
-            return None
+    if not _validation.rules_hold(rules, low_pred, high_pred, low, high):
+        return None
     return high_pred - low_pred, labels
 
 

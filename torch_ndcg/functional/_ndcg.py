@@ -26,10 +26,6 @@ class _Lists:
     leading_shape: torch.Size
     check: DeferredCheck | None
 
-    def shape_output(self, per_list: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
-        """``[N, len(k)]`` back to ``[..., len(k)]``, or ``[...]`` for a single cut-off."""
-        return _shape_output(per_list, self.leading_shape, cutoffs, dtype)
-
 
 def _shape_output(
     per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
@@ -230,7 +226,9 @@ def _values(
         values = _ndcg_of_lists(lists, options)
     else:
         values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
-    return lists.shape_output(values, options.cutoffs, _options.compute_dtype(preds.dtype))
+    return _shape_output(
+        values, lists.leading_shape, options.cutoffs, _options.compute_dtype(preds.dtype)
+    )
 
 
 def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
