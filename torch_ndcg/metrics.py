@@ -185,7 +185,7 @@ class NDCG(CountedMean, Generic[ResultT]):
                 if values is not None:
                     self._add_values(values, None)
                     return
-            if target.layout != torch.strided:  # a sparse target: streamed, see `ndcg`
+            if _catalog.is_sparse(target):  # a sparse target: streamed, see `ndcg`
                 _validation.check_device(preds, self.sum_ndcg.device)
                 values = _catalog.sparse_values(
                     preds, target, exclude, mask, opt.lists, normalize=True
@@ -193,9 +193,7 @@ class NDCG(CountedMean, Generic[ResultT]):
                 self._add_values(values, None)
                 return
             if exclude is not None:
-                mask = _catalog.dense_mask_with_exclusions(
-                    exclude, mask, target, validate_args=opt.validate_args
-                )
+                mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, opt.lists)
             lists = _prepare_lists(preds, target, mask, opt.lists)
             _validation.check_device(preds, self.sum_ndcg.device)
             values = _ndcg_of_lists(lists, opt.lists)

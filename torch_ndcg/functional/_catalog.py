@@ -115,6 +115,20 @@ def _check_matrix_shape(name: str, matrix: Tensor, users: int, n_items: int | No
         )
 
 
+# What `relevant` and `exclude` may be, as their errors name it.
+_RELEVANT_KINDS = "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids"
+_EXCLUDE_KINDS = (
+    "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
+)
+
+
+def check_is_tensor(name: str, value: Any) -> None:
+    """``value`` (``"relevant"`` or ``"exclude"``) is a tensor, or a ``TypeError`` names it."""
+    if not isinstance(value, Tensor):
+        kinds = _RELEVANT_KINDS if name == "relevant" else _EXCLUDE_KINDS
+        raise TypeError(f"Expected `{name}` as {kinds}, but got {type(value).__name__}.")
+
+
 def relevance_target(
     relevant: Tensor, users: int, n_items: int | None, dtype: torch.dtype
 ) -> tuple[Tensor, Tensor]:
@@ -123,16 +137,22 @@ def relevance_target(
     A sparse COO/CSR ``[B, N]`` tensor holds grades at its stored entries; an integer
     ``[B, P]`` tensor holds item ids (negative: padding), each with grade 1.
     """
+    check_is_tensor("relevant", relevant)
     if relevant.layout != torch.strided:
         _check_matrix_shape("relevant", relevant, users, n_items)
         rows, cols, values = _entries(relevant, "relevant")
         ids, grades = _padded(rows, cols, values.to(dtype), users, -1)
         return ids, grades
     if relevant.is_floating_point() or relevant.dtype == torch.bool or relevant.dim() != 2:
+        ids_of_one_item = relevant.dim() == 1 and _validation.is_integer_tensor(relevant)
+        hint = (
+            "pass one item id per user as `relevant[:, None]`"
+            if ids_of_one_item
+            else "pass a dense grade matrix as `relevant.to_sparse()`"
+        )
         raise TypeError(
-            "Expected `relevant` as a sparse [B, N] tensor of grades or an integer [B, P] "
-            f"tensor of item ids, but got a dense {relevant.dtype} tensor of shape "
-            f"{tuple(relevant.shape)}; pass a dense grade matrix as `relevant.to_sparse()`."
+            f"Expected `relevant` as {_RELEVANT_KINDS}, but got a dense {relevant.dtype} tensor "
+            f"of shape {tuple(relevant.shape)}; {hint}."
         )
     if relevant.shape[0] != users:
         raise ValueError(
@@ -150,6 +170,7 @@ def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
     Sparse COO/CSR ``[B, N]``: the stored entries with a non-zero value; dense bool
     ``[B, N]``: the ``True`` entries; integer ``[B, E]``: item ids (negative: padding).
     """
+    check_is_tensor("exclude", exclude)
     if exclude.layout != torch.strided:
         _check_matrix_shape("exclude", exclude, users, n_items)
         rows, cols, values = _entries(exclude, "exclude")
@@ -162,8 +183,8 @@ def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
         return _padded(rows, cols, cols, users, _INT64_MAX)[0]
     if exclude.is_floating_point() or exclude.dim() != 2:
         raise TypeError(
-            "Expected `exclude` as a bool [B, N] tensor, a sparse [B, N] tensor or an integer "
-            f"[B, E] tensor of item ids, but got {exclude.dtype} of shape {tuple(exclude.shape)}."
+            f"Expected `exclude` as {_EXCLUDE_KINDS}, but got {exclude.dtype} of shape "
+            f"{tuple(exclude.shape)}."
         )
     if exclude.shape[0] != users:
         raise ValueError(
@@ -701,7 +722,10 @@ def sparse_values(
     users, n_items = preds.shape
     dtype = _options.compute_dtype(preds.dtype)
     catalog = catalog_target(target.to(preds.device), None, users, n_items, dtype)
-    excluded = None if exclude is None else excluded_ids(exclude.to(preds.device), users, n_items)
+    excluded = None
+    if exclude is not None:
+        check_is_tensor("exclude", exclude)
+        excluded = excluded_ids(exclude.to(preds.device), users, n_items)
     if mask is not None:
         _validation.check_mask(mask, preds.shape)
         padded = excluded_ids(~mask, users, n_items)
@@ -728,13 +752,18 @@ def _union(a: Tensor, b: Tensor) -> Tensor:
 
 
 def dense_mask_with_exclusions(
-    exclude: Tensor, mask: Tensor | None, target: Tensor, *, validate_args: bool
+    exclude: Tensor, mask: Tensor | None, preds: Tensor, target: Tensor, options: ListOptions
 ) -> Tensor:
     """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed.
 
     Makes one ``[B, N]`` bool tensor; reads back once on the CPU with ``validate_args`` (ids in
-    range, no item both relevant and excluded), never on an accelerator.
+    range, no item both relevant and excluded), never on an accelerator. ``options`` are
+    checked; the types and shapes of the tensors are checked here.
     """
+    _validation.check_preds_target(preds, target)
+    _validation.check_mask(mask, preds.shape)
+    check_is_tensor("exclude", exclude)
+    validate_args = options.validate_args
     shape = target.shape
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")

@@ -218,9 +218,7 @@ def _values(
         values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
         return _catalog.shape_values(values, options.cutoffs, preds.dtype)
     if exclude is not None:
-        mask = _catalog.dense_mask_with_exclusions(
-            exclude, mask, target, validate_args=options.validate_args
-        )
+        mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
     lists = _prepare_lists(preds, target, mask, options)
     if normalize:
         values = _ndcg_of_lists(lists, options)

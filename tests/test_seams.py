@@ -1,0 +1,67 @@
+"""The seams between the entry points: input kinds, padding and exclusions, checks, clicks.
+
+Each test holds one behaviour that a path did not share with the others: a dense and a sparse
+target, `exclude` and `mask`, `forward` and `aggregated`, `__init__` and a later setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from torch_ndcg import NDCG, catalog_ndcg, ndcg
+
+# --- 1. Arguments of the wrong type are named ---------------------------------------------------
+
+
+def _scores_and_labels() -> tuple[torch.Tensor, torch.Tensor]:
+    preds = torch.tensor([[0.9, 0.5, 0.3], [0.2, 0.8, 0.4]])
+    target = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    return preds, target
+
+
+@pytest.mark.parametrize("kind", [np.asarray, lambda t: t.tolist()], ids=["numpy", "list"])
+def test_metric_names_a_target_that_is_no_tensor(kind: Any) -> None:
+    preds, target = _scores_and_labels()
+    with pytest.raises(TypeError, match=r"Expected `target` to be a torch\.Tensor, but got"):
+        NDCG().update(preds, kind(target))
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("call", ["ndcg", "NDCG"])
+def test_exclude_that_is_no_tensor_is_named(call: str, sparse: bool) -> None:
+    preds, target = _scores_and_labels()
+    labels = target.to_sparse() if sparse else target
+    message = re.escape("Expected `exclude` as a bool [B, N] tensor") + ".*but got list"
+    with pytest.raises(TypeError, match=message):
+        if call == "ndcg":
+            ndcg(preds, labels, exclude=[[1], [2]])
+        else:
+            NDCG().update(preds, labels, exclude=[[1], [2]])
+
+
+@pytest.mark.parametrize(
+    ("relevant", "given"),
+    [([[1], [2]], "list"), (np.array([[1], [2]]), "ndarray")],
+    ids=["list", "numpy"],
+)
+def test_catalog_names_relevant_that_is_no_tensor(relevant: Any, given: str) -> None:
+    queries, items = torch.eye(2, 3), torch.eye(5, 3)
+    message = re.escape("Expected `relevant` as a sparse [B, N] tensor") + f".*but got {given}"
+    with pytest.raises(TypeError, match=message):
+        catalog_ndcg(queries, items, relevant, k=3)
+    with pytest.raises(TypeError, match=r"Expected `exclude` as .*but got list"):
+        catalog_ndcg(queries, items, torch.tensor([[1], [2]]), k=3, exclude=[[0], [0]])
+
+
+def test_catalog_hints_a_column_for_one_relevant_id_per_user() -> None:
+    queries, items = torch.eye(2, 3), torch.eye(5, 3)
+    with pytest.raises(TypeError, match=re.escape("`relevant[:, None]`")):
+        catalog_ndcg(queries, items, torch.tensor([1, 2]), k=3)
+    # The hint holds: each user's best item (its own axis) as a column of ids.
+    got = catalog_ndcg(queries, items, torch.tensor([0, 1])[:, None], k=3)
+    torch.testing.assert_close(got, torch.ones(2))
