@@ -65,3 +65,52 @@ def test_catalog_hints_a_column_for_one_relevant_id_per_user() -> None:
     # The hint holds: each user's best item (its own axis) as a column of ids.
     got = catalog_ndcg(queries, items, torch.tensor([0, 1])[:, None], k=3)
     torch.testing.assert_close(got, torch.ones(2))
+
+
+# --- 2. A row of padding only is no list, whatever the target's layout ------------------------
+
+
+def _one_row_of_padding() -> dict[str, torch.Tensor]:
+    """Two lists; the first is all padding (its items masked, or all excluded)."""
+    return {
+        "preds": torch.tensor([[0.9, 0.5, 0.3], [0.9, 0.5, 0.3]]),
+        "target": torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]),
+        "mask": torch.tensor([[False, False, False], [True, True, True]]),
+        # Every item of the first row.
+        "exclude": torch.tensor([[0, 1, 2], [-1, -1, -1]]),
+    }
+
+
+@pytest.mark.parametrize("action", ["neg", "pos", "skip"])
+@pytest.mark.parametrize("padding", ["mask", "exclude"])
+def test_metric_counts_no_list_of_padding_with_a_sparse_target(action: str, padding: str) -> None:
+    case = _one_row_of_padding()
+    values = {}
+    for layout in ("dense", "sparse"):
+        target = case["target"] if layout == "dense" else case["target"].to_sparse()
+        metric = NDCG(k=2, empty_target_action=action)
+        metric.update(case["preds"], target, **{padding: case[padding]})
+        values[layout] = metric.compute()
+        assert int(metric.count) == 1, layout
+    assert values["sparse"].item() == values["dense"].item() == 1.0
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_a_row_of_padding_is_no_empty_target_with_a_sparse_target(layout: str) -> None:
+    case = _one_row_of_padding()
+    sparse = case["target"].to_sparse() if layout == "coo" else case["target"].to_sparse_csr()
+    for padding in ("mask", "exclude"):
+        expected = ndcg(
+            case["preds"],
+            case["target"],
+            empty_target_action="error",
+            k=2,
+            **{padding: case[padding]},
+        )
+        got = ndcg(
+            case["preds"], sparse, empty_target_action="error", k=2, **{padding: case[padding]}
+        )
+        torch.testing.assert_close(got, expected)
+    # A row with real items and no relevant one is still an empty target.
+    with pytest.raises(ValueError, match="no relevant item"):
+        ndcg(case["preds"], sparse, empty_target_action="error")

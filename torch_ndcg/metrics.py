@@ -187,10 +187,10 @@ class NDCG(CountedMean, Generic[ResultT]):
                     return
             if _catalog.is_sparse(target):  # a sparse target: streamed, see `ndcg`
                 _validation.check_device(preds, self.sum_ndcg.device)
-                values = _catalog.sparse_values(
+                values, listed = _catalog.sparse_values(
                     preds, target, exclude, mask, opt.lists, normalize=True
                 )
-                self._add_values(values, None)
+                self._add_values(values, listed)  # a row of padding only is no list
                 return
             if exclude is not None:
                 mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, opt.lists)

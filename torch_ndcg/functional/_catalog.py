@@ -489,11 +489,20 @@ def _check_int(name: str, value: Any, *, minimum: int) -> None:
 
 
 def normalized(
-    value: Tensor, ideal: Tensor, empty_target_action: EmptyTargetAction, gain: Gain
+    value: Tensor,
+    ideal: Tensor,
+    empty_target_action: EmptyTargetAction,
+    gain: Gain,
+    listed: Tensor | None = None,
 ) -> Tensor:
-    """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read)."""
+    """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read).
+
+    ``listed`` (``[B, 1]`` bool) marks the users with an item that takes a rank (``None``:
+    every user): one without is no list, so it has no empty target either.
+    """
     if empty_target_action == "error":
-        empty = (ideal == 0).any()
+        empty = ideal == 0
+        empty = (empty if listed is None else empty & listed).any()
         message = (
             "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
@@ -697,11 +706,16 @@ def sparse_values(
     options: ListOptions,
     *,
     normalize: bool,
-) -> Tensor:
+) -> tuple[Tensor, Tensor | None]:
     """The nDCG (``normalize``) or the DCG of dense ``[B, N]`` scores against a sparse target.
 
     ``[B, len(k)]`` in the accumulation dtype; ``mask`` (``False``: padding) excludes too.
     ``options`` are checked.
+
+    Returns:
+        The values, and the ``[B, 1]`` bool users with an item that takes a rank (`listed`;
+        ``None``: every user), as the lists' mask says of a dense target: a row of padding and
+        excluded items only is no list.
     """
     gain, validate_args = options.gain, options.validate_args
     ignore_index = options.ignore_index
@@ -732,6 +746,7 @@ def sparse_values(
         excluded = padded if excluded is None else _union(excluded, padded)
     catalog = CatalogTarget(catalog.ids, catalog.grades, excluded)
     check_target(catalog, n_items, gain, validate_args=validate_args)
+    rows = None if excluded is None else listed(excluded, n_items)
     block_users, chunk = _blocking(users, None, None, preds.element_size())
     with torch.no_grad():
         blocks = score_blocks(preds, block_users, chunk)
@@ -739,8 +754,18 @@ def sparse_values(
             blocks, catalog, options, n_items=n_items, dtype=dtype, device=preds.device
         )
     if not normalize:
-        return value
-    return normalized(value, ideal, options.empty_target_action, gain)
+        return value, rows
+    return normalized(value, ideal, options.empty_target_action, gain, rows), rows
+
+
+def listed(excluded: Tensor, n_items: int) -> Tensor:
+    """``[B, 1]`` bool: the users of ``[B, E]`` ascending ``excluded`` ids with an item left.
+
+    An id outside ``[0, n_items)`` or listed twice (unchecked input) excludes nothing more.
+    """
+    inside = excluded.ge(0) & excluded.lt(n_items)
+    inside[:, 1:] &= excluded[:, 1:].ne(excluded[:, :-1])
+    return inside.sum(-1, keepdim=True).lt(n_items)
 
 
 def _union(a: Tensor, b: Tensor) -> Tensor:

@@ -215,7 +215,9 @@ def _values(
 ) -> Tensor:
     """`ndcg` (``normalize``) or `dcg`, options checked: a sparse target streamed, else lists."""
     if _catalog.is_sparse(target):
-        values = _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
+        values, _ = _catalog.sparse_values(
+            preds, target, exclude, mask, options, normalize=normalize
+        )
         return _catalog.shape_values(values, options.cutoffs, preds.dtype)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
