@@ -37,11 +37,9 @@ def test_exclude_that_is_no_tensor_is_named(call: str, sparse: bool) -> None:
     preds, target = _scores_and_labels()
     labels = target.to_sparse() if sparse else target
     message = re.escape("Expected `exclude` as a bool [B, N] tensor") + ".*but got list"
+    function = ndcg if call == "ndcg" else NDCG().update
     with pytest.raises(TypeError, match=message):
-        if call == "ndcg":
-            ndcg(preds, labels, exclude=[[1], [2]])
-        else:
-            NDCG().update(preds, labels, exclude=[[1], [2]])
+        function(preds, labels, exclude=[[1], [2]])
 
 
 @pytest.mark.parametrize(
@@ -114,3 +112,47 @@ def test_a_row_of_padding_is_no_empty_target_with_a_sparse_target(layout: str) -
     # A row with real items and no relevant one is still an empty target.
     with pytest.raises(ValueError, match="no relevant item"):
         ndcg(case["preds"], sparse, empty_target_action="error")
+
+
+# --- 3. With a sparse target, padding is padding (as with a dense one) -----------------------
+
+
+def _graded_lists() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(3)
+    preds = torch.randn(4, 6, generator=gen)
+    target = torch.randint(0, 3, (4, 6), generator=gen).float()
+    return preds, target
+
+
+@pytest.mark.parametrize("to_sparse", [torch.Tensor.to_sparse, torch.Tensor.to_sparse_csr])
+def test_a_grade_under_the_mask_is_padding_with_a_sparse_target(to_sparse: Any) -> None:
+    preds, target = _graded_lists()
+    mask = target.eq(0).logical_not()  # every graded item...
+    mask[:, 0] = False  # ...but one, masked though graded
+    mask[:, 3] = True
+    target[:, 0] = 2.0
+    expected = ndcg(preds, target, mask=mask, k=3)
+    got = ndcg(preds, to_sparse(target), mask=mask, k=3)
+    torch.testing.assert_close(got, expected)
+    metric = NDCG(k=3)
+    metric.update(preds, to_sparse(target), mask=mask)
+    torch.testing.assert_close(metric.compute(), expected.mean())
+
+
+def test_a_stored_zero_grade_on_an_excluded_item_is_no_relevant_item() -> None:
+    preds, target = _graded_lists()
+    target[:, 1] = 0.0
+    rows = torch.arange(4).repeat_interleave(2)
+    cols = torch.tensor([1, 2]).repeat(4)  # a stored 0 on item 1, a grade on item 2
+    stored = torch.sparse_coo_tensor(
+        torch.stack([rows, cols]), target[rows, cols] + cols.eq(2).float(), target.shape
+    )
+    dense = stored.to_dense()
+    exclude = torch.full((4, 1), 1)
+    expected = ndcg(preds, dense, exclude=exclude)
+    torch.testing.assert_close(ndcg(preds, stored, exclude=exclude), expected)
+    torch.testing.assert_close(ndcg(preds, stored.to_sparse_csr(), exclude=exclude), expected)
+    # A grade other than 0 on an excluded item is still an error, on both layouts.
+    for relevant in (dense, stored):
+        with pytest.raises(ValueError, match="both relevant and excluded"):
+            ndcg(preds, relevant, exclude=torch.full((4, 1), 2))

@@ -209,7 +209,8 @@ def check_target(
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
     Ids outside ``[0, N)``, an id listed twice for a user, negative or NaN grades, an
-    overflowing exponential gain, and an item both relevant and excluded are errors.
+    overflowing exponential gain, and an item both relevant (a grade other than 0) and excluded
+    are errors.
     """
     if not validate_args:
         return
@@ -240,7 +241,8 @@ def check_target(
         )
     if excluded is not None:
         real = excluded.ne(_INT64_MAX)
-        found = _catalog._excluded(ids.clamp(min=0), excluded) & valid
+        # A stored grade of 0 is no relevant item (as a dense target's label 0).
+        found = _catalog._excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
         checks += [
             (
                 (real & (excluded.lt(0) | excluded.ge(limit))).any(),
@@ -735,17 +737,22 @@ def sparse_values(
         )
     users, n_items = preds.shape
     dtype = _options.compute_dtype(preds.dtype)
-    catalog = catalog_target(target.to(preds.device), None, users, n_items, dtype)
+    ids, grades = relevance_target(target.to(preds.device), users, n_items, dtype)
     excluded = None
     if exclude is not None:
         check_is_tensor("exclude", exclude)
         excluded = excluded_ids(exclude.to(preds.device), users, n_items)
     if mask is not None:
         _validation.check_mask(mask, preds.shape)
+        # Padding is padding, as with a dense target: a grade stored on a padded item is none.
+        padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
+        ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
+    # `exclude` checked as given (ids, repeats, relevant items), before padding joins it.
+    check_target(CatalogTarget(ids, grades, excluded), n_items, gain, validate_args=validate_args)
+    if mask is not None:
         padded = excluded_ids(~mask, users, n_items)
         excluded = padded if excluded is None else _union(excluded, padded)
-    catalog = CatalogTarget(catalog.ids, catalog.grades, excluded)
-    check_target(catalog, n_items, gain, validate_args=validate_args)
+    catalog = CatalogTarget(ids, grades, excluded)
     rows = None if excluded is None else listed(excluded, n_items)
     block_users, chunk = _blocking(users, None, None, preds.element_size())
     with torch.no_grad():
