@@ -156,3 +156,41 @@ def test_a_stored_zero_grade_on_an_excluded_item_is_no_relevant_item() -> None:
     for relevant in (dense, stored):
         with pytest.raises(ValueError, match="both relevant and excluded"):
             ndcg(preds, relevant, exclude=torch.full((4, 1), 2))
+
+
+# --- 4. A NaN score of a padded or excluded item never counts, whatever the list length ------
+
+
+@pytest.mark.parametrize("length", [5, 33, 64, 100])
+@pytest.mark.parametrize("padding", ["mask", "exclude"])
+def test_a_nan_score_on_padding_is_accepted_with_a_sparse_target(length: int, padding: str) -> None:
+    gen = torch.Generator().manual_seed(length)
+    preds = torch.randn(3, length, generator=gen)
+    target = (torch.rand(3, length, generator=gen) < 0.3).float()
+    target[:, 1] = 0.0
+    preds[:, 1] = torch.nan
+    mask = torch.ones(3, length, dtype=torch.bool)
+    mask[:, 1] = False
+    given = {"mask": mask} if padding == "mask" else {"exclude": torch.full((3, 1), 1)}
+    expected = ndcg(preds, target, k=4, **given)
+    torch.testing.assert_close(ndcg(preds, target.to_sparse(), k=4, **given), expected)
+    # A NaN on an item that ranks is an error, on both layouts.
+    preds[:, 2] = torch.nan
+    for labels in (target, target.to_sparse()):
+        with pytest.raises(ValueError, match="NaN"):
+            ndcg(preds, labels, k=4, **given)
+
+
+def test_a_nan_score_of_an_excluded_item_is_accepted_by_the_catalog() -> None:
+    queries, items = torch.eye(2, 3), torch.eye(5, 3)
+
+    def nan_on_item_1(query_block: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        scores = query_block @ chunk.T
+        scores[:, 1] = torch.nan
+        return scores
+
+    relevant = torch.tensor([[0], [2]])
+    exclude = torch.tensor([[1], [1]])
+    expected = catalog_ndcg(queries, items, relevant, k=3, exclude=exclude)
+    got = catalog_ndcg(queries, items, relevant, k=3, exclude=exclude, score_fn=nan_on_item_1)
+    torch.testing.assert_close(got, expected)

@@ -207,9 +207,11 @@ class Stream:
             state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
             state.rel_seen = state.rel_seen | inside
             index = torch.arange(start, start + width, device=block.device).expand(users, width)
-            if self.select and bool(block.isnan().any()):
+            scores, index = self._placeholders(block, index)
+            # Excluded (and padded) items' scores never count: only the others may not be NaN.
+            if self.select and bool(scores.isnan().any()):
                 raise ValueError(_NAN_MESSAGE)
-            self._merge(block, index)
+            _merge(self.state, scores, index)
             return
         survivors = self._survivors(block, start)
         if survivors is None:
@@ -316,13 +318,13 @@ class Stream:
         packed_index[rows, position] = index
         _merge(self.state, packed_scores, packed_index)
 
-    def _merge(self, cand_scores: Tensor, cand_index: Tensor) -> None:
-        """`_merge` of candidates, the excluded ones first made placeholders."""
+    def _placeholders(self, cand_scores: Tensor, cand_index: Tensor) -> tuple[Tensor, Tensor]:
+        """Candidates for `_merge`, the excluded ones made placeholders."""
         if self.excluded is not None:
             excluded = _excluded(cand_index, self.excluded)
             cand_scores = torch.where(excluded, float("-inf"), cand_scores)
             cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
-        _merge(self.state, cand_scores, cand_index)
+        return cand_scores, cand_index
 
 
 def _flat_keys(rows: Tensor, ids: Tensor | None = None) -> Tensor:
