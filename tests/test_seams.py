@@ -194,3 +194,47 @@ def test_a_nan_score_of_an_excluded_item_is_accepted_by_the_catalog() -> None:
     expected = catalog_ndcg(queries, items, relevant, k=3, exclude=exclude)
     got = catalog_ndcg(queries, items, relevant, k=3, exclude=exclude, score_fn=nan_on_item_1)
     torch.testing.assert_close(got, expected)
+
+
+# --- 5. Dense target with `exclude`: padding may be excluded; an id twice is an error ---------
+
+
+def test_padding_may_be_excluded_with_a_dense_target() -> None:
+    preds, target = _graded_lists()
+    exclude = torch.tensor([[0], [0], [-1], [-1]])
+    # Item 0 of the first two lists is padding with a non-zero label: by `ignore_index`...
+    labels = target.clone()
+    labels[:2, 0] = -1
+    expected = ndcg(preds, labels.clamp(min=0), mask=labels.ge(0))
+    torch.testing.assert_close(ndcg(preds, labels, ignore_index=-1, exclude=exclude), expected)
+    # ...or by `mask`; both ways also in the metric.
+    labels[:2, 0] = 2.0
+    mask = torch.ones_like(labels, dtype=torch.bool)
+    mask[:2, 0] = False
+    torch.testing.assert_close(ndcg(preds, labels, mask=mask, exclude=exclude), expected)
+    metric = NDCG()
+    metric.update(preds, labels, mask=mask, exclude=exclude)
+    torch.testing.assert_close(metric.compute(), expected.mean())
+    # A real relevant item that is excluded is still an error.
+    with pytest.raises(ValueError, match="both relevant and excluded"):
+        ndcg(preds, labels.clamp(min=1), mask=mask, exclude=torch.tensor([[1], [1], [1], [1]]))
+
+
+@pytest.mark.parametrize("layout", ["dense", "sparse", "sparse with a mask"])
+def test_an_id_excluded_twice_is_an_error_on_every_path(layout: str) -> None:
+    preds, target = _graded_lists()
+    target[:, 1] = 0.0
+    exclude = torch.tensor([[1, 1], [-1, -1], [-1, -1], [-1, -1]])
+    given: dict[str, Any] = {"exclude": exclude}
+    labels = target if layout == "dense" else target.to_sparse()
+    if layout == "sparse with a mask":
+        given["mask"] = torch.ones_like(target, dtype=torch.bool)
+    message = "Expected each excluded item once per user, but a user lists an item twice."
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ndcg(preds, labels, **given)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        NDCG().update(preds, labels, **given)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        catalog_ndcg(
+            torch.eye(4, 3), torch.eye(6, 3), torch.tensor([[0]] * 4), k=2, exclude=exclude
+        )

@@ -789,8 +789,9 @@ def dense_mask_with_exclusions(
     """``mask`` (``True`` = ranks) with the ``exclude`` items of a dense-target call removed.
 
     Makes one ``[B, N]`` bool tensor; reads back once on the CPU with ``validate_args`` (ids in
-    range, no item both relevant and excluded), never on an accelerator. ``options`` are
-    checked; the types and shapes of the tensors are checked here.
+    range, each once per user, no real item both relevant and excluded: a padded one, by
+    ``mask`` or ``options.ignore_index``, may be excluded too), never on an accelerator.
+    ``options`` are checked; the types and shapes of the tensors are checked here.
     """
     _validation.check_preds_target(preds, target)
     _validation.check_mask(mask, preds.shape)
@@ -814,11 +815,20 @@ def dense_mask_with_exclusions(
                 f"Expected the excluded item ids in [0, {n_items}), but one is outside.",
             ),
             (
-                (target.ne(0) & ~ranked).any(),
-                "Expected no item both relevant and excluded, but a user has one: an excluded "
-                "item takes no rank, so it cannot be found.",
+                (ids[:, 1:].eq(ids[:, :-1]) & real[:, 1:]).any(),
+                "Expected each excluded item once per user, but a user lists an item twice.",
             ),
         ]
+        # Padding is no item, relevant or not, whatever its label.
+        real_items = _validation.real_items(target, mask, options.ignore_index)
+        relevant = target.ne(0) if real_items is None else target.ne(0) & real_items
+        checks.append(
+            (
+                (relevant & ~ranked).any(),
+                "Expected no item both relevant and excluded, but a user has one: an excluded "
+                "item takes no rank, so it cannot be found.",
+            )
+        )
         _raise_checks(checks)
     return ranked if mask is None else ranked & mask
 
