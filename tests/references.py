@@ -475,11 +475,12 @@ def aggregated_unbiased_lambdarank_step(
 
     Per list: each item's click mass ``A[w] = sum_i clicks[w][i] / t+[i]`` and non-click mass
     ``B[l] = sum_j (views[l][j] - clicks[l][j]) / t-[j]``; every ordered pair of two different
-    items has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))`` (log2 discount
-    of the current 1-based rank, ties in order of appearance, 0 beyond k), weighted by
-    ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``, ``S-[j] = sum (views - clicks)[l][j]
-    A[w] L``; a list shows position ``i`` as often as its items' views there add up to,
-    relative to the top position's; ``R`` and the biases as in `bias_step`.
+    items with views has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))``
+    (log2 discount of the current 1-based rank among those items, ties in order of appearance,
+    0 beyond k), weighted by ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``,
+    ``S-[j] = sum (views - clicks)[l][j] A[w] L``; a list shows position ``i`` as often as its
+    items' views there add up to, relative to the top position's; ``R`` and the biases as in
+    `bias_step`.
     """
     n_positions = len(t_plus)
     losses = []
@@ -488,7 +489,9 @@ def aggregated_unbiased_lambdarank_step(
         s_plus = [0.0] * n_positions
         s_minus = [0.0] * n_positions
         items = range(len(scores))
-        order = sorted(items, key=lambda i: (-scores[i], i))
+        # Only the items shown (some views) are ranked: the others were never in the list.
+        shown = [i for i in items if sum(list_views[i]) > 0]
+        order = sorted(shown, key=lambda i: (-scores[i], i))
         rank = {item: r + 1 for r, item in enumerate(order)}
         cut = len(scores) if k is None else k
         skips = [
@@ -498,8 +501,8 @@ def aggregated_unbiased_lambdarank_step(
         won = [sum(c / t for c, t in zip(cs, t_plus, strict=True)) for cs in list_clicks]
         lost = [sum(n / t for n, t in zip(ns, t_minus, strict=True)) for ns in skips]
         total = 0.0
-        for w in items:
-            for lo in items:
+        for w in shown:
+            for lo in shown:
                 if w == lo:
                     continue
                 d_w = log2_discount(rank[w]) if rank[w] <= cut else 0.0

@@ -6,6 +6,7 @@ target, `exclude` and `mask`, `forward` and `aggregated`, `__init__` and a later
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ndcg import NDCG, catalog_ndcg, ndcg
+from torch_ndcg import NDCG, UnbiasedLambdaRankLoss, catalog_ndcg, ndcg
 
 # --- 1. Arguments of the wrong type are named ---------------------------------------------------
 
@@ -238,3 +239,103 @@ def test_an_id_excluded_twice_is_an_error_on_every_path(layout: str) -> None:
         catalog_ndcg(
             torch.eye(4, 3), torch.eye(6, 3), torch.tensor([[0]] * 4), k=2, exclude=exclude
         )
+
+
+# --- 7. UnbiasedLambdaRankLoss.aggregated: as `forward` ranks, checks and learns ----------------
+
+
+def _session_with_an_item_not_shown() -> tuple[torch.Tensor, ...]:
+    """One session per list; item 1 of each was not shown (position -1)."""
+    preds = torch.tensor([[0.5, 2.0, -0.3, 1.0, 0.1], [1.5, 0.2, 0.4, -1.0, 0.0]])
+    clicks = torch.tensor([[1, 0, 0, 1, 0], [0, 0, 1, 0, 0]])
+    positions = torch.tensor([[0, -1, 1, 2, 3], [3, -1, 0, 2, 1]])
+    # One-hot views at each shown item's position, times 1 / sqrt(ideal DCG of the clicks).
+    ideal = torch.cumsum(1 / torch.log2(torch.arange(2, 7, dtype=torch.float64)), 0)
+    scale = ideal[clicks.sum(-1) - 1].rsqrt()[:, None, None]
+    shown = positions.ge(0)[..., None]
+    views = torch.nn.functional.one_hot(positions.clamp(min=0), 4).double() * shown * scale
+    return preds.double(), clicks, positions, views
+
+
+def _loss_and_grad(fn: Any, preds: torch.Tensor, *args: Any) -> tuple[torch.Tensor, ...]:
+    leaf = preds.clone().requires_grad_()
+    loss = fn(leaf, *args)
+    loss.backward()
+    assert leaf.grad is not None
+    return loss.detach(), leaf.grad
+
+
+def test_aggregated_ranks_only_the_items_shown_as_forward_does() -> None:
+    preds, clicks, positions, views = _session_with_an_item_not_shown()
+    per_session, summed = (
+        UnbiasedLambdaRankLoss(num_positions=4, bias_norm=1.0, momentum=0.5).double()
+        for _ in range(2)
+    )
+    for step in range(3):
+        expected = _loss_and_grad(per_session, preds, clicks, positions)
+        got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(summed.statistics, per_session.statistics)
+        torch.testing.assert_close(summed.t_plus, per_session.t_plus)
+        preds = preds + 0.3 * torch.randn(
+            preds.shape, generator=torch.Generator().manual_seed(step), dtype=preds.dtype
+        )
+    # The score of an item not shown is never read: NaN there changes nothing.
+    preds[:, 1] = torch.nan
+    expected = per_session.eval()(preds, clicks, positions)
+    torch.testing.assert_close(
+        summed.eval().aggregated(preds, clicks[..., None] * views, views), expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("score", "message"),
+    [
+        (math.inf, "Expected `preds` to be finite, but found inf."),
+        (-math.inf, "Expected `preds` to be finite, but found -inf."),
+        (math.nan, "Expected `preds` to contain no NaN, but found NaN scores."),
+    ],
+)
+def test_aggregated_checks_the_scores_before_it_learns(score: float, message: str) -> None:
+    preds, clicks, positions, views = _session_with_an_item_not_shown()
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=4, momentum=0.0).double()
+    bad = preds.clone()
+    bad[0, 0] = score
+    with pytest.raises(ValueError, match=re.escape(message)):
+        loss_fn(bad, clicks, positions)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        loss_fn.aggregated(bad, clicks[..., None] * views, views)
+    assert torch.equal(loss_fn.statistics, torch.zeros(4, 4, dtype=torch.float64))
+    # The next good batch learns as if the bad one never came.
+    loss_fn.aggregated(preds, clicks[..., None] * views, views)
+    assert loss_fn.statistics.isfinite().all()
+    assert not torch.equal(loss_fn.t_plus, torch.ones(4, dtype=torch.float64))
+
+
+def test_unchecked_debiased_loss_still_checks_the_mask_shape() -> None:
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=3, validate_args=False)
+    preds, mask = torch.zeros(2, 3), torch.tensor([True, False, True])
+    message = re.escape("Expected `mask` to have the shape of `preds` (2, 3), but got (3,).")
+    with pytest.raises(ValueError, match=message):
+        loss_fn.aggregated(preds, torch.zeros(2, 3, 3), torch.ones(2, 3, 3), mask)
+    with pytest.raises(ValueError, match=message):
+        loss_fn(preds, torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long), mask)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("momentum", 1.5, "Expected `momentum` to be in [0, 1), but got 1.5."),
+        ("momentum", -0.1, "Expected `momentum` to be a non-negative finite float, but got -0.1."),
+        ("bias_norm", -1, "Expected `bias_norm` to be a non-negative finite float, but got -1."),
+    ],
+)
+def test_debiasing_options_are_checked_when_set(name: str, value: float, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        UnbiasedLambdaRankLoss(num_positions=3, **{name: value})
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=3)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        setattr(loss_fn, name, value)
+    setattr(loss_fn, name, 0.5)  # a good value is taken, and shown
+    assert getattr(loss_fn, name) == 0.5
+    assert f"{name}=0.5" in repr(loss_fn)

@@ -131,15 +131,11 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         bias_norm, momentum = given.pop("bias_norm"), given.pop("momentum")
         match_exposure = given.pop("match_exposure")
         super().__init__(weighting="lambdarank", mu=0.0, **given)
-        _validation.check_positive("bias_norm", bias_norm, allow_zero=True)
-        _validation.check_positive("momentum", momentum, allow_zero=True)
-        if not momentum < 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {momentum!r}.")
+        self.bias_norm = bias_norm  # checked by its setter, as when set later
+        self.momentum = momentum
         if not isinstance(match_exposure, bool):
             raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
         self.num_positions = num_positions
-        self.bias_norm = bias_norm
-        self.momentum = momentum
         self.match_exposure = match_exposure
         self.register_buffer("t_plus", torch.ones(num_positions))
         self.register_buffer("t_minus", torch.ones(num_positions))
@@ -149,6 +145,28 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
+
+    @property
+    def bias_norm(self) -> float:
+        """The non-negative $p$ of the bias update; checked when set, as in ``__init__``."""
+        return self._bias_norm
+
+    @bias_norm.setter
+    def bias_norm(self, value: float) -> None:
+        _validation.check_positive("bias_norm", value, allow_zero=True)
+        self._bias_norm = value
+
+    @property
+    def momentum(self) -> float:
+        """The weight in $[0, 1)$ of the past statistics; checked when set, as in ``__init__``."""
+        return self._momentum
+
+    @momentum.setter
+    def momentum(self, value: float) -> None:
+        _validation.check_positive("momentum", value, allow_zero=True)
+        if not value < 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {value!r}.")
+        self._momentum = value
 
     def forward(  # type: ignore[override]
         self,
@@ -163,9 +181,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         each item; ``mask`` marks real items. In training mode the biases are updated after
         the loss is computed (the loss uses the biases from before the step).
         """
-        if self.validate_args:
-            _validation.check_preds_target(preds, clicks)
-            _validation.check_mask(mask, preds.shape)
+        # Types and shapes: checked with or without the values (`validate_args`).
+        _validation.check_preds_target(preds, clicks)
+        _validation.check_mask(mask, preds.shape)
         real = _validation.real_items(clicks, mask, self.ignore_index)
         extra = _clicks.check_positions(
             positions, preds.shape, self.num_positions, real, validate_args=self.validate_args
@@ -237,6 +255,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         positions; what is left is that two items never share a position: 2% on 6 items in
         the tests). The cost is that of one list per query whatever the number of sessions; the
         pairs are computed densely (``[N, L, L]``), for lists of up to a few thousand items.
+        Only items with views are ranked, as `forward` ranks only the items shown: an item never
+        shown, like a padded one, takes no rank, and its score is never read (it may be NaN).
 
         Args:
             preds: ``[..., L]`` floating scores.
@@ -250,8 +270,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
         Raises:
             TypeError: a tensor of the wrong dtype.
-            ValueError: shapes that disagree, or (``validate_args``) counts negative, not
-                finite, or clicks above views.
+            ValueError: shapes that disagree, or (``validate_args``, before the biases learn
+                anything) NaN or infinite scores of ranked items, counts negative, not finite,
+                or clicks above views.
 
         Example:
             >>> import torch
@@ -267,9 +288,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
             tensor(1.9387)
         """
-        length, n = preds.shape[-1], self.num_positions
         if not isinstance(preds, Tensor) or not preds.is_floating_point():
             raise TypeError(f"Expected `preds` to be a floating tensor, but got {preds!r}.")
+        length, n = preds.shape[-1], self.num_positions
         counts_shape = (*preds.shape, n)
         for name, value in (("clicks", clicks), ("views", views)):
             if not isinstance(value, Tensor) or not value.is_floating_point():
@@ -282,20 +303,37 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
                     f"Expected `{name}` to have shape {counts_shape} (`preds`' shape and "
                     f"`num_positions`), but got {tuple(value.shape)}."
                 )
-        if self.validate_args:
-            _validation.check_mask(mask, preds.shape)
+        _validation.check_mask(mask, preds.shape)  # a shape: checked with or without values
         dtype = preds.dtype
-        scores = preds.reshape(-1, length)
-        real = None if mask is None else mask.reshape(-1, length)
         won = clicks.reshape(-1, length, n).to(dtype)
         lost = views.reshape(-1, length, n).to(dtype) - won
-        if real is not None:
+        # The items ranked: real ones that were shown (as `forward` ranks its shown items).
+        real = views.reshape(-1, length, n).detach().sum(-1) > 0
+        if mask is not None:
+            real = real & mask.reshape(-1, length)
             won = won * real[..., None]
             lost = lost * real[..., None]
+        # The scores of the others never count: they may be anything (NaN, inf).
+        scores = torch.where(real, preds.reshape(-1, length), 0)
         if self.validate_args and won.numel() > 0:
             low, high = torch.aminmax(torch.cat([won.detach(), lost.detach()]))
+            real_scores = scores.detach()
+            low_pred = torch.where(real, real_scores, torch.inf).amin()
+            high_pred = torch.where(real, real_scores, -torch.inf).amax()
+            infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
             check = _clicks.value_checks(
                 [
+                    # As `forward` checks them, before anything is computed or learnt.
+                    (
+                        (low_pred == low_pred) & (high_pred == high_pred),
+                        low_pred,
+                        "Expected `preds` to contain no NaN, but found NaN scores.",
+                    ),
+                    (
+                        (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
+                        infinite,
+                        "Expected `preds` to be finite, but found {found}.",
+                    ),
                     (low == low, low, "Expected `clicks` and `views` to contain no NaN."),
                     (high < torch.inf, high, "Expected `views` to be finite, but found {found}."),
                     (
@@ -310,7 +348,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         inverse = torch.stack([self.t_plus, self.t_minus]).to(dtype).reciprocal()
         winner = won @ inverse[0]  # A_w: [N, L]
         loser = lost @ inverse[1]  # B_l
-        # Current ranking: 1-based ranks, ties in order of appearance, padding last.
+        # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
         keys = _fast_paths.ranking_keys(scores.detach(), real)
         order = _fast_paths.stable_descending_order(keys, length)
         ranks = torch.empty_like(order).scatter_(
