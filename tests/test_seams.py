@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ndcg import NDCG, UnbiasedLambdaRankLoss, catalog_ndcg, ndcg
+from torch_ndcg import (
+    NDCG,
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    NeuralNDCGLoss,
+    UnbiasedLambdaRankLoss,
+    catalog_ndcg,
+    ndcg,
+)
 
 # --- 1. Arguments of the wrong type are named ---------------------------------------------------
 
@@ -339,3 +347,27 @@ def test_debiasing_options_are_checked_when_set(name: str, value: float, message
     setattr(loss_fn, name, 0.5)  # a good value is taken, and shown
     assert getattr(loss_fn, name) == 0.5
     assert f"{name}=0.5" in repr(loss_fn)
+
+
+# --- 8. A weight too large for the dtype is named, not the hyper-parameter ---------------------
+
+LOSSES = {
+    "lambdarank": (LambdaRankLoss, "sigma", 1e38),
+    "approx": (ApproxNDCGLoss, "temperature", 1e-20),
+    "neural": (NeuralNDCGLoss, "temperature", 1e-37),
+}
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_an_overflowing_weight_is_named(loss: str) -> None:
+    module, name, bad_value = LOSSES[loss]
+    gen = torch.Generator().manual_seed(8)
+    preds, target = torch.randn(4, 8, generator=gen), torch.randint(0, 3, (4, 8), generator=gen)
+    with pytest.raises(
+        RuntimeError, match=r"Expected `weight` to keep the loss .* rescale `weight`"
+    ):
+        module()(preds, target, weight=torch.full((4, 8), 3e38))
+    # Weights that fit are taken; a hyper-parameter that overflows alone is still named.
+    assert module()(preds, target, weight=torch.full((4, 8), 1e30)).isfinite()
+    with pytest.raises(ValueError, match=f"Expected `{name}` to keep the loss"):
+        module(**{name: bad_value})(preds, target, weight=torch.ones(4, 8))

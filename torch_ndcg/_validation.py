@@ -787,6 +787,21 @@ def check_finite_scale(
         raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
 
 
+def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
+    """A device-side assertion naming ``weight``: ``bound * count`` stays below the largest float.
+
+    ``bound`` is a hyper-parameter's bound on the loss and its gradient (already checked by
+    `check_finite_scale`) times the largest real weight: where only the weights take it past,
+    they are at fault.
+    """
+    message = (
+        f"Expected `weight` to keep the loss and its gradient finite in {dtype}, but its largest "
+        "value is too large (with this input they could reach past the largest float); rescale "
+        "`weight`."
+    )
+    assert_on_device(bound * count < torch.finfo(dtype).max, message)
+
+
 def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
     """The error of `check_finite_scale`: written only where it is raised or asserted."""
     advice = (

@@ -223,9 +223,19 @@ def _score_range(lists: _LossInput) -> float | Tensor:
     return (high.amax().double() - low.amin().double()).clamp(min=0)
 
 
-def _scaled_bound(lists: _LossInput, bound: float | Tensor) -> float | Tensor:
-    """A bound on a loss's values or slopes, times the largest weight where weights were given."""
-    return bound if lists.gain_scale is None else bound * lists.gain_scale
+def _check_scale(
+    lists: _LossInput, name: str, value: float, bound: float | Tensor, count: int
+) -> None:
+    """``name``'s bound on a loss's values or slopes stays finite, times the largest weight too.
+
+    `torch_ndcg._validation.check_finite_scale` names the hyper-parameter where its bound
+    overflows alone; where the largest weight (given and checked) takes it past, ``weight`` is
+    named (`torch_ndcg._validation.check_weight_scale`).
+    """
+    dtype = lists.scores.dtype
+    _validation.check_finite_scale(name, value, bound, dtype, count=count)
+    if lists.gain_scale is not None:
+        _validation.check_weight_scale(bound * lists.gain_scale, dtype, count=count)
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -317,6 +327,8 @@ def lambdarank_loss(
             a ``weight`` of another shape or with a negative, NaN or infinite value.
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
             ``ignore_index``.
+        RuntimeError: (a device-side check) weights so large that the loss or its gradient
+            could overflow, naming ``weight``.
 
     Example:
         Two items, the relevant one (label 1) scored below the other: one pair, weight
@@ -366,10 +378,8 @@ def lambda_pairs(
         weight_bound: float | Tensor = 1 + (mu if weighting != "lambdarank" else 0)
         if item_factor is not None:
             weight_bound = weight_bound * item_factor.detach().amax().double().square()
-        pair_bound = _scaled_bound(lists, weight_bound * (sigma * (score_range + 1) + 1))
-        _validation.check_finite_scale(
-            "sigma", sigma, pair_bound, scores.dtype, count=length * length
-        )
+        pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
+        _check_scale(lists, "sigma", sigma, pair_bound, length * length)
 
     # Current ranking: position = rank (ties in order of appearance, padding last). Every
     # position is wanted: `stable_descending_order` of the whole length is this one sort.
@@ -487,6 +497,7 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
     Raises:
         ValueError: bad ``temperature``; otherwise as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`.
+        RuntimeError: as `lambdarank_loss` (weights that overflow).
 
     Example:
         The relevant item scores 1 below the other: at $T = 1$ its smooth rank is
@@ -510,12 +521,13 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
-    bound: float | Tensor = (1 + 1 / temperature) / temperature
-    if lists.gain_scale is not None:  # `_scaled_bound`, without a call per step
-        bound = bound * lists.gain_scale
-    _validation.check_finite_scale(
-        "temperature", temperature, bound, scores.dtype, count=length * length
-    )
+    bound = (1 + 1 / temperature) / temperature
+    if lists.gain_scale is None:  # `_check_scale`, without a call per step
+        _validation.check_finite_scale(
+            "temperature", temperature, bound, scores.dtype, count=length * length
+        )
+    else:
+        _check_scale(lists, "temperature", temperature, bound, length * length)
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
@@ -623,6 +635,7 @@ def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArgu
     Raises:
         ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`.
+        RuntimeError: as `lambdarank_loss` (weights that overflow).
 
     Example:
         The relevant item scores 1 below the other. At $T = 1$ the NeuralSort rows are
@@ -648,10 +661,8 @@ def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
     if validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
-        bound = _scaled_bound(lists, 2 * (score_range + 1) / temperature)
-        _validation.check_finite_scale(
-            "temperature", temperature, bound, scores.dtype, count=length * length * length
-        )
+        bound = 2 * (score_range + 1) / temperature
+        _check_scale(lists, "temperature", temperature, bound, length * length * length)
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
