@@ -22,6 +22,7 @@ from torch_ndcg import (
     UnbiasedLambdaRankLoss,
     catalog_ndcg,
     ndcg,
+    simulate_clicks,
 )
 
 # --- 1. Arguments of the wrong type are named ---------------------------------------------------
@@ -371,3 +372,32 @@ def test_an_overflowing_weight_is_named(loss: str) -> None:
     assert module()(preds, target, weight=torch.full((4, 8), 1e30)).isfinite()
     with pytest.raises(ValueError, match=f"Expected `{name}` to keep the loss"):
         module(**{name: bad_value})(preds, target, weight=torch.ones(4, 8))
+
+
+# --- 9. simulate_clicks never reads the positions of padded items ------------------------------
+
+
+@pytest.mark.parametrize("model", ["position_based", "cascade"])
+@pytest.mark.parametrize("examination", [None, torch.tensor([0.9, 0.6, 0.4, 0.3])])
+@pytest.mark.parametrize("garbage", [99, -7])
+def test_padded_items_positions_are_never_read(
+    model: str, examination: torch.Tensor | None, garbage: int
+) -> None:
+    gen = torch.Generator().manual_seed(9)
+    target = torch.randint(0, 5, (50, 4), generator=gen)
+    positions = torch.rand(50, 4, generator=gen).argsort(-1)
+    mask = torch.rand(50, 4, generator=gen) > 0.3
+    options: dict[str, Any] = {"model": model, "examination": examination, "mask": mask}
+    clean = torch.where(mask, positions, -1)
+    expected = simulate_clicks(target, clean, generator=torch.Generator().manual_seed(0), **options)
+    got = simulate_clicks(
+        target,
+        torch.where(mask, positions, garbage),
+        generator=torch.Generator().manual_seed(0),
+        **options,
+    )
+    assert torch.equal(got, expected)
+    assert not got[~mask].any()
+    if garbage < -1 or examination is not None:  # a real item's bad position: still an error
+        with pytest.raises(ValueError, match="Expected `positions`"):
+            simulate_clicks(target, torch.full_like(positions, garbage), **options)

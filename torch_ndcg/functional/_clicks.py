@@ -89,12 +89,14 @@ def simulate_clicks(
     - ``"cascade"`` (Craswell et al., WSDM 2008): the user reads from the top and stops at the
       first click; an item is clicked if it is attractive and no item above it was.
 
-    Items not shown (position -1) and padded items (``mask`` False) are never clicked. Every
-    list is drawn at once on the device of ``target``, from ``generator`` if given.
+    Items not shown (position -1) and padded items (``mask`` False) are never clicked; the
+    positions of padded items are never read or checked (they may be anything). Every list is
+    drawn at once on the device of ``target``, from ``generator`` if given.
 
     Args:
         target: ``[..., L]`` relevance labels in $[0, y_\max]$.
-        positions: ``[..., L]`` integer display positions (0 = top, -1 = not shown).
+        positions: ``[..., L]`` integer display positions (0 = top, -1 = not shown); those
+            of padded items are ignored.
         model: ``"position_based"`` or ``"cascade"``.
         eta: non-negative severity of the default examination probabilities.
         examination: 1-D probabilities of examining each position, or ``None``.
@@ -109,8 +111,8 @@ def simulate_clicks(
     Raises:
         TypeError: non-tensor input, ``positions`` not integer, ``mask`` not bool.
         ValueError: bad ``model``, ``eta``, ``noise``, ``max_label``, ``examination``, shapes
-            that disagree, labels outside $[0, y_\max]$, positions below -1 or past
-            ``examination``.
+            that disagree, labels outside $[0, y_\max]$, positions of real items below -1 or
+            past ``examination``.
 
     Example:
         With no noise an irrelevant item is never clicked and a perfect one always is when
@@ -163,9 +165,9 @@ def simulate_clicks(
     _clicks.resolve_checks(_clicks.value_checks(checks))
 
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
+    if mask is not None:  # padded items are not shown: their positions are never read
+        positions = torch.where(mask, positions, _clicks.NOT_SHOWN)
     shown = positions != _clicks.NOT_SHOWN
-    if mask is not None:
-        shown = shown & mask
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
         if examination is None:
