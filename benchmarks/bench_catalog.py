@@ -19,7 +19,10 @@ Also (d) against the floor's blocking in turns in one process (the median of the
 ratios: on a shared machine the separate processes of (a) and (d) may meet different loads),
 and the sparse-target `ndcg` of 100 x 1,000,000 scores against one ``topk(10)`` of them; and
 the dense-target `ndcg` of 256 x 100,000 scores against one ``topk(10)`` of them, both tie
-rules, in turns in one process (``--dense-long-only`` runs this alone).
+rules, in turns in one process (``--dense-long-only`` runs this alone); and tied scores, 50
+users x 200,000 items whose user embeddings are zero (every score 0: a cold start), by
+`catalog_ndcg` and the sparse-target `ndcg` against the score product and one ``topk(10)``, in
+turns (``--tied-only`` runs this alone).
 
 Times are medians of ``--repeats`` runs, one CPU thread by default (``--threads``), as the
 issue's table. Ratios are printed against the floor and RecBole's pattern measured in the same
@@ -212,6 +215,31 @@ def arm(name: str, users: int, n_items: int, repeats: int, device: torch.device)
         result["time"] = statistics.median(times["average"])
         result["times"] = {name: statistics.median(v) for name, v in times.items()}
         result["ratios"] = {ties: statistics.median(v) for ties, v in ratios.items()}
+    elif name == "tied":
+        # Every score 0 (zero user embeddings): `catalog_ndcg` and the sparse-target `ndcg`
+        # against the product and one topk(10), in turns, both tie rules.
+        queries = torch.zeros_like(queries)
+        target = sparse_target(relevant, grades, n_items)
+        ratios = {f"{arm} {ties}": [] for arm in ("catalog", "sparse") for ties in TIES}
+        for _ in range(repeats):
+            floor_time = _timed(lambda: (queries @ items.T).topk(K, dim=1), 1, device)[0]
+            for ties in TIES:
+                catalog_time, values = _timed(
+                    lambda ties=ties: catalog_ndcg(queries, items, target, k=K, ties=ties),
+                    1,
+                    device,
+                )
+                scores = queries @ items.T
+                sparse_time, sparse_values = _timed(
+                    lambda ties=ties, scores=scores: ndcg(scores, target, k=K, ties=ties),
+                    1,
+                    device,
+                )
+                ratios[f"catalog {ties}"].append(catalog_time / floor_time)
+                ratios[f"sparse {ties}"].append(sparse_time / floor_time)
+                assert torch.allclose(values, sparse_values, atol=1e-6)
+        result["time"] = floor_time
+        result["ratios"] = {arm: statistics.median(v) for arm, v in ratios.items()}
     elif name in ("sparse-ndcg", "topk"):
         scores = queries @ items.T
         target = sparse_target(relevant, grades, n_items)
@@ -286,6 +314,21 @@ def _fresh(args: list[str], threads: int) -> dict[str, Any]:
 
 # Users x items of the dense-target arm against one topk (the issue's long-row case).
 DENSE_LONG = (256, 100_000)
+# Users x items of the tied-scores arm, and the tie rules it runs.
+TIED = (50, 200_000)
+TIES = ("average", "first")
+
+
+def _print_tied(repeats: int, device: str, threads: int) -> None:
+    """`catalog_ndcg` and sparse-target `ndcg` of ``TIED`` scores all 0, against product + topk."""
+    users, n_items = TIED
+    rounds = ["--items", str(n_items), "--repeats", str(max(repeats, 5)), "--device", device]
+    result = _fresh([*rounds, "--arm", f"tied@{users}"], threads)
+    shown = ", ".join(f"{arm} {ratio:.2f}x" for arm, ratio in result["ratios"].items())
+    print(
+        f"tied scores (zero user embeddings), {users} x {n_items:,}, k={K}: against the score "
+        f"product and one topk({K}), median of {max(repeats, 5)} rounds' ratios: {shown}"
+    )
 
 
 def _print_dense_long(repeats: int, device: str, threads: int) -> None:
@@ -317,6 +360,11 @@ def main() -> None:
         action="store_true",
         help=f"only dense-target ndcg of {DENSE_LONG[0]} x {DENSE_LONG[1]:,} against one topk",
     )
+    parser.add_argument(
+        "--tied-only",
+        action="store_true",
+        help=f"only the tied scores of {TIED[0]} x {TIED[1]:,} against the product and topk",
+    )
     parser.add_argument("--arm", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -328,6 +376,9 @@ def main() -> None:
         return
     if options.dense_long_only:
         _print_dense_long(options.repeats, options.device, options.threads)
+        return
+    if options.tied_only:
+        _print_tied(options.repeats, options.device, options.threads)
         return
     if options.worker == "whole":
         print(json.dumps(whole_catalog(options.users, options.items)))
@@ -400,6 +451,7 @@ def main() -> None:
         f"({topk['time']:.3f} s); peak {sparse['peak_mib']:.0f} MiB"
     )
     _print_dense_long(options.repeats, options.device, options.threads)
+    _print_tied(options.repeats, options.device, options.threads)
     if options.device != "cpu":
         return
     world = options.world

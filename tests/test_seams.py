@@ -401,3 +401,58 @@ def test_padded_items_positions_are_never_read(
     if garbage < -1 or examination is not None:  # a real item's bad position: still an error
         with pytest.raises(ValueError, match="Expected `positions`"):
             simulate_clicks(target, torch.full_like(positions, garbage), **options)
+
+
+# --- 6. Tied scores in the catalog paths: the same values, without merging every tie ----------
+
+
+def _tied_catalog(pattern: str) -> tuple[torch.Tensor, ...]:
+    """Scores of 6 users x 2,000 items, all equal or of three values; relevant, excluded ids."""
+    users, n_items = 6, 2000
+    gen = torch.Generator().manual_seed(6)
+    if pattern == "all tied":
+        scores = torch.zeros(users, n_items, dtype=torch.float64)
+    else:  # three values, the best one rare (in other blocks for each user): the k-th best
+        # is a tie of the middle value, and a block holds users above it and users tied with it
+        scores = torch.randint(0, 2, (users, n_items), generator=gen).double()
+        rare = torch.rand(users, n_items, generator=gen).argsort(-1)[:, :5]
+        scores.scatter_(1, rare, 2.0)
+        if pattern == "minus infinity":  # a user whose every score is -inf
+            scores[3] = -torch.inf
+    picks = torch.stack([torch.randperm(n_items, generator=gen) for _ in range(users)])
+    relevant, excluded = picks[:, :5].clone(), picks[:, 5:40].clone()
+    relevant[0] = torch.arange(5)  # the first items: inside the top k when all are tied
+    excluded[1] = -1
+    grades = torch.randint(1, 4, relevant.shape, generator=gen).double()
+    target = torch.zeros(users, n_items, dtype=torch.float64)
+    target.scatter_(1, relevant, grades)
+    return scores, target, excluded
+
+
+@pytest.mark.parametrize("pattern", ["all tied", "three values", "minus infinity"])
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_tied_scores_in_the_catalog_paths_equal_dense(pattern: str, ties: str) -> None:
+    scores, target, excluded = _tied_catalog(pattern)
+    users, n_items = scores.shape
+    mask = torch.ones_like(scores, dtype=torch.bool).scatter_(1, excluded.clamp(min=0), False)
+    mask[1] = True  # the user with nothing excluded
+    sparse = target.to_sparse()
+
+    def lookup(q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return scores[q[:, 0].long()][:, x[:, 0].long()]
+
+    for k in (3, [1, 10, 50]):
+        expected = ndcg(scores, target, k=k, mask=mask, ties=ties)
+        torch.testing.assert_close(ndcg(scores, sparse, k=k, exclude=excluded, ties=ties), expected)
+        for chunk_size in (96, 512):  # multiples of 32: the selection path
+            got = catalog_ndcg(
+                torch.arange(users, dtype=torch.float64)[:, None],
+                torch.arange(n_items, dtype=torch.float64)[:, None],
+                sparse,
+                k=k,
+                exclude=excluded,
+                score_fn=lookup,
+                chunk_size=chunk_size,
+                ties=ties,
+            )
+            torch.testing.assert_close(got, expected)

@@ -26,7 +26,11 @@ the threshold (the current ``K``-th best score; after the first blocks almost no
 then only their items that reach it. Where too many groups pass (the first block of a user
 block, when the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block
 itself raises the threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked
-even if ``e`` are excluded. The survivors of a few blocks are merged at once (`MERGE_EVERY`):
+even if ``e`` are excluded; if nearly every group still passes (scores tied with that
+maximum), the block is merged whole. A user whose best item in a block only ties with the last
+of its full top ``K`` (zero embeddings, integer scores) is not selected at all: blocks come in
+item order and ties rank by index, so those items cannot enter the top ``K`` and are only
+counted (`Stream._tally_ties`). The survivors of a few blocks are merged at once (`MERGE_EVERY`):
 until then the threshold lags, which lets a few more items through but pays the merge's fixed
 cost less often; a relevant item's score is taken from the survivors (one below them cannot
 count). States of item shards merge exactly (`merge_states`): the top ``K`` of the union is the
@@ -78,7 +82,7 @@ class TopState:
         rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until recorded).
         rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded: every one at
             or above the final ``K``-th best is (on the CPU only those that survive the
-            selection are; elsewhere every one whose block was seen).
+            selection or are counted as ties are; elsewhere every one whose block was seen).
     """
 
     scores: Tensor
@@ -168,6 +172,12 @@ def _reaching(values: Tensor, threshold: Tensor) -> Tensor:
     return values.lt(threshold).logical_not_()
 
 
+def _selected(maxima: Tensor, threshold: Tensor, tallied: Tensor | None) -> Tensor:
+    """The groups whose maximum reaches the threshold, but those of ``tallied`` users."""
+    reaching = _reaching(maxima, threshold)
+    return reaching if tallied is None else reaching.logical_and_(~tallied)
+
+
 class Stream:
     """The running top ``K`` of a block of users while their blocks of scores stream in.
 
@@ -199,19 +209,9 @@ class Stream:
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
-        state = self.state
         users, width = block.shape
         if not self.select or width % GROUP:
-            self._flush()
-            local, inside = _in_block(self.rel_ids, start, width)
-            state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
-            state.rel_seen = state.rel_seen | inside
-            index = torch.arange(start, start + width, device=block.device).expand(users, width)
-            scores, index = self._placeholders(block, index)
-            # Excluded (and padded) items' scores never count: only the others may not be NaN.
-            if self.select and bool(scores.isnan().any()):
-                raise ValueError(_NAN_MESSAGE)
-            _merge(self.state, scores, index)
+            self._absorb_whole(block, start)
             return
         survivors = self._survivors(block, start)
         if survivors is None:
@@ -222,6 +222,21 @@ class Stream:
         self.pending_groups += rows.shape[0]
         if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * users:
             self._flush()
+
+    def _absorb_whole(self, block: Tensor, start: int) -> None:
+        """Merge every item of ``block`` (branch-free: no read-back but on the CPU)."""
+        self._flush()
+        state = self.state
+        users, width = block.shape
+        local, inside = _in_block(self.rel_ids, start, width)
+        state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
+        state.rel_seen = state.rel_seen | inside
+        index = torch.arange(start, start + width, device=block.device).expand(users, width)
+        scores, index = self._placeholders(block, index)
+        # Excluded (and padded) items' scores never count: only the others may not be NaN.
+        if self.select and bool(scores.isnan().any()):
+            raise ValueError(_NAN_MESSAGE)
+        _merge(state, scores, index)
 
     def result(self) -> TopState:
         """The state once every block was absorbed."""
@@ -246,35 +261,95 @@ class Stream:
         # A pending block's threshold (at least the K-th best, which changes only at merges)
         # holds for this one too.
         threshold = self.state.scores[:, -1:] if self.threshold is None else self.threshold
-        active = _reaching(maxima.amax(1, keepdim=True), threshold).view(-1).nonzero()
-        if not active.shape[0]:  # nothing reaches it: the block adds nothing
+        best = maxima.amax(1, keepdim=True)
+        reaching = _reaching(best, threshold)
+        # The users whose best item only ties with the last of their full top K are counted,
+        # not selected (`_tally_ties`); a best item equal to a threshold is rare but for ties.
+        tallied = None
+        at_threshold = best.eq(threshold)
+        if bool(at_threshold.any()):
+            tallied = at_threshold & self._tied(threshold)
+            reaching &= ~tallied
+        active = reaching.view(-1).nonzero()
+        if not active.shape[0]:  # nothing passes: the block adds its ties at most
+            self._tally_ties(block, start, threshold, tallied)
             return None
         if 2 * active.shape[0] > users:  # many users pass: every group at once
-            pairs = _reaching(maxima, threshold).nonzero()
+            pairs = _selected(maxima, threshold, tallied).nonzero()
             if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
                 excluded_here = None
                 if self.excluded is not None:
                     excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
                 tighter = _pruning_threshold(self.state, maxima, excluded_here)
-                if tighter is not None:
+                if tighter is not None:  # the tallied users' threshold stays: nothing is above
                     threshold = torch.maximum(threshold, tighter)
-                    pairs = _reaching(maxima, threshold).nonzero()
+                    pairs = _selected(maxima, threshold, tallied).nonzero()
+                if 4 * pairs.shape[0] > 3 * maxima.numel():
+                    # Nearly every group still passes (scores tied at the threshold, or k
+                    # about the number of groups): selecting them would cost more than a merge.
+                    self._absorb_whole(block, start)
+                    return None
             rows, groups = pairs.unbind(1)
         else:  # only the groups of the users whose best item reaches it
             active = active.squeeze(1)
             chosen = maxima.index_select(0, active)
             local, groups = _reaching(chosen, threshold.index_select(0, active)).nonzero().unbind(1)
             rows = active.index_select(0, local)
-        members = self.members.get(n_groups)
-        if members is None:
-            members = group_members(n_groups, block.device, GROUP)
-            self.members[n_groups] = members
-        columns = groups[:, None] + members
+        self._tally_ties(block, start, threshold, tallied)
+        columns = groups[:, None] + self._members(n_groups, block.device)
         if block.is_contiguous():  # one flat gather
             scores = block.view(-1).take(columns + (rows * width)[:, None])
         else:
             scores = block[rows[:, None], columns]
         return rows, columns, scores, threshold
+
+    def _members(self, n_groups: int, device: torch.device) -> Tensor:
+        """`group_members` of blocks of ``n_groups`` groups, made once."""
+        members = self.members.get(n_groups)
+        if members is None:
+            members = group_members(n_groups, device, GROUP)
+            self.members[n_groups] = members
+        return members
+
+    def _tied(self, threshold: Tensor) -> Tensor:
+        """``[B, 1]``: the users whose ``threshold`` is the last score of their full top ``K``.
+
+        Blocks come in item order and ties rank by item index, so an item of this block equal
+        to that score ranks after every item of the top ``K``: it never enters it, and only
+        adds to the boundary count (`_tally_ties`).
+        """
+        full = self.state.index[:, -1:].ne(PLACEHOLDER)
+        return full & threshold.eq(self.state.scores[:, -1:])
+
+    def _tally_ties(
+        self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor | None
+    ) -> None:
+        """Count, and do not select, the items of the ``tallied`` users (``[B, 1]``; or none).
+
+        Their best item in the block ties with the last of their full top ``K`` (`_tied`):
+        the items equal to it (excluded items left out) add to the boundary count, and a
+        relevant one among them records its score. Tied scores (zero embeddings, integer
+        scores) then cost a pass over their rows, not a merge of every item. (A user with an
+        item above the threshold too is selected as usual: its ties are candidates, counted by
+        `_merge`; never counted twice.)
+        """
+        if tallied is None:
+            return
+        rows = tallied.view(-1).nonzero().squeeze(1)
+        if not rows.shape[0]:
+            return
+        width = block.shape[1]
+        values = threshold.index_select(0, rows)
+        counted = block.index_select(0, rows).eq(values)
+        if self.excluded is not None:  # excluded items take no rank, nor a place in a tie
+            local, inside = _in_block(self.excluded.index_select(0, rows), start, width)
+            row, at = inside.nonzero().unbind(1)
+            counted[row, local[row, at]] = False
+        local, inside = _in_block(self.rel_ids.index_select(0, rows), start, width)
+        row, at = (inside & counted.gather(1, local)).nonzero().unbind(1)
+        self.state.rel_scores[rows[row], at] = values[row, 0]
+        self.state.rel_seen[rows[row], at] = True
+        self.state.boundary_count.index_add_(0, rows, counted.sum(1))
 
     def _flush(self) -> None:
         """Merge the pending groups' items that reach the threshold: packed per user, one merge.
