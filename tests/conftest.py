@@ -10,7 +10,9 @@ import torch
 from hypothesis import settings
 
 from tests.spawn import RENDEZVOUS_VARIABLES
-from torch_ndcg import _host
+
+# The fixtures that force the package's private paths (used by budget tests only).
+pytest_plugins = ["tests.private_paths"]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 if str(EXAMPLES) not in sys.path:
@@ -27,13 +29,9 @@ collect_ignore = ["typing"]
 
 # Devices the parity tests run on. "cpu-without-read-back" is the CPU taking the paths of an
 # accelerator (no value read back: branch-free ties, device-side checks), so that CI, which has
-# no GPU, checks their numbers too; "cuda" runs where a GPU is present and skips elsewhere.
-DEVICES = ["cpu", "cpu-without-read-back", "cuda"]
-
-
-def take_accelerator_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the package behave on the CPU as on an accelerator: it reads nothing back."""
-    monkeypatch.setattr(_host, "may_read_back", lambda device: False)
+# no GPU, checks their numbers too; it forces a private path, so it is a budget item
+# (tests/README.md). "cuda" runs where a GPU is present and skips elsewhere.
+DEVICES = ["cpu", pytest.param("cpu-without-read-back", marks=pytest.mark.budget), "cuda"]
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +46,12 @@ def fresh_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=DEVICES)
-def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> torch.device:
+def device(request: pytest.FixtureRequest) -> torch.device:
     """A device for a parity test; skips ``"cuda"`` where CUDA is not available."""
     if request.param == "cuda" and not torch.cuda.is_available():
         pytest.skip("CUDA is not available")
     if request.param == "cpu-without-read-back":
-        take_accelerator_paths(monkeypatch)
+        request.getfixturevalue("accelerator_paths")
         return torch.device("cpu")
     return torch.device(request.param)
 

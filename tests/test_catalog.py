@@ -16,7 +16,6 @@ import pytest
 import torch
 from torch import Tensor
 
-from tests.conftest import take_accelerator_paths
 from tests.host_reads import count_host_reads
 from torch_ndcg import NDCG, catalog_ndcg, dcg, ndcg
 
@@ -556,6 +555,7 @@ def test_state_is_small() -> None:
 
 
 @pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.budget
 def test_accelerator_path_reads_nothing_back_and_gives_the_cpu_numbers(
     ties: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -563,6 +563,8 @@ def test_accelerator_path_reads_nothing_back_and_gives_the_cpu_numbers(
     n_items = 2 * SLICE + 40
     queries, items, relevant, _, excluded = catalog(37, 6, n_items, ties=True)
     expected = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with count_host_reads() as reads:
         got = catalog_ndcg(queries, items, relevant, k=[1, 10], exclude=excluded, ties=ties)  # type: ignore[arg-type]

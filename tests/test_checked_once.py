@@ -6,6 +6,9 @@
   ``dynamic=True`` gives the eager numbers and gradients.
 - A metric's ``update`` checks no option again (counted with ``mock``) and raises on a
   device other than its states'.
+
+The option-check counts (mocked private checks) and the Python-call budget are ``budget`` tests
+(tests/README.md).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
-    _validation,
     approx_ndcg_loss,
     dcg,
     lambdarank_loss,
@@ -156,7 +158,10 @@ def test_metric_moved_to_meta_takes_meta_tensors() -> None:
 OPTION_CHECKS = ("check_k", "check_option", "check_ignore_index", "check_bool", "check_positive")
 
 
+@pytest.mark.budget
 def _count_option_checks(step: Callable[[], Any]) -> dict[str, int]:
+    from torch_ndcg import _validation
+
     counts: dict[str, int] = {}
     patches = [
         mock.patch.object(_validation, name, wraps=getattr(_validation, name))
@@ -198,14 +203,18 @@ def _steps() -> dict[str, Callable[[], Any]]:
 
 
 @pytest.mark.parametrize("name", list(_steps()))
+@pytest.mark.budget
 def test_no_option_is_checked_again_per_call(name: str) -> None:
     step = _steps()[name]
     assert _count_option_checks(step) == dict.fromkeys(OPTION_CHECKS, 0)
 
 
+@pytest.mark.budget
 def test_the_functions_check_their_options_once() -> None:
     # A function call is where the options are given: checked there, once each, and calls
     # with the same options take the configuration checked at the first.
+    from torch_ndcg import _validation
+
     _validation._kept_options.clear()
     counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2]))
     assert counts["check_k"] == 1
@@ -339,6 +348,7 @@ PYTHON_CALL_BUDGET = {
 
 
 @pytest.mark.parametrize("name", list(PYTHON_CALL_BUDGET))
+@pytest.mark.budget
 def test_python_calls_per_call_stay_within_budget(name: str) -> None:
     steps = _steps()
     steps["ndcg"] = lambda: ndcg(*_batch(), k=10)

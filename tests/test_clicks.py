@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from tests import references
-from tests.conftest import needs_torch_2_13_to_compile_losses, take_accelerator_paths
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from tests.host_reads import count_host_reads
 from tests.spawn import run_ranks
 from torch_ndcg import (
@@ -164,8 +164,11 @@ def test_bad_weights_are_named(name: str, weight: Any, error: type, message: str
         LOSS_FUNCTIONS[name](preds, target, weight=weight)
 
 
+@pytest.mark.budget
 def test_device_side_weight_checks_raise_the_cpu_message(monkeypatch: pytest.MonkeyPatch) -> None:
     preds, target, _, _ = _lists()
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with pytest.raises(RuntimeError, match="Expected `weight` to be non-negative"):
         lambdarank_loss(preds, target, weight=-torch.ones_like(preds))
@@ -586,12 +589,15 @@ def _aggregated_step(validate: bool) -> torch.Tensor:
     ids=["weighted", "unbiased", "aggregated"],
 )
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.budget
 def test_steps_read_back_once_on_the_cpu_and_never_on_an_accelerator(
     step: Callable[[bool], torch.Tensor], validate: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with count_host_reads() as reads:
         expected = step(validate)
     assert len(reads) <= (1 if validate else 0), reads
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with count_host_reads() as reads:
         got = step(validate)

@@ -17,8 +17,6 @@ from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
-    _pairwise,
-    _tables,
     approx_ndcg_loss,
     lambdarank_loss,
     ndcg,
@@ -41,16 +39,6 @@ def batch(
     lengths[0] = length
     mask = torch.arange(length)[None, :] < lengths[:, None]
     return preds, target, mask
-
-
-@pytest.fixture(params=["dense", "blocks"])
-def pair_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both paths of the pair losses: a small batch's whole ``[N, L, L]`` tensors under
-    autograd, or (as for long lists) the blockwise Functions with a few elements per block:
-    many blocks, uneven last blocks."""
-    if request.param == "blocks":
-        monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
-        monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
 
 
 # --- LambdaRankLoss against independent references ---------------------------------------------
@@ -78,16 +66,10 @@ def test_lambdarank_gradient_equals_burges_lambdas(
     )
 
 
-@pytest.mark.usefixtures("pair_path")
-@pytest.mark.parametrize("pair_table", ["one table", "per block"])
+@pytest.mark.usefixtures("pair_path", "pair_table")  # tests/private_paths.py
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 @pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (2, "sum"), (4, "none")])
-def test_lambdarank_blockwise_equals_dense(
-    weighting: str, k: int | None, reduction: str, pair_table: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if pair_table == "per block":  # the position weights built block by block, as for long lists
-        monkeypatch.setattr(_pairwise, "PAIR_TABLE_ELEMENTS", 0)
-        monkeypatch.setattr(_tables, "_kept", {})  # no table kept from a call that had one
+def test_lambdarank_blockwise_equals_dense(weighting: str, k: int | None, reduction: str) -> None:
     preds, target, mask = batch(3, 11, seed=2)
     ours = preds.clone().requires_grad_()
     dense = preds.clone().requires_grad_()
@@ -558,6 +540,7 @@ def _step(function: LossFn, preds: torch.Tensor, target: torch.Tensor, **options
     ],
     ids=["lambdarank", "ndcg2", "ndcg2pp", "approx", "approx-T0.3"],
 )
+@pytest.mark.budget
 def test_small_batches_dense_path_equals_the_blockwise_path(
     function: LossFn, options: dict[str, Any], seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -588,6 +571,8 @@ def test_small_batches_dense_path_equals_the_blockwise_path(
         options["ignore_index"] = -1
     if seed in (1, 4):
         options["weight"] = torch.rand(n, length, generator=generator, dtype=dtype)
+    from torch_ndcg import _pairwise
+
     assert _pairwise.dense_pairs_fit(n, length)
     dense = _step(function, preds, target, **options)
     monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
@@ -597,6 +582,7 @@ def test_small_batches_dense_path_equals_the_blockwise_path(
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("function", BOTH)
+@pytest.mark.budget
 def test_a_small_batch_step_is_one_autograd_node(function: LossFn, reduction: str) -> None:
     """A small batch's loss (the dense path, reduction included) is one autograd node whose
     input is the scores' leaf: a step's host time there is its nodes and operations. (With a
@@ -633,6 +619,7 @@ SMALL_BATCH_ERRORS = [
 
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 @pytest.mark.parametrize(("preds", "target"), SMALL_BATCH_ERRORS)
+@pytest.mark.budget
 def test_small_batch_checks_raise_the_general_checks_error(
     function: LossFn, preds: torch.Tensor, target: torch.Tensor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -648,6 +635,7 @@ def test_small_batch_checks_raise_the_general_checks_error(
 
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.budget
 def test_small_batch_checks_give_the_same_loss(
     function: LossFn, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:

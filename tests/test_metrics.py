@@ -15,7 +15,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 from tests import references as ref
-from torch_ndcg import NDCG, RetrievalNDCG, _validation, ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 
 def random_lists(
@@ -523,6 +523,7 @@ def test_retrieval_update_checks_preds_and_target() -> None:
     dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.budget
 def test_grouped_kernel_equals_loop_reference_per_query(
     sizes: list[int],
     n_scores: int,
@@ -535,7 +536,7 @@ def test_grouped_kernel_equals_loop_reference_per_query(
     seed: int,
 ) -> None:
     """Queries of skewed sizes (several buckets), rows shuffled, ids narrow to very wide."""
-    from torch_ndcg import _grouping
+    from torch_ndcg import _grouping, _validation
 
     gen = torch.Generator().manual_seed(seed)
     query_of_row = torch.arange(len(sizes)).repeat_interleave(torch.tensor(sizes))
@@ -564,6 +565,7 @@ def test_grouped_kernel_equals_loop_reference_per_query(
         assert got == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.budget
 def test_grouping_buckets_bound_the_padding() -> None:
     from torch_ndcg import _grouping
 

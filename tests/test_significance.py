@@ -14,13 +14,13 @@ from torchmetrics import MetricCollection
 
 from torch_ndcg import (
     NDCG,
+    PairedTestResult,
     RetrievalNDCG,
     ndcg,
     paired_randomization_test,
     paired_t_test,
     retrieval_ndcg,
 )
-from torch_ndcg.functional import _significance
 
 KS = [1, 5]
 
@@ -147,9 +147,12 @@ def squared_mean(values: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("aggregation", ["median", "min", "max", squared_mean])
+@pytest.mark.budget
 def test_retrieval_bootstrap_interval_for_other_aggregations(aggregation: Any) -> None:
     """The aggregate as without ``confidence``, and the bounds of `bootstrap_interval` on the
     per-query values (the same seed), around it."""
+    from torch_ndcg.functional import _significance
+
     gen = torch.Generator().manual_seed(6)
     preds, target = torch.rand(800, generator=gen), torch.randint(0, 3, (800,), generator=gen)
     indexes = torch.randint(0, 80, (800,), generator=gen)
@@ -235,7 +238,10 @@ def test_randomization_test_approaches_the_exact_enumeration(seed: int) -> None:
     assert p.item() == pytest.approx(exact, abs=0.01)
 
 
+@pytest.mark.budget
 def test_randomization_test_is_seeded_and_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_ndcg.functional import _significance
+
     gen = torch.Generator().manual_seed(7)
     a, b = torch.rand(30, generator=gen), torch.rand(30, generator=gen)
     first = paired_randomization_test(a, b, n_resamples=5000, seed=3)
@@ -308,7 +314,7 @@ def two_models(seed: int = 0, n: int = 80) -> tuple[torch.Tensor, torch.Tensor, 
 def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: float) -> None:
     a, b, _ = two_models()
     result = paired_t_test(a, b, confidence=confidence)
-    assert isinstance(result, _significance.PairedTestResult)
+    assert isinstance(result, PairedTestResult)
     expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
     interval = expected.confidence_interval(confidence_level=confidence)
     assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
@@ -322,7 +328,10 @@ def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: fl
 
 @pytest.mark.parametrize("q", [0.55, 0.9, 0.975, 0.995, 0.9999])
 @pytest.mark.parametrize("df", [1, 2, 7, 30, 1000])
+@pytest.mark.budget
 def test_student_t_quantile_equals_scipy(q: float, df: int) -> None:
+    from torch_ndcg.functional import _significance
+
     assert _significance.student_t_quantile(q, df) == pytest.approx(
         scipy_stats.t.ppf(q, df), rel=1e-9
     )
@@ -355,7 +364,7 @@ def test_ids_that_differ_raise_unless_the_intersection_is_asked_for() -> None:
     with pytest.raises(ValueError, match=r"same query ids, but 3 are only in `a`.*3 only in `b`"):
         paired_t_test((a, ids), (b, other_ids))
     result = paired_t_test((a, ids), (b, other_ids), unmatched_ids="intersect")
-    assert isinstance(result, _significance.PairedTestResult)
+    assert isinstance(result, PairedTestResult)
     expected = scipy_stats.ttest_rel(a[3:].numpy(), b[3:].numpy())
     assert result.n_pairs == 77
     assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
@@ -423,10 +432,13 @@ def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
 # Bootstrap intervals
 
 
+@pytest.mark.budget
 def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None:
     """1,500 samples of 101 Beta(2, 5) values: the 90 % interval covers the median ~90 % of
     the time; the tolerance is 3.5 standard deviations of a binomial share over 1,500 trials
     (about ±0.027: an 85 % or 95 % interval would fall outside)."""
+    from torch_ndcg.functional import _significance
+
     distribution = scipy_stats.beta(2, 5)
     trials, confidence = 1500, 0.9
     samples = torch.tensor(distribution.rvs(size=(101, trials), random_state=11))
@@ -438,7 +450,10 @@ def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None
     assert covered.mean().item() == pytest.approx(confidence, abs=tolerance)
 
 
+@pytest.mark.budget
 def test_bootstrap_statistics_by_name_equal_the_same_callables() -> None:
+    from torch_ndcg.functional import _significance
+
     values = torch.rand(57, 2, generator=torch.Generator().manual_seed(2))
     values[::5, 1] = float("nan")  # skipped queries are left out of the resamples
     for name, function in (
@@ -456,9 +471,12 @@ def test_bootstrap_statistics_by_name_equal_the_same_callables() -> None:
         assert counted.min() <= by_name[0][1] <= by_name[1][1] <= counted.max()
 
 
+@pytest.mark.budget
 def test_bootstrap_is_seeded_chunked_and_nan_without_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from torch_ndcg.functional import _significance
+
     values = torch.rand(40, 1, generator=torch.Generator().manual_seed(3))
     first = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
     monkeypatch.setattr(_significance, "_BOOTSTRAP_CHUNK_ELEMENTS", 40 * 7)

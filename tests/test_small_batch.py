@@ -3,6 +3,8 @@
 Every test compares it with the general path (the small path switched off) to the last bit,
 and with the loop references of `tests/references.py`; the errors and the swapped-arguments
 hint must be those of the general path, and the path must be taken where it should.
+
+A ``budget`` module: it switches private paths off and spies on them (tests/README.md).
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import references
-from tests.conftest import take_accelerator_paths
 from tests.host_reads import count_host_reads
+from tests.private_paths import take_accelerator_paths
 from torch_ndcg import NDCG, _small_batch, metrics, ndcg
 from torch_ndcg.functional import _ndcg
+
+# Pins internals: see tests/README.md ("budget").
+pytestmark = pytest.mark.budget
 
 
 def general(fn: Any, *args: Any, **kwargs: Any) -> Any:
