@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,9 +20,13 @@ if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
 
 # Property tests time nothing: a first call into torch can take longer than hypothesis' default
-# 200 ms deadline on a loaded CI machine, which would fail a correct test.
-settings.register_profile("torch_ndcg", deadline=None)
-settings.load_profile("torch_ndcg")
+# 200 ms deadline on a loaded CI machine, which would fail a correct test. The default profile
+# is derandomised: every run (CI's included) draws the same examples, so a failure reproduces
+# and a pass means the same thing twice; `HYPOTHESIS_PROFILE=explore` draws new ones (and keeps
+# hypothesis' example database) to look for failures on purpose.
+settings.register_profile("torch_ndcg", deadline=None, derandomize=True, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "torch_ndcg"))
 
 
 # User code for mypy (tests/test_typing.py), not for pytest: results_bad.py fails when run.

@@ -187,3 +187,14 @@ def test_the_rule_sees_each_kind_of_private_reference(tmp_path: Path) -> None:
     assert [line for line, _ in private_references(sample)] == [3, 4, 6, 7, 11, 14, 16, 17]
     sample.write_text("import pytest\npytestmark = [pytest.mark.budget]\nimport torch_ndcg._x\n")
     assert private_references(sample) == []
+
+
+def test_property_tests_draw_the_same_examples_on_every_run() -> None:
+    """The default hypothesis profile is derandomised (tests/conftest.py)."""
+    import os
+
+    from hypothesis import settings
+
+    if os.environ.get("HYPOTHESIS_PROFILE", "torch_ndcg") == "torch_ndcg":
+        assert settings.default.derandomize
+        assert settings.default.database is None
