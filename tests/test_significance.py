@@ -179,12 +179,16 @@ def test_retrieval_bootstrap_interval_for_other_aggregations(aggregation: Any) -
 # ---------------------------------------------------------------------------------------------
 # Paired tests
 
-scipy_stats = pytest.importorskip("scipy.stats")
+
+@pytest.fixture(scope="module")
+def scipy_stats() -> Any:
+    """scipy.stats, for the tests that compare with it: only they skip where it is missing."""
+    return pytest.importorskip("scipy.stats")
 
 
 @pytest.mark.parametrize("n", [2, 3, 10, 57, 400])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_paired_t_test_equals_scipy(n: int, seed: int) -> None:
+def test_paired_t_test_equals_scipy(n: int, seed: int, scipy_stats: Any) -> None:
     gen = torch.Generator().manual_seed(seed)
     a = torch.rand(n, generator=gen, dtype=torch.float64)
     b = (a + 0.05 * torch.randn(n, generator=gen, dtype=torch.float64) + 0.01).clamp(0, 1)
@@ -194,7 +198,7 @@ def test_paired_t_test_equals_scipy(n: int, seed: int) -> None:
     assert p.item() == pytest.approx(expected.pvalue, rel=1e-7, abs=1e-14)
 
 
-def test_paired_t_test_drops_nan_pairs() -> None:
+def test_paired_t_test_drops_nan_pairs(scipy_stats: Any) -> None:
     a = torch.tensor([0.5, float("nan"), 0.7, 0.9, 0.1])
     b = torch.tensor([0.4, 0.3, 0.5, float("nan"), 0.3])
     t, p = paired_t_test(a, b)
@@ -305,7 +309,9 @@ def two_models(seed: int = 0, n: int = 80) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 @pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
-def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: float) -> None:
+def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(
+    confidence: float, scipy_stats: Any
+) -> None:
     a, b, _ = two_models()
     result = paired_t_test(a, b, confidence=confidence)
     assert isinstance(result, _significance.PairedTestResult)
@@ -322,7 +328,7 @@ def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: fl
 
 @pytest.mark.parametrize("q", [0.55, 0.9, 0.975, 0.995, 0.9999])
 @pytest.mark.parametrize("df", [1, 2, 7, 30, 1000])
-def test_student_t_quantile_equals_scipy(q: float, df: int) -> None:
+def test_student_t_quantile_equals_scipy(q: float, df: int, scipy_stats: Any) -> None:
     assert _significance.student_t_quantile(q, df) == pytest.approx(
         scipy_stats.t.ppf(q, df), rel=1e-9
     )
@@ -348,7 +354,7 @@ def test_shuffled_values_with_ids_give_the_aligned_answer(test: Any) -> None:
     assert abs(shuffled.statistic.item() - paired_t_test(a, b).statistic.item()) > 0.5
 
 
-def test_ids_that_differ_raise_unless_the_intersection_is_asked_for() -> None:
+def test_ids_that_differ_raise_unless_the_intersection_is_asked_for(scipy_stats: Any) -> None:
     a, b, ids = two_models(seed=4)
     other_ids = ids.clone()
     other_ids[:3] = 10_000 + torch.arange(3)  # three queries only the second model scored
@@ -401,7 +407,7 @@ def test_mispaired_input_is_named(a: object, b: object, error: type, match: str)
         paired_t_test(torch.rand(3), torch.rand(3), unmatched_ids="union")  # type: ignore[arg-type]
 
 
-def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
+def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query(scipy_stats: Any) -> None:
     gen = torch.Generator().manual_seed(5)
     target = torch.randint(0, 3, (900,), generator=gen)
     indexes = torch.randint(0, 60, (900,), generator=gen)
@@ -423,7 +429,7 @@ def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
 # Bootstrap intervals
 
 
-def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None:
+def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate(scipy_stats: Any) -> None:
     """1,500 samples of 101 Beta(2, 5) values: the 90 % interval covers the median ~90 % of
     the time; the tolerance is 3.5 standard deviations of a binomial share over 1,500 trials
     (about ±0.027: an 85 % or 95 % interval would fall outside)."""
