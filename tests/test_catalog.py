@@ -490,7 +490,8 @@ ERRORS: list[tuple[str, Callable[[Tensor, Tensor], dict[str, object]], str]] = [
 def test_bad_input_is_an_error(
     name: str, arguments: Callable[[Tensor, Tensor], dict[str, object]], message: str
 ) -> None:
-    queries, items = torch.randn(2, 3), torch.randn(40, 3)
+    gen = torch.Generator().manual_seed(5)
+    queries, items = torch.randn(2, 3, generator=gen), torch.randn(40, 3, generator=gen)
     relevant = torch.tensor([[5, 6], [1, -1]])
     kwargs = arguments(relevant, torch.tensor([[0], [0]]))
     with pytest.raises(ValueError, match=message):
@@ -503,9 +504,10 @@ def test_bad_input_is_an_error(
 
 
 def test_other_errors() -> None:
-    queries, items = torch.randn(2, 3), torch.randn(40, 3)
+    gen = torch.Generator().manual_seed(6)
+    queries, items = torch.randn(2, 3, generator=gen), torch.randn(40, 3, generator=gen)
     with pytest.raises(TypeError, match="relevant"):
-        catalog_ndcg(queries, items, torch.rand(2, 40), k=3)
+        catalog_ndcg(queries, items, torch.rand(2, 40, generator=gen), k=3)
     with pytest.raises(ValueError, match="NaN"):
         catalog_ndcg(
             queries,

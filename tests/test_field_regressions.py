@@ -280,9 +280,20 @@ def test_approx_ndcg_on_labels_127_at_low_temperature_equals_float64_dense_refer
 
 # --- 6. One gain limit in ndcg, the metrics and the losses ----------------------------------
 
+LIMIT_GEN = torch.Generator().manual_seed(6)
 LIMIT_CASES = [
-    (torch.rand(3, dtype=torch.float64), torch.tensor([1023] * 3), "exponential", "1022.41"),
-    (torch.rand(3), torch.tensor([1e39, 1.0, 0.0], dtype=torch.float64), "linear", "3.40282e+38"),
+    (
+        torch.rand(3, generator=LIMIT_GEN, dtype=torch.float64),
+        torch.tensor([1023] * 3),
+        "exponential",
+        "1022.41",
+    ),
+    (
+        torch.rand(3, generator=LIMIT_GEN),
+        torch.tensor([1e39, 1.0, 0.0], dtype=torch.float64),
+        "linear",
+        "3.40282e+38",
+    ),
 ]
 
 

@@ -278,7 +278,7 @@ def test_padding_equals_dropping_the_items(function: LossFn, k: int | None) -> N
 def test_nothing_to_rank_gives_zero_loss_and_zero_gradient(
     function: LossFn, reduction: str
 ) -> None:
-    preds = torch.randn(3, 5, requires_grad=True)
+    preds = torch.randn(3, 5, generator=torch.Generator().manual_seed(0), requires_grad=True)
     cases = [
         (torch.zeros(3, 5, dtype=torch.long), None),  # no relevant item anywhere
         (torch.full((3, 5), -1), None),  # every item padded via ignore_index
@@ -293,15 +293,19 @@ def test_nothing_to_rank_gives_zero_loss_and_zero_gradient(
         assert (preds.grad == 0).all()
 
 
+CASES_GEN = torch.Generator().manual_seed(29)
 NUMERIC_CASES = {
     "single item": (torch.tensor([[0.3]]), torch.tensor([[2]])),
-    "all labels equal": (torch.randn(2, 6), torch.full((2, 6), 3)),
+    "all labels equal": (torch.randn(2, 6, generator=CASES_GEN), torch.full((2, 6), 3)),
     "all scores tied": (torch.zeros(2, 6), torch.tensor([[0, 1, 2, 3, 0, 1]] * 2)),
     "scores +-1e4": (
         torch.tensor([[1e4, -1e4, 1e4, -1e4, 0.0]]),
         torch.tensor([[0, 3, 1, 2, 0]]),
     ),
-    "one padded row": (torch.randn(2, 4), torch.tensor([[1, 0, 2, 0], [-1, -1, -1, -1]])),
+    "one padded row": (
+        torch.randn(2, 4, generator=CASES_GEN),
+        torch.tensor([[1, 0, 2, 0], [-1, -1, -1, -1]]),
+    ),
 }
 
 

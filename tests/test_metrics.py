@@ -570,7 +570,8 @@ def test_grouping_buckets_bound_the_padding() -> None:
     # Sizes 1, 2, 3, 4, 5, 100: buckets (0, 1], (1, 2], (2, 4], (4, 8], (64, 128].
     sizes = torch.tensor([3, 1, 100, 4, 2, 5])
     ids = torch.arange(6).repeat_interleave(sizes) * 10
-    grouping = _grouping.group_rows(ids[torch.randperm(ids.numel())])
+    shuffle = torch.randperm(ids.numel(), generator=torch.Generator().manual_seed(0))
+    grouping = _grouping.group_rows(ids[shuffle])
     assert grouping.ids.tolist() == [0, 10, 20, 30, 40, 50]
     assert grouping.sizes.tolist() == sizes.tolist()
     buckets = list(grouping.buckets())
@@ -637,7 +638,7 @@ def test_real_minus_inf_ranks_below_the_lowest_finite_score_whatever_the_padding
     # Next to a longer query, the first one is padded in its bucket.
     beside = RetrievalNDCG(k=2, ties=ties, aggregation="none")  # type: ignore[arg-type]
     beside.update(
-        torch.cat([preds, torch.rand(4)]),
+        torch.cat([preds, torch.rand(4, generator=torch.Generator().manual_seed(1))]),
         torch.cat([target, torch.tensor([1, 0, 1, 0])]),
         torch.tensor([0, 0, 0, 1, 1, 1, 1]),
     )

@@ -271,15 +271,23 @@ def test_randomization_p_is_a_probability_and_symmetric(x: list[float], y: list[
     assert p_ab.item() == p_ba.item()
 
 
+# Values of the bad-input tests (which never depend on them), drawn from one seeded generator.
+VALUES_GEN = torch.Generator().manual_seed(8)
+
+
+def values(*shape: int) -> torch.Tensor:
+    return torch.rand(*shape, generator=VALUES_GEN)
+
+
 @pytest.mark.parametrize(
     ("a", "b", "error", "match"),
     [
-        (torch.rand(3), torch.rand(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
-        (torch.rand(2, 3), torch.rand(2, 3), ValueError, r"`a` to be a 1-D tensor .* \(2, 3\)"),
-        (torch.ones(3, dtype=torch.long), torch.rand(3), TypeError, "`a` to be a floating"),
-        ([0.1, 0.2], torch.rand(2), TypeError, "`a` to be a torch.Tensor"),
-        (torch.tensor([0.1, float("nan")]), torch.rand(2), ValueError, "at least 2 pairs"),
-        (torch.tensor([0.1, float("inf"), 0.3]), torch.rand(3), ValueError, "finite values"),
+        (values(3), values(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
+        (values(2, 3), values(2, 3), ValueError, r"`a` to be a 1-D tensor .* \(2, 3\)"),
+        (torch.ones(3, dtype=torch.long), values(3), TypeError, "`a` to be a floating"),
+        ([0.1, 0.2], values(2), TypeError, "`a` to be a torch.Tensor"),
+        (torch.tensor([0.1, float("nan")]), values(2), ValueError, "at least 2 pairs"),
+        (torch.tensor([0.1, float("inf"), 0.3]), values(3), ValueError, "finite values"),
     ],
 )
 def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: str) -> None:
@@ -289,7 +297,7 @@ def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: s
 
 
 def test_randomization_arguments_are_checked() -> None:
-    a, b = torch.rand(4), torch.rand(4)
+    a, b = values(4), values(4)
     with pytest.raises(ValueError, match="`n_resamples` to be positive, but got 0"):
         paired_randomization_test(a, b, n_resamples=0)
     with pytest.raises(TypeError, match="`seed` to be an int"):
@@ -371,29 +379,29 @@ def test_ids_that_differ_raise_unless_the_intersection_is_asked_for(scipy_stats:
     ("a", "b", "error", "match"),
     [
         (
-            (torch.rand(3), torch.tensor([1, 1, 2])),
-            (torch.rand(3), torch.tensor([1, 2, 3])),
+            (values(3), torch.tensor([1, 1, 2])),
+            (values(3), torch.tensor([1, 2, 3])),
             ValueError,
             r"ids of `a` to be distinct .* repeated ids \[1\]",
         ),
-        ((torch.rand(3), torch.arange(3)), torch.rand(3), TypeError, "ids with `a` only"),
+        ((values(3), torch.arange(3)), values(3), TypeError, "ids with `a` only"),
         (
-            (torch.rand(3), torch.arange(3.0)),
-            (torch.rand(3), torch.arange(3)),
+            (values(3), torch.arange(3.0)),
+            (values(3), torch.arange(3)),
             TypeError,
             r"`a\[1\]` \(query ids\) to be an integer tensor",
         ),
         (
-            (torch.rand(3), torch.arange(4)),
-            (torch.rand(3), torch.arange(3)),
+            (values(3), torch.arange(4)),
+            (values(3), torch.arange(3)),
             ValueError,
             r"ids of `a` to have the shape of its values, \(3,\), but got \(4,\)",
         ),
-        ((torch.rand(3), torch.arange(3), 0), torch.rand(3), ValueError, "tuple of 3 items"),
-        ({"ndcg@5": torch.rand(3)}, torch.rand(3), TypeError, "both to be dicts"),
+        ((values(3), torch.arange(3), 0), values(3), ValueError, "tuple of 3 items"),
+        ({"ndcg@5": values(3)}, values(3), TypeError, "both to be dicts"),
         (
-            {"ndcg@5": torch.rand(3)},
-            {"ndcg@10": torch.rand(3)},
+            {"ndcg@5": values(3)},
+            {"ndcg@10": values(3)},
             ValueError,
             r"same cut-offs, but got \['ndcg@5'\] and \['ndcg@10'\]",
         ),
@@ -404,7 +412,7 @@ def test_mispaired_input_is_named(a: object, b: object, error: type, match: str)
         with pytest.raises(error, match=match):
             test(a, b)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="`unmatched_ids`"):
-        paired_t_test(torch.rand(3), torch.rand(3), unmatched_ids="union")  # type: ignore[arg-type]
+        paired_t_test(values(3), values(3), unmatched_ids="union")  # type: ignore[arg-type]
 
 
 def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query(scipy_stats: Any) -> None:
