@@ -541,11 +541,16 @@ def test_bad_hyper_parameters_are_named(kwargs: dict[str, Any], message: str) ->
 
 
 def test_unchecked_valid_input_never_crashes() -> None:
+    """Valid input without the checks: the checked step's loss and learnt biases, finite."""
     for seed in range(5):
         preds, clicks, positions = _sessions(seed, n=3, length=4, positions=4)
         loss_fn = UnbiasedLambdaRankLoss(num_positions=4, validate_args=False)
+        checked_fn = UnbiasedLambdaRankLoss(num_positions=4)
         loss = loss_fn(preds.float(), clicks, positions)
         assert loss.isfinite()
+        assert torch.equal(loss, checked_fn(preds.float(), clicks, positions))
+        assert torch.equal(loss_fn.t_plus, checked_fn.t_plus)
+        assert torch.equal(loss_fn.t_minus, checked_fn.t_minus)
     empty = UnbiasedLambdaRankLoss(num_positions=2)(
         torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long)
     )

@@ -234,8 +234,15 @@ def test_plot(cls: type) -> None:
     pytest.importorskip("matplotlib")
     metric = cls(k=[1, 3])
     updates(metric, cls is RetrievalNDCG, slice(None))
-    fig, _ = metric.plot()
-    assert fig is not None
+    fig, ax = metric.plot()
+    assert fig is ax.figure
+    # One point per cut-off, at the mean nDCG of the lists fed (the functional value).
+    preds, target = random_lists(30, 5, seed=6)
+    expected = ndcg(preds, target, k=[1, 3]).double().mean(0).tolist()
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["ndcg@1", "ndcg@3"]
+    for line, value in zip(lines, expected, strict=True):
+        assert line.get_ydata().tolist() == pytest.approx([value], abs=1e-6)
 
 
 @pytest.mark.parametrize("k", [3, [1, 3]])
