@@ -97,10 +97,11 @@ def test_unvalidated_empty_target_action_is_checked(call: Callable[[], Any]) -> 
 
 def test_unvalidated_retrieval_rows_need_indexes_of_their_shape() -> None:
     metric = RetrievalNDCG(validate_args=False)
+    preds = torch.rand(4, generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match=re.escape("Expected `indexes` to have the shape")):
-        metric.update(torch.rand(4), torch.ones(4), torch.zeros(2, dtype=torch.int64))
+        metric.update(preds, torch.ones(4), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(TypeError, match=re.escape("Expected `indexes` to be an integer")):
-        metric.update(torch.rand(4), torch.ones(4), torch.zeros(4))
+        metric.update(preds, torch.ones(4), torch.zeros(4))
     assert metric.preds == []  # nothing was stored
 
 
@@ -305,9 +306,10 @@ def test_metric_update_compiles_fullgraph_at_several_lengths(dynamic: bool | Non
 def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(lambda p, t: ndcg(p, t), dynamic=True, fullgraph=True, backend=BACKEND)
-    compiled(torch.rand(2, 6), torch.randint(0, 3, (2, 6)))
+    gen = torch.Generator().manual_seed(1)
+    compiled(torch.rand(2, 6, generator=gen), torch.randint(0, 3, (2, 6), generator=gen))
     with pytest.raises(RuntimeError, match=re.escape("Expected `target` values of at most 127.99")):
-        compiled(torch.rand(2, 9), torch.full((2, 9), 200))
+        compiled(torch.rand(2, 9, generator=gen), torch.full((2, 9), 200))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -318,15 +320,17 @@ def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit()
     compiled = torch.compile(
         lambda p, t: ndcg(p, t, k=3), dynamic=True, fullgraph=True, backend=BACKEND
     )
+    gen = torch.Generator().manual_seed(2)
     for length in (6, 11):
-        preds = torch.rand(2, length, dtype=torch.float64)
-        target = torch.randint(0, 3, (2, length))
+        preds = torch.rand(2, length, generator=gen, dtype=torch.float64)
+        target = torch.randint(0, 3, (2, length), generator=gen)
         torch.testing.assert_close(compiled(preds, target), ndcg(preds, target, k=3))
     message = "Expected `target` values of at most log2(max(float64) / L + 1)"
+    preds = torch.rand(2, 9, generator=gen, dtype=torch.float64)
     with pytest.raises(RuntimeError, match=re.escape(message)):
-        compiled(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+        compiled(preds, torch.full((2, 9), 2000))
     with pytest.raises(ValueError, match=re.escape("at most 1020.83 with")):  # eager: the number
-        ndcg(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+        ndcg(preds, torch.full((2, 9), 2000))
 
 
 # --- Python work per call ----------------------------------------------------------------------

@@ -214,7 +214,9 @@ def test_position_based_clicks_have_the_models_frequencies() -> None:
 def test_cascade_clicks_the_first_attractive_item_only() -> None:
     target = torch.tensor([0, 4, 4, 0])
     positions = torch.tensor([3, 2, 0, 1])  # display order: items 2, 3, 1, 0
-    clicks = simulate_clicks(target, positions, model="cascade", noise=0.0)
+    clicks = simulate_clicks(
+        target, positions, model="cascade", noise=0.0, generator=torch.Generator().manual_seed(2)
+    )
     # Item 2 is shown on top and always attractive: the user stops there.
     assert clicks.tolist() == [0.0, 0.0, 1.0, 0.0]
     sessions = 20_000
@@ -412,6 +414,7 @@ def _steps_equal_the_reference(
 ) -> None:
     """Three steps (the biases of one weight the next one's pairs): losses, statistics, biases."""
     t_plus, t_minus = [1.0] * loss_fn.num_positions, [1.0] * loss_fn.num_positions
+    gen = torch.Generator().manual_seed(0)
     for _ in range(3):
         got = step(preds)
         losses, statistics, t_plus, t_minus = reference(preds, t_plus, t_minus)
@@ -420,7 +423,7 @@ def _steps_equal_the_reference(
         torch.testing.assert_close(loss_fn.statistics, expected_stats)
         torch.testing.assert_close(loss_fn.t_plus, torch.tensor(t_plus, dtype=torch.float64))
         torch.testing.assert_close(loss_fn.t_minus, torch.tensor(t_minus, dtype=torch.float64))
-        preds = preds + 0.3 * torch.randn_like(preds)
+        preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
 def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
@@ -541,11 +544,16 @@ def test_bad_hyper_parameters_are_named(kwargs: dict[str, Any], message: str) ->
 
 
 def test_unchecked_valid_input_never_crashes() -> None:
+    """Valid input without the checks: the checked step's loss and learnt biases, finite."""
     for seed in range(5):
         preds, clicks, positions = _sessions(seed, n=3, length=4, positions=4)
         loss_fn = UnbiasedLambdaRankLoss(num_positions=4, validate_args=False)
+        checked_fn = UnbiasedLambdaRankLoss(num_positions=4)
         loss = loss_fn(preds.float(), clicks, positions)
         assert loss.isfinite()
+        assert torch.equal(loss, checked_fn(preds.float(), clicks, positions))
+        assert torch.equal(loss_fn.t_plus, checked_fn.t_plus)
+        assert torch.equal(loss_fn.t_minus, checked_fn.t_minus)
     empty = UnbiasedLambdaRankLoss(num_positions=2)(
         torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long)
     )
@@ -724,13 +732,14 @@ def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
     count = clicks.sum(-1).clamp(max=cut)
     scale = torch.where(count > 0, ideal[(count - 1).clamp(min=0)].rsqrt(), 0)[:, None, None]
     views = torch.nn.functional.one_hot(positions, 6).double() * scale
+    gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         expected = _loss_and_grad(per_session, preds, clicks, positions)
         got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(summed.statistics, per_session.statistics)
         torch.testing.assert_close(summed.t_minus, per_session.t_minus)
-        preds = preds + 0.3 * torch.randn_like(preds)
+        preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
 def test_aggregated_on_mean_counts_is_the_mean_session_loss() -> None:

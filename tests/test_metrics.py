@@ -234,8 +234,15 @@ def test_plot(cls: type) -> None:
     pytest.importorskip("matplotlib")
     metric = cls(k=[1, 3])
     updates(metric, cls is RetrievalNDCG, slice(None))
-    fig, _ = metric.plot()
-    assert fig is not None
+    fig, ax = metric.plot()
+    assert fig is ax.figure
+    # One point per cut-off, at the mean nDCG of the lists fed (the functional value).
+    preds, target = random_lists(30, 5, seed=6)
+    expected = ndcg(preds, target, k=[1, 3]).double().mean(0).tolist()
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["ndcg@1", "ndcg@3"]
+    for line, value in zip(lines, expected, strict=True):
+        assert line.get_ydata().tolist() == pytest.approx([value], abs=1e-6)
 
 
 @pytest.mark.parametrize("k", [3, [1, 3]])
@@ -572,7 +579,8 @@ def test_grouping_buckets_bound_the_padding() -> None:
     # Sizes 1, 2, 3, 4, 5, 100: buckets (0, 1], (1, 2], (2, 4], (4, 8], (64, 128].
     sizes = torch.tensor([3, 1, 100, 4, 2, 5])
     ids = torch.arange(6).repeat_interleave(sizes) * 10
-    grouping = _grouping.group_rows(ids[torch.randperm(ids.numel())])
+    shuffle = torch.randperm(ids.numel(), generator=torch.Generator().manual_seed(0))
+    grouping = _grouping.group_rows(ids[shuffle])
     assert grouping.ids.tolist() == [0, 10, 20, 30, 40, 50]
     assert grouping.sizes.tolist() == sizes.tolist()
     buckets = list(grouping.buckets())
@@ -639,7 +647,7 @@ def test_real_minus_inf_ranks_below_the_lowest_finite_score_whatever_the_padding
     # Next to a longer query, the first one is padded in its bucket.
     beside = RetrievalNDCG(k=2, ties=ties, aggregation="none")  # type: ignore[arg-type]
     beside.update(
-        torch.cat([preds, torch.rand(4)]),
+        torch.cat([preds, torch.rand(4, generator=torch.Generator().manual_seed(1))]),
         torch.cat([target, torch.tensor([1, 0, 1, 0])]),
         torch.tensor([0, 0, 0, 1, 1, 1, 1]),
     )

@@ -211,7 +211,7 @@ def test_absolute_gap_sums_equal_the_dense_sum() -> None:
     gaps = (dense_leaf[:, :, None] - dense_leaf[:, None, :]).abs()
     expected = torch.where(mask[:, None, :], gaps, 0).sum(-1)
     torch.testing.assert_close(torch.where(mask, got, 0), torch.where(mask, expected, 0))
-    weights = torch.randn(3, 11, dtype=torch.float64)
+    weights = torch.randn(3, 11, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     torch.where(mask, got * weights, 0).sum().backward()
     torch.where(mask, expected * weights, 0).sum().backward()
     torch.testing.assert_close(leaf.grad, dense_leaf.grad)
@@ -278,7 +278,7 @@ def test_no_sinkhorn_is_neural_sort_alone() -> None:
 
 
 def test_nothing_to_rank_gives_zero_loss_and_zero_gradient() -> None:
-    preds = torch.randn(2, 4, requires_grad=True)
+    preds = torch.randn(2, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
     loss = neural_ndcg_loss(
         preds, torch.tensor([[0, 0, -1, -1], [-1, -1, -1, -1]]), ignore_index=-1
     )
@@ -324,10 +324,11 @@ def peak_mib():  # this process's own peak RSS (ru_maxrss would start at the par
     return int(line.split()[1]) / 1024
 
 _sinkhorn.CACHE_BYTES = {cache_bytes}
-warm = torch.randn(2, 64, requires_grad=True)
-neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64)), max_iter=1).backward()
-preds = torch.randn(2, 3072, requires_grad=True)
-target = torch.randint(0, 5, (2, 3072))
+gen = torch.Generator().manual_seed(0)
+warm = torch.randn(2, 64, generator=gen, requires_grad=True)
+neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64), generator=gen), max_iter=1).backward()
+preds = torch.randn(2, 3072, generator=gen, requires_grad=True)
+target = torch.randint(0, 5, (2, 3072), generator=gen)
 before = peak_mib()
 neural_ndcg_loss(preds, target, max_iter=1).backward()
 print(peak_mib() - before)
