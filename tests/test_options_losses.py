@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -27,8 +28,12 @@ from torch_ndcg import (
     NeuralNDCGLoss,
     UnbiasedLambdaRankLoss,
     approx_ndcg_loss,
+    examination_probability,
     lambdarank_loss,
     neural_ndcg_loss,
+    paired_randomization_test,
+    paired_t_test,
+    simulate_clicks,
 )
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -693,7 +698,9 @@ def assert_steps_equal(got: list[Any], want: list[Any]) -> None:
         close(loss, w_loss)
         close(statistics, w_stats)
         close(torch.tensor(t_plus, dtype=torch.float64), torch.tensor(w_plus, dtype=torch.float64))
-        close(torch.tensor(t_minus, dtype=torch.float64), torch.tensor(w_minus, dtype=torch.float64))
+        close(
+            torch.tensor(t_minus, dtype=torch.float64), torch.tensor(w_minus, dtype=torch.float64)
+        )
 
 
 def steps_told_apart(first: list[Any], second: list[Any]) -> bool:
@@ -917,3 +924,413 @@ def test_unbiased_aggregated_mask_equals_dropping_the_items() -> None:
     want = unbiased_reference(kept, options, aggregated=True)  # type: ignore[arg-type]
     assert_steps_equal(got, want)
     assert steps_told_apart(unbiased_reference(batches, options, aggregated=True), want)
+
+
+# --- simulate_clicks / examination_probability ---------------------------------------------------
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.5, 1.0, 2.0, 3.7])
+def test_examination_probability_is_the_power_law_for_every_eta(eta: float) -> None:
+    positions = torch.tensor([[0, 1, 2, 5], [9, -1, 3, 0]])
+    expected = [
+        [0.0 if i == -1 else (1 / (i + 1)) ** eta for i in row] for row in positions.tolist()
+    ]
+    got = examination_probability(positions, eta=eta)
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=got.dtype))
+    if eta == 1.0:  # the default
+        torch.testing.assert_close(examination_probability(positions), got)
+
+
+SESSIONS = 20_000
+CLICK_TARGET = torch.tensor([3, 2, 0, 1, 3, 2, 1])
+CLICK_POSITIONS = torch.tensor([2, 0, 4, 1, 3, 5, -1])
+EXAMINATION = torch.tensor([0.9, 0.3, 0.6, 0.15, 0.45, 0.05], dtype=torch.float64)
+
+
+def expected_click_rates(
+    target: Sequence[float],
+    positions: Sequence[int],
+    mask: Sequence[bool] | None = None,
+    *,
+    model: str = "position_based",
+    eta: float = 1.0,
+    examination: Sequence[float] | None = None,
+    noise: float = 0.1,
+    max_label: float = 4.0,
+) -> list[float]:
+    """Each item's click probability in one session, from the documented click models.
+
+    Attractiveness ``noise + (1 - noise) (2^y - 1) / (2^y_max - 1)``; position-based:
+    ``theta_i`` (``examination[i]``, or ``(1 / (i + 1))^eta``) times it; cascade: it times the
+    probability that no item shown above was attractive. Unshown and masked items: 0.
+    """
+    real = [True] * len(target) if mask is None else list(mask)
+    shown = [i for i, p in enumerate(positions) if p != -1 and real[i]]
+    gamma = [noise + (1 - noise) * (2**y - 1) / (2**max_label - 1) for y in target]
+    rates = [0.0] * len(target)
+    if model == "position_based":
+        for i in shown:
+            p = positions[i]
+            theta = examination[p] if examination is not None else (1 / (p + 1)) ** eta
+            rates[i] = theta * gamma[i]
+        return rates
+    none_above = 1.0
+    for i in sorted(shown, key=lambda i: positions[i]):
+        rates[i] = none_above * gamma[i]
+        none_above *= 1 - gamma[i]
+    return rates
+
+
+def observed_rates(
+    target: torch.Tensor, positions: torch.Tensor, seed: int, **options: Any
+) -> torch.Tensor:
+    mask = options.get("mask")
+    if mask is not None:
+        options = {**options, "mask": mask.expand(SESSIONS, -1)}
+    clicks = simulate_clicks(
+        target.expand(SESSIONS, -1),
+        positions.expand(SESSIONS, -1),
+        generator=torch.Generator().manual_seed(seed),
+        **options,
+    )
+    assert set(clicks.unique().tolist()) <= {0.0, 1.0}
+    return clicks.double().mean(0)
+
+
+def assert_rates(observed: torch.Tensor, expected: list[float]) -> None:
+    """Within 4.5 standard errors of the binomial mean (0 exactly where the rate is 0)."""
+    rate = torch.tensor(expected, dtype=torch.float64)
+    sd = (rate * (1 - rate) / SESSIONS).sqrt()
+    assert ((observed - rate).abs() <= 4.5 * sd + 1e-12).all(), (observed, rate)
+
+
+def assert_rates_told_apart(expected: list[float], other: list[float]) -> None:
+    """Some item's rate differs by 9 worst-case standard errors: far outside the band."""
+    gap = max(abs(a - b) for a, b in zip(expected, other, strict=True))
+    assert gap > 9 * 0.5 / math.sqrt(SESSIONS), (expected, other)
+
+
+CLICK_VALUES: dict[str, list[Any]] = {
+    "model": [DEFAULT, "cascade"],
+    "eta": [DEFAULT, 0.0, 0.5, 2.5],
+    "examination": [DEFAULT, EXAMINATION],
+    "noise": [DEFAULT, 0.0, 0.4],
+    "max_label": [DEFAULT, 3.0, 6.0],
+}
+
+
+def click_cases() -> list[Any]:
+    cases = []
+    for name, values in CLICK_VALUES.items():
+        models = ["position_based", "cascade"] if name in ("noise", "max_label") else [None]
+        for model in models:
+            for value in values:
+                if value is DEFAULT:
+                    continue
+                options = {name: value} if model is None else {"model": model, name: value}
+                label = "table" if isinstance(value, torch.Tensor) else value
+                cases.append(pytest.param(name, options, id=f"{name}={label}[{model}]"))
+    return cases
+
+
+@pytest.mark.parametrize(("varied", "options"), click_cases())
+def test_simulated_click_rates_follow_the_model_for_every_option(
+    varied: str, options: dict[str, Any]
+) -> None:
+    def rates(opts: dict[str, Any]) -> list[float]:
+        table = opts.get("examination")
+        plain = {
+            **opts,
+            "examination": None if table is None else table.tolist(),
+        }
+        return expected_click_rates(CLICK_TARGET.tolist(), CLICK_POSITIONS.tolist(), **plain)
+
+    expected = rates(options)
+    assert_rates(
+        observed_rates(CLICK_TARGET, CLICK_POSITIONS, seed=len(varied), **options), expected
+    )
+    assert expected[-1] == 0  # not shown
+    for other in CLICK_VALUES[varied]:
+        if other is options[varied]:
+            continue
+        changed = {k: v for k, v in options.items() if k != varied}
+        if other is not DEFAULT:
+            changed[varied] = other
+        assert_rates_told_apart(expected, rates(changed))
+
+
+def test_cascade_reads_neither_eta_nor_the_examination_table() -> None:
+    """The cascade user reads from the top until a click: no examination probabilities."""
+    expected = expected_click_rates(
+        CLICK_TARGET.tolist(), CLICK_POSITIONS.tolist(), model="cascade"
+    )
+    for options in ({"eta": 3.0}, {"examination": EXAMINATION}):
+        observed = observed_rates(CLICK_TARGET, CLICK_POSITIONS, seed=5, model="cascade", **options)
+        assert_rates(observed, expected)
+
+
+@pytest.mark.parametrize("model", ["position_based", "cascade"])
+def test_masked_items_are_never_clicked_nor_checked(model: str) -> None:
+    """Masked items: never clicked, not in the cascade (a masked attractive item on top does not
+    stop the user), and their labels are not checked (here out of range)."""
+    target = torch.tensor([4, 9, 1, 3, 0, 2])
+    positions = torch.tensor([0, 5, 1, 2, 3, 4])
+    mask = torch.tensor([False, False, True, True, True, True])
+    options = {"model": model, "noise": 0.2, "examination": EXAMINATION}
+    rates = {"model": model, "noise": 0.2, "examination": EXAMINATION.tolist()}
+    labels = target.clamp(max=4).tolist()
+    expected = expected_click_rates(labels, positions.tolist(), mask.tolist(), **rates)
+    observed = observed_rates(target, positions, seed=7, mask=mask, **options)
+    assert_rates(observed, expected)
+    assert observed[:2].tolist() == [0.0, 0.0]
+    assert_rates_told_apart(expected, expected_click_rates(labels, positions.tolist(), **rates))
+    with pytest.raises(ValueError, match="Expected `target` to be in"):
+        simulate_clicks(target, positions, model=model)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=IndexError,
+    reason="a masked item's position is not checked, but the position-based model still looks "
+    "it up in the examination table: IndexError past its end",
+)
+def test_a_masked_items_position_past_the_examination_table_is_not_read() -> None:
+    clicks = simulate_clicks(
+        torch.tensor([1, 2]),
+        torch.tensor([0, 5]),
+        examination=torch.tensor([0.9, 0.5]),
+        mask=torch.tensor([True, False]),
+        noise=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert clicks[1] == 0
+
+
+def test_generator_draws_the_clicks() -> None:
+    """A seeded generator gives the same clicks whatever the global state, leaves the global
+    generator untouched, and other seeds give other clicks; without one, the global seed."""
+    target = CLICK_TARGET.expand(200, -1)
+    positions = CLICK_POSITIONS.expand(200, -1)
+    for model in ("position_based", "cascade"):
+        torch.manual_seed(1)
+        state = torch.get_rng_state()
+        first = simulate_clicks(
+            target, positions, model=model, generator=torch.Generator().manual_seed(3)
+        )
+        assert torch.equal(torch.get_rng_state(), state)
+        torch.manual_seed(2)
+        again = simulate_clicks(
+            target, positions, model=model, generator=torch.Generator().manual_seed(3)
+        )
+        assert torch.equal(first, again)
+        other = simulate_clicks(
+            target, positions, model=model, generator=torch.Generator().manual_seed(4)
+        )
+        assert not torch.equal(first, other)
+        torch.manual_seed(3)
+        global_first = simulate_clicks(target, positions, model=model)
+        torch.manual_seed(3)
+        assert torch.equal(simulate_clicks(target, positions, model=model), global_first)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    model=st.sampled_from(["position_based", "cascade"]),
+    eta=st.sampled_from([0.0, 0.7, 1.0, 3.0]),
+    noise=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
+    table=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_clicks_are_binary_only_on_real_shown_items_and_at_most_one_per_cascade(
+    model: str, eta: float, noise: float, table: bool, seed: int
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, 5, (8, 6), generator=gen)
+    positions = torch.stack([torch.randperm(6, generator=gen) for _ in range(8)]) - 1
+    mask = torch.rand(8, 6, generator=gen) > 0.3
+    clicks = simulate_clicks(
+        target,
+        positions,
+        model=model,
+        eta=eta,
+        noise=noise,
+        mask=mask,
+        examination=EXAMINATION[:5] if table else None,
+        generator=gen,
+    )
+    assert set(clicks.unique().tolist()) <= {0.0, 1.0}
+    assert clicks[~mask | (positions == -1)].abs().sum() == 0
+    if model == "cascade":
+        assert clicks.sum(-1).max() <= 1
+        if noise == 1.0:  # every item attractive: the first real shown item is clicked
+            shown = mask & (positions != -1)
+            first = torch.where(shown, positions, 99).argmin(-1)
+            has = shown.any(-1)
+            assert torch.equal(clicks[has].argmax(-1), first[has])
+
+
+# --- paired_t_test / paired_randomization_test ---------------------------------------------------
+
+
+def two_samples(seed: int, n: int = 25, shift: float = 0.03) -> tuple[torch.Tensor, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    a = rng.random(n)
+    b = np.clip(a - shift + 0.08 * rng.standard_normal(n), 0, 1)
+    return torch.tensor(a), torch.tensor(b)
+
+
+def t_interval(d: np.ndarray, confidence: float) -> tuple[float, float]:
+    """mean ± t_{(1+c)/2, n-1} s / sqrt(n), with scipy's t quantile."""
+    n = d.size
+    half = scipy_stats.t.ppf((1 + confidence) / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)
+    return d.mean() - half, d.mean() + half
+
+
+def assert_t_interval(result: Any, d: np.ndarray, confidence: float) -> None:
+    low, high = t_interval(d, confidence)
+    assert result.low.item() == pytest.approx(low, rel=1e-9, abs=1e-15)
+    assert result.high.item() == pytest.approx(high, rel=1e-9, abs=1e-15)
+    assert result.mean_difference.item() == pytest.approx(d.mean(), rel=1e-12, abs=1e-15)
+    assert result.confidence == confidence
+    assert result.df == d.size - 1
+    assert result.n_pairs == d.size
+
+
+@pytest.mark.parametrize("confidence", [DEFAULT, 0.5, 0.8, 0.99])
+def test_paired_t_test_equals_scipy_at_every_confidence(confidence: Any) -> None:
+    a, b = two_samples(seed=1)
+    options = {} if confidence is DEFAULT else {"confidence": confidence}
+    level = 0.95 if confidence is DEFAULT else confidence
+    result = paired_t_test(a, b, **options)
+    expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
+    assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
+    assert result.pvalue.item() == pytest.approx(expected.pvalue, rel=1e-7)
+    interval = expected.confidence_interval(confidence_level=level)
+    assert result.low.item() == pytest.approx(interval.low, rel=1e-9)
+    assert result.high.item() == pytest.approx(interval.high, rel=1e-9)
+    assert_t_interval(result, (a - b).numpy(), level)
+
+
+def exact_sign_flip_p(differences: Sequence[float]) -> float:
+    """Every one of the 2^n sign flips, the observed one included."""
+    observed = abs(sum(differences))
+    count = sum(
+        abs(sum(s * d for s, d in zip(signs, differences, strict=True))) >= observed * (1 - 1e-12)
+        for signs in itertools.product((1, -1), repeat=len(differences))
+    )
+    return count / 2 ** len(differences)
+
+
+@pytest.mark.parametrize("confidence", [DEFAULT, 0.5, 0.8, 0.99])
+def test_randomization_interval_is_the_t_interval_at_every_confidence(confidence: Any) -> None:
+    """The docs: the reported interval is the t-interval of the mean difference."""
+    a, b = two_samples(seed=2)
+    options = {} if confidence is DEFAULT else {"confidence": confidence}
+    level = 0.95 if confidence is DEFAULT else confidence
+    result = paired_randomization_test(a, b, n_resamples=200, **options)
+    assert result.statistic.item() == pytest.approx((a - b).mean().item(), rel=1e-12)
+    assert_t_interval(result, (a - b).numpy(), level)
+    interval = scipy_stats.ttest_rel(a.numpy(), b.numpy()).confidence_interval(level)
+    assert result.low.item() == pytest.approx(interval.low, rel=1e-9)
+    assert result.high.item() == pytest.approx(interval.high, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_resamples", [1, 7, 99, 30_000])
+def test_randomization_p_value_counts_n_resamples_flips(n_resamples: int) -> None:
+    """p = (1 + #extreme) / (1 + R): a multiple of 1 / (1 + R); with many flips, the exact
+    enumeration's p within 4.5 Monte-Carlo standard errors."""
+    a, b = two_samples(seed=3, n=10, shift=0.02)
+    d = (a - b).tolist()
+    exact = exact_sign_flip_p(d)
+    assert 0.05 < exact < 0.95
+    _, p = paired_randomization_test(a, b, n_resamples=n_resamples, seed=1)
+    count = p.item() * (n_resamples + 1)
+    assert count == pytest.approx(round(count), abs=1e-6)
+    assert 1 <= round(count) <= n_resamples + 1
+    if n_resamples >= 1000:
+        sd = math.sqrt(exact * (1 - exact) / n_resamples)
+        assert abs(p.item() - exact) <= 4.5 * sd
+
+
+def test_randomization_seed_picks_the_flips() -> None:
+    a, b = two_samples(seed=4, n=12, shift=0.02)
+    first = paired_randomization_test(a, b, n_resamples=300, seed=5).pvalue.item()
+    assert paired_randomization_test(a, b, n_resamples=300, seed=5).pvalue.item() == first
+    by_seed = {
+        paired_randomization_test(a, b, n_resamples=300, seed=s).pvalue.item() for s in range(6)
+    }
+    assert len(by_seed) >= 3
+    default = paired_randomization_test(a, b, n_resamples=300).pvalue.item()
+    assert default == paired_randomization_test(a, b, n_resamples=300, seed=0).pvalue.item()
+
+
+@pytest.mark.parametrize("test", [paired_t_test, paired_randomization_test])
+@pytest.mark.parametrize("unmatched_ids", [DEFAULT, "raise", "intersect"])
+def test_unmatched_ids_raise_or_intersect(test: Any, unmatched_ids: Any) -> None:
+    """Ids only one side has: an error, or the test on the ids both have (scipy on those)."""
+    a, b = two_samples(seed=5, n=30)
+    ids_a = torch.arange(30) * 3
+    ids_b = ids_a.clone()
+    ids_b[:4] = 1000 + torch.arange(4)  # the first four queries are only in each side's own set
+    perm = torch.randperm(30, generator=torch.Generator().manual_seed(0))
+    options = {} if unmatched_ids is DEFAULT else {"unmatched_ids": unmatched_ids}
+    extra = {"n_resamples": 200} if test is paired_randomization_test else {}
+    call = lambda: test((a, ids_a), (b[perm], ids_b[perm]), **options, **extra)  # noqa: E731
+    if unmatched_ids != "intersect":
+        with pytest.raises(ValueError, match="same query ids"):
+            call()
+        return
+    result = call()
+    d = (a[4:] - b[4:]).numpy()
+    assert_t_interval(result, d, 0.95)
+    if test is paired_t_test:
+        expected = scipy_stats.ttest_rel(a[4:].numpy(), b[4:].numpy())
+        assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
+        assert result.pvalue.item() == pytest.approx(expected.pvalue, rel=1e-7)
+
+
+@pytest.mark.parametrize("test", [paired_t_test, paired_randomization_test])
+def test_dicts_of_cut_offs_are_tested_per_cut_off(test: Any) -> None:
+    """A dict of values per cut-off (as the retrieval metric gives): one result per key, each
+    the test of that key's values (with ids: paired by id)."""
+    a5, b5 = two_samples(seed=6)
+    a10, b10 = two_samples(seed=7, shift=0.1)
+    ids = torch.arange(25) + 100
+    perm = torch.randperm(25, generator=torch.Generator().manual_seed(1))
+    extra = (
+        {"n_resamples": 200, "confidence": 0.9}
+        if test is paired_randomization_test
+        else {"confidence": 0.9}
+    )
+    results = test(
+        ({"ndcg@5": a5, "ndcg@10": a10}, ids),
+        ({"ndcg@5": b5[perm], "ndcg@10": b10[perm]}, ids[perm]),
+        **extra,
+    )
+    assert set(results) == {"ndcg@5", "ndcg@10"}
+    for key, (a, b) in {"ndcg@5": (a5, b5), "ndcg@10": (a10, b10)}.items():
+        assert_t_interval(results[key], (a - b).numpy(), 0.9)
+        if test is paired_t_test:
+            expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
+            assert results[key].statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
+            assert results[key].pvalue.item() == pytest.approx(expected.pvalue, rel=1e-7)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(2, 40),
+    confidence=st.sampled_from([0.5, 0.9, 0.95, 0.999]),
+    shift=st.sampled_from([0.0, 0.01, 0.1]),
+    seed=st.integers(0, 2**16),
+)
+def test_paired_t_test_equals_scipy_on_any_sample(
+    n: int, confidence: float, shift: float, seed: int
+) -> None:
+    a, b = two_samples(seed, n=n, shift=shift)
+    result = paired_t_test(a, b, confidence=confidence)
+    expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
+    if np.isnan(expected.statistic):
+        return
+    assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-8)
+    assert result.pvalue.item() == pytest.approx(expected.pvalue, rel=1e-6, abs=1e-14)
+    assert_t_interval(result, (a - b).numpy(), confidence)
