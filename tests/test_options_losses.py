@@ -975,7 +975,7 @@ def test_examination_probability_is_the_power_law_for_every_eta(eta: float) -> N
         torch.testing.assert_close(examination_probability(positions), got)
 
 
-SESSIONS = 20_000
+SESSIONS = 10_000
 CLICK_TARGET = torch.tensor([3, 2, 0, 1, 3, 2, 1])
 CLICK_POSITIONS = torch.tensor([2, 0, 4, 1, 3, 5, -1])
 EXAMINATION = torch.tensor([0.9, 0.3, 0.6, 0.15, 0.45, 0.05], dtype=torch.float64)
