@@ -54,6 +54,11 @@ def mean_of_squares(values: Tensor, dim: int | None = None) -> Tensor:
     return (values * values).mean()
 
 
+def name_of(value: Any) -> str:
+    """A test id: a callable's name, or the value."""
+    return getattr(value, "__name__", str(value))
+
+
 EMPTY_VALUES = {"neg": 0.0, "pos": 1.0, "skip": math.nan, "error": 0.0}
 LIST_MESSAGE = (
     "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
@@ -494,7 +499,9 @@ def test_ndcg_and_dcg_against_scikit_learn(k: int | None) -> None:
         )
 
 
-@pytest.mark.parametrize("aggregation", ["mean", "median", "min", "max", mean_of_squares])
+@pytest.mark.parametrize(
+    "aggregation", ["mean", "median", "min", "max", mean_of_squares], ids=name_of
+)
 @pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
 @pytest.mark.parametrize("k", [None, 2])
 def test_retrieval_metric_against_torchmetrics(
@@ -552,7 +559,7 @@ def statistic_of(aggregation: Any) -> Callable[[np.ndarray], float]:
 AGGREGATIONS = ["mean", "median", "min", "max", mean_of_squares]
 
 
-@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+@pytest.mark.parametrize("aggregation", AGGREGATIONS, ids=name_of)
 @pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
 def test_retrieval_aggregation_against_numpy(aggregation: Any, empty_target_action: str) -> None:
     preds, target, indexes = spread_queries(7)
@@ -746,7 +753,7 @@ def test_bootstrap_interval_of_a_callable_against_scipy(confidence: float) -> No
         assert np.abs(interval - expected).max() > 2 * CALLABLE_TOLERANCE
 
 
-@pytest.mark.parametrize("aggregation", [*ORDER_STATISTICS, mean_of_squares], ids=str)
+@pytest.mark.parametrize("aggregation", [*ORDER_STATISTICS, mean_of_squares], ids=name_of)
 def test_bootstrap_resamples_and_seed(aggregation: Any) -> None:
     """One resample gives one statistic: low = high, that of a resample of the values.
 
