@@ -416,6 +416,29 @@ def test_error_action_of_the_row_entry_points() -> None:
     close(metric.compute(), expected.mean(), atol=1e-6)
 
 
+def test_validate_args_false_skips_the_value_checks() -> None:
+    """``validate_args=True`` raises on a negative label; ``False`` skips that check (and, on
+    valid input, gives the reference values: every case ``validate_args=False`` above)."""
+    preds, target = torch.tensor([[0.5, 0.1, 0.3]]), torch.tensor([[1, -2, 0]])
+    rows = (preds.reshape(-1), target.reshape(-1), torch.zeros(3, dtype=torch.long))
+    grade = torch.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([-1.0]), (1, 3))
+    calls: dict[str, Callable[[bool], Any]] = {
+        "ndcg": lambda check: ndcg(preds, target, validate_args=check),
+        "dcg": lambda check: dcg(preds, target, validate_args=check),
+        "NDCG": lambda check: NDCG(validate_args=check).update(preds, target),
+        "retrieval_ndcg": lambda check: retrieval_ndcg(*rows, validate_args=check),
+        "RetrievalNDCG": lambda check: RetrievalNDCG(validate_args=check).update(*rows),
+    }
+    for call in calls.values():
+        with pytest.raises(ValueError, match=re.escape("Expected `target` to be non-negative")):
+            call(True)
+        call(False)
+    queries, items = torch.eye(1, 2), torch.eye(3, 2)
+    with pytest.raises(ValueError, match=re.escape("Expected non-negative relevance grades")):
+        catalog_ndcg(queries, items, grade, k=2)
+    catalog_ndcg(queries, items, grade, k=2, validate_args=False)
+
+
 # --- Hypothesis: the options together
 
 
