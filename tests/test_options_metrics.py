@@ -820,10 +820,12 @@ def make_catalog(seed: int, users: int = 6, n_items: int = 37, dim: int = 3) -> 
     items = rng.integers(-2, 3, (n_items, dim)).astype(np.float64)
     grades, excluded = [], []
     for user in range(users):
-        picks = rng.permutation(n_items)
-        n_relevant = 0 if user == 0 else int(rng.integers(1, 6))  # user 0: no relevant item
+        picks = rng.permutation(n_items - 1)
+        n_relevant = 0 if user == 0 else int(rng.integers(0, 5))  # user 0: no relevant item
         n_excluded = 0 if user == 2 else int(rng.integers(1, 7))  # user 2: nothing excluded
         grades.append({int(i): float(rng.integers(1, 4)) for i in picks[:n_relevant]})
+        if user != 0:  # the catalog's last item (in a ragged last chunk) is relevant too
+            grades[-1][n_items - 1] = float(rng.integers(1, 4))
         excluded.append({int(i) for i in picks[n_relevant : n_relevant + n_excluded]})
     return Catalog(queries, items, grades, excluded)
 
@@ -940,12 +942,12 @@ CATALOG_CASES: list[tuple[str, dict[str, Any]]] = [
     ("relevant=ids", {"relevant": "ids"}),
     ("relevant=sparse_csr", {"relevant": "sparse_csr"}),
     ("score_fn=callable", {"score_fn": "l1"}),
-    ("chunk_size=1", {"chunk_size": 1}),
-    ("chunk_size=5", {"chunk_size": 5}),
-    ("chunk_size=32", {"chunk_size": 32}),
-    ("memory_budget=8", {"memory_budget": 8}),
-    ("memory_budget=300", {"memory_budget": 300}),
-    ("chunk_size=4,memory_budget=64", {"chunk_size": 4, "memory_budget": 64}),
+    ("chunk_size=1", {"chunk_size": 1, "k": None}),
+    ("chunk_size=5", {"chunk_size": 5, "k": None}),
+    ("chunk_size=32", {"chunk_size": 32, "k": None}),
+    ("memory_budget=8", {"memory_budget": 8, "k": None}),
+    ("memory_budget=300", {"memory_budget": 300, "k": None}),
+    ("chunk_size=4,memory_budget=64", {"chunk_size": 4, "memory_budget": 64, "k": None}),
     ("item_offset=4", {"item_offset": 4}),
     ("item_offset=4,chunk_size=8", {"item_offset": 4, "chunk_size": 8, "ties": "first"}),
     ("validate_args=False", {"validate_args": False}),
