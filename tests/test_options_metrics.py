@@ -815,16 +815,24 @@ class Catalog:
 
 
 def make_catalog(seed: int, users: int = 6, n_items: int = 37, dim: int = 3) -> Catalog:
+    """Relevant and excluded items drawn among each user's best-scored items (dot product).
+
+    Seen items are often among the best scored, and the relevant ones should reach the top
+    ``k``: both change the values. The catalog's last item (in a ragged last chunk) is
+    relevant to every user but user 0, who has no relevant item; user 2 excludes nothing.
+    """
     rng = np.random.default_rng(seed)
     queries = rng.integers(-2, 3, (users, dim)).astype(np.float64)
     items = rng.integers(-2, 3, (n_items, dim)).astype(np.float64)
     grades, excluded = [], []
     for user in range(users):
-        picks = rng.permutation(n_items - 1)
-        n_relevant = 0 if user == 0 else int(rng.integers(0, 5))  # user 0: no relevant item
-        n_excluded = 0 if user == 2 else int(rng.integers(1, 7))  # user 2: nothing excluded
+        best = np.argsort(-(items @ queries[user]), kind="stable")
+        best = best[best != n_items - 1][:7]
+        picks = rng.permutation(best)
+        n_relevant = 0 if user == 0 else int(rng.integers(1, 4))
+        n_excluded = 0 if user == 2 else int(rng.integers(1, 4))
         grades.append({int(i): float(rng.integers(1, 4)) for i in picks[:n_relevant]})
-        if user != 0:  # the catalog's last item (in a ragged last chunk) is relevant too
+        if user != 0:
             grades[-1][n_items - 1] = float(rng.integers(1, 4))
         excluded.append({int(i) for i in picks[n_relevant : n_relevant + n_excluded]})
     return Catalog(queries, items, grades, excluded)
@@ -956,11 +964,34 @@ CATALOG_CASE_IDS = [name for name, _ in CATALOG_CASES]
 CATALOG_CASE_VALUES = [{**CATALOG_BASE, **case} for _, case in CATALOG_CASES]
 
 
+def shifted(data: Catalog, offset: int) -> Catalog:
+    """The data of a catalog shard whose first item has the global id ``offset``.
+
+    Relevant and excluded ids become global (``+ offset``; those past the catalog are
+    dropped), and every user with a relevant item gets one more, of an id below ``offset``:
+    an item the shard never scores, which counts in the ideal DCG only.
+    """
+    n_items = data.items.shape[0]
+    grades = [
+        {item + offset: g for item, g in user.items() if item + offset < n_items}
+        for user in data.grades
+    ]
+    for user, relevant in enumerate(grades):
+        if data.grades[user]:
+            relevant[user % offset] = 2.0
+    excluded = [
+        {item + offset for item in user if item + offset < n_items} for user in data.excluded
+    ]
+    return Catalog(data.queries, data.items, grades, excluded)
+
+
 def catalog_call(
     data: Catalog, case: dict[str, Any]
 ) -> tuple[Tensor, Tensor, Tensor, dict[str, Any], np.ndarray]:
     """The arguments of `catalog_ndcg` for a case, and the reference values."""
     options = dict(case)
+    if case.get("item_offset", 0):
+        data = shifted(data, case["item_offset"])
     relevant, grades = relevant_input(data, options.pop("relevant"))
     exclude_form = options.pop("exclude")
     score_fn = options.pop("score_fn", "dot")
