@@ -643,3 +643,64 @@ def aggregated_unbiased_lambdarank_step(
         shares = {i: views_at[i] / views_at[0] for i in range(n_positions) if views_at[0] > 0}
         per_list.append((s_plus, s_minus, shares))
     return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))
+
+
+# ---------------------------------------------------------------------------------------------
+# Option-by-option references (tests/test_options_metrics.py): padded DCG, catalogs, aggregates
+
+
+def dcg_padded_batch(
+    scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    k: int | None,
+    **options: object,
+) -> list[float]:
+    """DCG@k of each row, keeping only the items where ``real`` is True (0 for no item)."""
+    out = []
+    for row_scores, row_labels, row_real in zip(scores, labels, real, strict=True):
+        kept = [i for i, keep in enumerate(row_real) if keep]
+        out.append(
+            dcg_one_list(
+                [row_scores[i] for i in kept],
+                [row_labels[i] for i in kept],
+                k,
+                **options,  # type: ignore[arg-type]
+            )
+        )
+    return out
+
+
+def catalog_ndcg_one_user(
+    scores: Sequence[float],
+    item_ids: Sequence[int],
+    grades: dict[int, float],
+    excluded: set[int],
+    k: int | None,
+    *,
+    gain: GainFn = exponential_gain,
+    discount: DiscountFn = log2_discount,
+    ties: str = "average",
+    empty_value: float = 0.0,
+) -> float:
+    """nDCG@k of one user against a catalog whose items ``item_ids`` score ``scores``.
+
+    Excluded items take no rank; every other item of the catalog is ranked by its score (ties
+    "first": by position in ``item_ids``, the item index). An item has the grade ``grades``
+    gives it, 0 if none. The ideal DCG ranks every grade of ``grades``, also those of items
+    that are not in ``item_ids`` (a relevant item the catalog shard never scores).
+    """
+    kept = [i for i, item in enumerate(item_ids) if item not in excluded]
+    ranked_scores = [scores[i] for i in kept]
+    ranked_labels = [grades.get(item_ids[i], 0.0) for i in kept]
+    ideal = ideal_dcg_one_list(list(grades.values()), k, gain=gain, discount=discount)
+    if ideal == 0:
+        return empty_value
+    value = dcg_one_list(ranked_scores, ranked_labels, k, gain=gain, discount=discount, ties=ties)
+    return value / ideal
+
+
+def lower_median(values: Sequence[float]) -> float:
+    """The lower of the two middle values (the middle one for an odd count)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
