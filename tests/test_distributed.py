@@ -168,6 +168,9 @@ def _ndcg_sync_semantics(
     grouped.unsync()
     # A callable gain (another object in each process) passes the options check.
     out["callable gain"] = _value(fed(NDCG(KS, gain=cubic_gain).to(device)).compute())
+    # compute_on_cpu (it moves list states only: NDCG's sums stay where they are).
+    on_cpu = fed(NDCG(KS, compute_on_cpu=True).to(device))
+    out["compute on cpu"] = _value(on_cpu.compute())
     # No sync: this rank's lists only.
     out["local"] = _value(fed(NDCG(KS, sync_on_compute=False).to(device)).compute())
     # forward synced per step: the value of the batch over both ranks; compute() stays local.
@@ -380,8 +383,10 @@ def test_ndcg_sync_sums_counts_exactly(ranks: list[dict[str, Any]]) -> None:
         assert result["ndcg-sync"]["large mean"] == 0.5
 
 
-@pytest.mark.parametrize("scenario", ["custom sync fn", "process group", "sync process group"])
-def test_ndcg_sync_with_a_custom_function_or_a_process_group(
+@pytest.mark.parametrize(
+    "scenario", ["custom sync fn", "process group", "sync process group", "compute on cpu"]
+)
+def test_ndcg_sync_with_a_custom_function_a_process_group_or_compute_on_cpu(
     ranks: list[dict[str, Any]], scenario: str
 ) -> None:
     expected = means_of(torch.arange(60))
@@ -455,9 +460,9 @@ def test_ndcg_with_a_custom_sync_function_keeps_torchmetrics_gather(
 def test_retrieval_exchanges_rows_then_one_all_reduce_of_the_sums(
     ranks: list[dict[str, Any]], confidence: float | None
 ) -> None:
-    """docs/getting-started.md: rows exchanged (``all_to_all_single``: the counts, the score and
-    label pairs, the ids), "then one all-reduce of the sums"; one more all-reduce, of a flag,
-    makes a query's error raise on every rank together (docs: "on every rank together")."""
+    """docs/getting-started.md: rows exchanged ("3 ``all_to_all_single``: counts, scores and
+    labels, ids"), "then one all-reduce of an error flag (an error raises on every rank
+    together) and one all-reduce of the sums"."""
     for result in ranks:
         counts = result[f"collectives-retrieval-{confidence}"]
         assert counts == {"all_to_all_single": 3, "all_reduce": 2}

@@ -10,7 +10,8 @@ order, which is the row order that ``ties="first"`` documents.
 `PartitionedRows` is that protocol for a torchmetrics metric storing rows: its sync exchanges
 the rows (instead of gathering every row to every rank), its ``compute`` scores this rank's
 queries and finishes with one sum all-reduce or a gather of the per-query values, and an error
-on one rank is raised on every rank together, so that no rank waits alone.
+on one rank is raised on every rank together (one more all-reduce, of a flag), so that no rank
+waits alone.
 
 `sum_states_over_ranks` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all
 its states and its options' digest in one all-reduce.
