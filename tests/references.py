@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -35,6 +36,38 @@ def jarvelin_discount(rank: int) -> float:
 
 GAINS: dict[str, GainFn] = {"exponential": exponential_gain, "linear": linear_gain}
 DISCOUNTS: dict[str, DiscountFn] = {"log2": log2_discount, "jarvelin": jarvelin_discount}
+
+GainOption = str | Callable[[Any], Any]
+DiscountOption = str | Callable[[Any], Any]
+
+
+def _log2(x: Any) -> Any:
+    return torch.log2(x) if isinstance(x, Tensor) else math.log2(x)
+
+
+def gain_function(gain: GainOption) -> Callable[[Any], Any]:
+    """A ``gain`` option as a function of labels (numbers or tensors): 2^y - 1, y, or itself."""
+    if gain == "exponential":
+        return lambda y: 2.0**y - 1.0
+    if gain == "linear":
+        return lambda y: y * 1.0
+    assert callable(gain)
+    return gain
+
+
+def discount_function(discount: DiscountOption) -> Callable[[Any], Any]:
+    """A ``discount`` option as a function of 1-based ranks (numbers or tensors).
+
+    ``"log2"``: 1 / log2(1 + r); ``"jarvelin"``: 1 / max(1, log2 r); a callable: itself.
+    """
+    if discount == "log2":
+        return lambda r: 1.0 / _log2(r + 1)
+    if discount == "jarvelin":
+        return lambda r: (
+            1.0 / (torch.log2(r).clamp(min=1) if isinstance(r, Tensor) else max(1.0, math.log2(r)))
+        )
+    assert callable(discount)
+    return discount
 
 
 def dcg_one_list(
@@ -123,6 +156,84 @@ def ndcg_padded_batch(
 # Losses: Burges' lambdas by loops, and dense [N, L, L] autograd versions of both losses
 
 
+def _softplus(x: float) -> float:
+    """log(1 + e^x), without overflow."""
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
+
+
+def lambdaloss_lists(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor,
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    weighting: str = "lambdarank",
+    mu: float = 10.0,
+    gain: GainOption = "exponential",
+    discount: DiscountOption = "log2",
+    weight: Tensor | None = None,
+) -> tuple[list[float], list[list[float]], list[bool]]:
+    """Each list's LambdaLoss and its gradient by loops, and whether the list counts.
+
+    Per list, over its real items (``mask``): gains ``G_i = w_i g(y_i) / Z`` with ``Z`` the
+    ideal DCG@k of the unweighted gains (the list counts only where ``Z > 0``; otherwise loss
+    and gradient 0), current 1-based ranks ``r`` (scores descending, ties in order of
+    appearance), discount ``D``. For every pair with ``G_i > G_j`` and at least one of the two
+    in the top k, the weight is ``|G_i - G_j| |D_k(r_i) - D_k(r_j)|`` (``D_k = D`` up to k,
+    0 below) for "lambdarank", ``|G_i - G_j| |D(m) - D(m + 1)|`` with ``m = |r_i - r_j|`` for
+    "ndcg2", their sum with ``mu`` times the latter for "ndcg2pp"; the pair loss is
+    ``weight * log(1 + exp(-sigma (s_i - s_j)))`` and Burges' lambda
+    ``-sigma * weight / (1 + exp(sigma (s_i - s_j)))`` goes to i, its negative to j.
+    """
+    gain_of, discount_of = gain_function(gain), discount_function(discount)
+    n_lists, length = preds.shape
+    losses: list[float] = []
+    grads = [[0.0] * length for _ in range(n_lists)]
+    counted: list[bool] = []
+    for b in range(n_lists):
+        items = [i for i in range(length) if bool(mask[b, i])]
+        labels = [float(target[b, i]) for i in items]
+        ideal = ideal_dcg_one_list(labels, k, gain=gain_of, discount=discount_of)
+        counted.append(ideal > 0)
+        if ideal <= 0:
+            losses.append(0.0)
+            continue
+        scores = {i: float(preds[b, i]) for i in items}
+        gains = {
+            i: (1.0 if weight is None else float(weight[b, i])) * gain_of(y) / ideal
+            for i, y in zip(items, labels, strict=True)
+        }
+        ranked = sorted(items, key=lambda i: -scores[i])  # Python's sort is stable
+        rank = {item: position + 1 for position, item in enumerate(ranked)}
+        cut = len(items) if k is None else k
+
+        def disc_k(r: int, cut: int = cut) -> float:
+            return discount_of(r) if r <= cut else 0.0
+
+        total = 0.0
+        for i in items:
+            for j in items:
+                if gains[i] <= gains[j] or min(rank[i], rank[j]) > cut:
+                    continue
+                gain_gap = gains[i] - gains[j]
+                lambdarank = gain_gap * abs(disc_k(rank[i]) - disc_k(rank[j]))
+                gap = abs(rank[i] - rank[j])
+                ndcg2 = gain_gap * abs(discount_of(gap) - discount_of(gap + 1))
+                pair_weight = {
+                    "lambdarank": lambdarank,
+                    "ndcg2": ndcg2,
+                    "ndcg2pp": lambdarank + mu * ndcg2,
+                }[weighting]
+                diff = scores[i] - scores[j]
+                total += pair_weight * _softplus(-sigma * diff)
+                lam = -sigma * pair_weight / (1.0 + math.exp(sigma * diff))
+                grads[b][i] += lam
+                grads[b][j] -= lam
+        losses.append(total)
+    return losses, grads, counted
+
+
 def burges_lambdas(
     preds: Tensor,
     target: Tensor,
@@ -140,49 +251,13 @@ def burges_lambdas(
     item j gets -lambda_ij. |dNDCG_ij| is the nDCG@k change of swapping the two items at their
     current ranks (scores descending, ties in order of appearance). Exponential gain, log2
     discount. For "ndcg2" the weight is |1/log2(1+m) - 1/log2(2+m)| |G_i - G_j| / IDCG with m the
-    rank gap; "ndcg2pp" adds mu times that to the lambdarank weight.
+    rank gap; "ndcg2pp" adds mu times that to the lambdarank weight. `lambdaloss_lists`, averaged.
     """
-    n_lists, length = preds.shape
-    total = 0.0
-    counted = 0
-    grads = [[0.0] * length for _ in range(n_lists)]
-    for b in range(n_lists):
-        items = [i for i in range(length) if bool(mask[b, i])]
-        labels = {i: float(target[b, i]) for i in items}
-        scores = {i: float(preds[b, i]) for i in items}
-        ideal = ideal_dcg_one_list(list(labels.values()), k)
-        if ideal == 0:
-            continue
-        counted += 1
-        ranked = sorted(items, key=lambda i: -scores[i])  # Python's sort is stable
-        rank = {item: position + 1 for position, item in enumerate(ranked)}
-        cut = len(items) if k is None else k
-
-        def disc_k(r: int, cut: int = cut) -> float:
-            return log2_discount(r) if r <= cut else 0.0
-
-        for i in items:
-            for j in items:
-                if labels[i] <= labels[j]:
-                    continue
-                if min(rank[i], rank[j]) > cut:
-                    continue
-                gain_gap = abs(exponential_gain(labels[i]) - exponential_gain(labels[j])) / ideal
-                lambdarank = gain_gap * abs(disc_k(rank[i]) - disc_k(rank[j]))
-                gap = abs(rank[i] - rank[j])
-                ndcg2 = gain_gap * abs(log2_discount(gap) - log2_discount(gap + 1))
-                weight = {
-                    "lambdarank": lambdarank,
-                    "ndcg2": ndcg2,
-                    "ndcg2pp": lambdarank + mu * ndcg2,
-                }[weighting]
-                diff = scores[i] - scores[j]
-                total += weight * math.log1p(math.exp(-sigma * diff))
-                lam = -sigma * weight / (1.0 + math.exp(sigma * diff))
-                grads[b][i] += lam
-                grads[b][j] -= lam
-    scale = 1.0 / max(counted, 1)
-    return total * scale, [[g * scale for g in row] for row in grads]
+    losses, grads, counted = lambdaloss_lists(
+        preds, target, mask, k=k, sigma=sigma, weighting=weighting, mu=mu
+    )
+    scale = 1.0 / max(sum(counted), 1)
+    return sum(losses) * scale, [[g * scale for g in row] for row in grads]
 
 
 def _ranks_first(scores: Tensor, mask: Tensor) -> Tensor:
@@ -241,6 +316,30 @@ def lambdaloss_dense(
     return _reduce(per_list, ideal > 0, reduction)
 
 
+def ideal_dcgs(
+    target: Tensor,
+    mask: Tensor,
+    k: int | None,
+    *,
+    gain: GainOption = "exponential",
+    discount: DiscountOption = "log2",
+) -> Tensor:
+    """Ideal DCG@k of each list's real items, by loops (`ideal_dcg_one_list`), float64 ``[N]``."""
+    gain_of, discount_of = gain_function(gain), discount_function(discount)
+    return torch.tensor(
+        [
+            ideal_dcg_one_list(
+                [float(y) for y, real in zip(labels, keep, strict=True) if real],
+                k,
+                gain=gain_of,
+                discount=discount_of,
+            )
+            for labels, keep in zip(target.tolist(), mask.tolist(), strict=True)
+        ],
+        dtype=torch.float64,
+    )
+
+
 def approx_ndcg_dense(
     preds: Tensor,
     target: Tensor,
@@ -249,17 +348,31 @@ def approx_ndcg_dense(
     temperature: float = 1.0,
     k: int | None = None,
     reduction: str = "mean",
+    gain: GainOption = "exponential",
+    discount: DiscountOption = "log2",
+    weight: Tensor | None = None,
 ) -> Tensor:
-    """ApproxNDCG with the [N, L, L] sigmoid matrix materialised; autograd does the backward."""
+    """ApproxNDCG with the [N, L, L] sigmoid matrix materialised; autograd does the backward.
+
+    Smooth ranks ``1 + sum_{j != i, real} sigmoid((s_j - s_i) / T)``; terms ``w_i g(y_i)
+    D(rank_i)``, times ``sigmoid((k + 1/2 - rank_i) / T)`` in the lists with more than ``k``
+    real items; the loss ``1 - sum / Z`` with ``Z`` the ideal DCG@k of the unweighted gains
+    (0 where ``Z`` is 0).
+    """
     length = preds.shape[-1]
     diff = (preds[:, None, :] - preds[:, :, None]) / temperature  # [b, i, j] = s_j - s_i
     others = mask[:, None, :] & ~torch.eye(length, dtype=torch.bool)
     ranks = 1.0 + torch.where(others, torch.sigmoid(diff), 0.0).sum(-1)
-    gains = torch.where(mask, 2.0 ** target.to(preds.dtype) - 1.0, 0.0)
-    terms = gains / torch.log2(1.0 + ranks)
-    if k is not None and k < length:
-        terms = terms * torch.sigmoid((k + 0.5 - ranks) / temperature)
-    ideal = _dense_ideal(target, mask, k).to(preds.dtype)
+    item_gains = gain_function(gain)(torch.where(mask, target, 0).to(preds.dtype))
+    if weight is not None:
+        item_gains = item_gains * weight.to(preds.dtype)
+    gains = torch.where(mask, item_gains, 0.0)
+    terms = gains * discount_function(discount)(ranks)
+    if k is not None:
+        cut = mask.sum(-1, keepdim=True) > k
+        terms = torch.where(cut, terms * torch.sigmoid((k + 0.5 - ranks) / temperature), terms)
+    terms = torch.where(mask, terms, 0.0)
+    ideal = ideal_dcgs(target, mask, k, gain=gain, discount=discount).to(preds.dtype)
     per_list = torch.where(ideal > 0, 1 - terms.sum(-1) / torch.where(ideal > 0, ideal, 1.0), 0.0)
     return _reduce(per_list, ideal > 0, reduction)
 
@@ -326,13 +439,17 @@ def neural_ndcg_dense(
     max_iter: int = 50,
     tol: float = 1e-6,
     reduction: str = "mean",
+    gain: GainOption = "exponential",
+    discount: DiscountOption = "log2",
+    weight: Tensor | None = None,
 ) -> Tensor:
-    """NeuralNDCG with exponential gain and log2 discount; autograd does the backward.
+    """NeuralNDCG (exponential gain and log2 discount by default); autograd does the backward.
 
     Each list's real items (``mask``) get their NeuralSort matrix; all matrices are then scaled
     together (columns, then rows, per iteration) until every row and column of the batch sums
     to 1 within ``tol``, or ``max_iter`` iterations. A list's loss is
-    ``1 - sum_{i <= k} sum_j P_ij G_j / log2(1 + i) / IDCG@k``.
+    ``1 - sum_{i <= k} sum_j P_ij G_j D(i) / IDCG@k``, with ``G_j = w_j g(y_j)`` (``weight``)
+    and the ideal DCG@k of the unweighted gains.
     """
     per_list_items = [preds[b][mask[b]] for b in range(preds.shape[0])]
     matrices = [neural_sort_matrix(scores, temperature) for scores in per_list_items]
@@ -350,14 +467,17 @@ def neural_ndcg_dense(
         )
         if worst < tol:
             break
-    ideal = _dense_ideal(target, mask, k).to(preds.dtype)
+    ideal = ideal_dcgs(target, mask, k, gain=gain, discount=discount).to(preds.dtype)
+    gain_of, discount_of = gain_function(gain), discount_function(discount)
     losses = []
     for b, matrix in enumerate(matrices):
-        gains = 2.0 ** target[b][mask[b]].to(preds.dtype) - 1.0
+        gains = gain_of(target[b][mask[b]].to(preds.dtype))
+        if weight is not None:
+            gains = gains * weight[b][mask[b]].to(preds.dtype)
         dcg = preds.new_zeros(())
         for i in range(matrix.shape[0]):
             if k is None or i < k:
-                dcg = dcg + (matrix[i] * gains).sum() / math.log2(i + 2)
+                dcg = dcg + (matrix[i] * gains).sum() * discount_of(i + 1)
         losses.append(1 - dcg / ideal[b] if ideal[b] > 0 else preds.new_zeros(()))
     return _reduce(torch.stack(losses), ideal > 0, reduction)
 
@@ -416,6 +536,8 @@ def unbiased_lambdarank_step(
     sigma: float = 1.0,
     bias_norm: float = 0.0,
     match_exposure: bool = True,
+    gain: GainOption = "exponential",
+    discount: DiscountOption = "log2",
 ) -> tuple[list[float], list[list[float]], list[float], list[float]]:
     """One step of Unbiased LambdaMART (Hu et al., WWW 2019, eqs. 12-13), loop by loop.
 
@@ -427,7 +549,12 @@ def unbiased_lambdarank_step(
     ``S+[i] = sum L / t-[j]`` and ``S-[j] = sum L / t+[i]`` (`bias_step` for ``R``), and the
     updated biases ``(S[i] / R[i]) ** (1 / (p + 1))`` (unchanged where ``S[i]`` or ``R[i]``
     is 0).
+
+    Other ``gain`` and ``discount`` options: the gains ``g(c)`` of the clicks, a pair for each
+    ``g(c_w) > g(c_l)`` with ``|delta nDCG@k| = (g(c_w) - g(c_l)) |D_k(r_w) - D_k(r_l)| / Z``,
+    ``Z`` the ideal DCG@k of the gains (2^c - 1 = c, log2 discount: the paper's).
     """
+    gain_of, discount_of = gain_function(gain), discount_function(discount)
     n_positions = len(t_plus)
     losses = []
     per_list = []
@@ -438,17 +565,16 @@ def unbiased_lambdarank_step(
         order = sorted(shown, key=lambda i: (-scores[i], i))
         rank = {item: r + 1 for r, item in enumerate(order)}
         cut = len(shown) if k is None else k
-        ideal = sum(
-            log2_discount(r + 1) for r in range(min(cut, sum(list_clicks[i] for i in shown)))
-        )
+        gains = {i: float(gain_of(float(list_clicks[i]))) for i in shown}
+        ideal = ideal_dcg_one_list(list(gains.values()), k, gain=lambda g: g, discount=discount_of)
         total = 0.0
         for w in shown:
             for lo in shown:
-                if not (list_clicks[w] == 1 and list_clicks[lo] == 0) or ideal == 0:
+                if not gains[w] > gains[lo] or ideal == 0:
                     continue
-                d_w = log2_discount(rank[w]) if rank[w] <= cut else 0.0
-                d_l = log2_discount(rank[lo]) if rank[lo] <= cut else 0.0
-                delta = abs(d_w - d_l) / ideal
+                d_w = discount_of(rank[w]) if rank[w] <= cut else 0.0
+                d_l = discount_of(rank[lo]) if rank[lo] <= cut else 0.0
+                delta = (gains[w] - gains[lo]) * abs(d_w - d_l) / ideal
                 pair = delta * math.log1p(math.exp(-sigma * (scores[w] - scores[lo])))
                 i, j = list_positions[w], list_positions[lo]
                 total += pair / (t_plus[i] * t_minus[j])
@@ -470,18 +596,20 @@ def aggregated_unbiased_lambdarank_step(
     sigma: float = 1.0,
     bias_norm: float = 0.0,
     match_exposure: bool = True,
+    discount: DiscountOption = "log2",
 ) -> tuple[list[float], list[list[float]], list[float], list[float]]:
     """One step of Unbiased LambdaRank on per-item, per-position click and view counts.
 
     Per list: each item's click mass ``A[w] = sum_i clicks[w][i] / t+[i]`` and non-click mass
     ``B[l] = sum_j (views[l][j] - clicks[l][j]) / t-[j]``; every ordered pair of two different
     items with views has the loss ``L = |D(r_w) - D(r_l)| log(1 + exp(-sigma (s_w - s_l)))``
-    (log2 discount of the current 1-based rank among those items, ties in order of appearance,
-    0 beyond k), weighted by ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``,
+    (``D`` the discount of the current 1-based rank among those items, ties in order of
+    appearance, 0 beyond k), weighted by ``A[w] B[l]``. ``S+[i] = sum clicks[w][i] B[l] L``,
     ``S-[j] = sum (views - clicks)[l][j] A[w] L``; a list shows position ``i`` as often as its
     items' views there add up to, relative to the top position's; ``R`` and the biases as in
-    `bias_step`.
+    `bias_step`. ``discount`` is ``D`` (log2 by default).
     """
+    discount_of = discount_function(discount)
     n_positions = len(t_plus)
     losses = []
     per_list = []
@@ -505,8 +633,8 @@ def aggregated_unbiased_lambdarank_step(
             for lo in shown:
                 if w == lo:
                     continue
-                d_w = log2_discount(rank[w]) if rank[w] <= cut else 0.0
-                d_l = log2_discount(rank[lo]) if rank[lo] <= cut else 0.0
+                d_w = discount_of(rank[w]) if rank[w] <= cut else 0.0
+                d_l = discount_of(rank[lo]) if rank[lo] <= cut else 0.0
                 pair = abs(d_w - d_l) * math.log1p(math.exp(-sigma * (scores[w] - scores[lo])))
                 total += won[w] * lost[lo] * pair
                 for i in range(n_positions):
@@ -517,3 +645,64 @@ def aggregated_unbiased_lambdarank_step(
         shares = {i: views_at[i] / views_at[0] for i in range(n_positions) if views_at[0] > 0}
         per_list.append((s_plus, s_minus, shares))
     return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))
+
+
+# ---------------------------------------------------------------------------------------------
+# Option-by-option references (tests/test_options_metrics.py): padded DCG, catalogs, aggregates
+
+
+def dcg_padded_batch(
+    scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    k: int | None,
+    **options: object,
+) -> list[float]:
+    """DCG@k of each row, keeping only the items where ``real`` is True (0 for no item)."""
+    out = []
+    for row_scores, row_labels, row_real in zip(scores, labels, real, strict=True):
+        kept = [i for i, keep in enumerate(row_real) if keep]
+        out.append(
+            dcg_one_list(
+                [row_scores[i] for i in kept],
+                [row_labels[i] for i in kept],
+                k,
+                **options,  # type: ignore[arg-type]
+            )
+        )
+    return out
+
+
+def catalog_ndcg_one_user(
+    scores: Sequence[float],
+    item_ids: Sequence[int],
+    grades: dict[int, float],
+    excluded: set[int],
+    k: int | None,
+    *,
+    gain: GainFn = exponential_gain,
+    discount: DiscountFn = log2_discount,
+    ties: str = "average",
+    empty_value: float = 0.0,
+) -> float:
+    """nDCG@k of one user against a catalog whose items ``item_ids`` score ``scores``.
+
+    Excluded items take no rank; every other item of the catalog is ranked by its score (ties
+    "first": by position in ``item_ids``, the item index). An item has the grade ``grades``
+    gives it, 0 if none. The ideal DCG ranks every grade of ``grades``, also those of items
+    that are not in ``item_ids`` (a relevant item the catalog shard never scores).
+    """
+    kept = [i for i, item in enumerate(item_ids) if item not in excluded]
+    ranked_scores = [scores[i] for i in kept]
+    ranked_labels = [grades.get(item_ids[i], 0.0) for i in kept]
+    ideal = ideal_dcg_one_list(list(grades.values()), k, gain=gain, discount=discount)
+    if ideal == 0:
+        return empty_value
+    value = dcg_one_list(ranked_scores, ranked_labels, k, gain=gain, discount=discount, ties=ties)
+    return value / ideal
+
+
+def lower_median(values: Sequence[float]) -> float:
+    """The lower of the two middle values (the middle one for an odd count)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]

@@ -123,6 +123,15 @@ def test_every_rank_gets_the_whole_catalog(
     expected = ndcg(queries @ items.T, target, k=KS, mask=mask, ties=ties)  # type: ignore[arg-type]
     for result in results:
         torch.testing.assert_close(result[f"values-{ties}"], expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.budget
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_one_all_gather_per_call(
+    world_results: tuple[int, list[dict[str, Any]]], ties: str
+) -> None:
+    _, results = world_results
+    for result in results:
         assert result[f"collectives-{ties}"] == 1
 
 

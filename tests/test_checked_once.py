@@ -6,6 +6,9 @@
   ``dynamic=True`` gives the eager numbers and gradients.
 - A metric's ``update`` checks no option again (counted with ``mock``) and raises on a
   device other than its states'.
+
+The option-check counts (mocked private checks) and the Python-call budget are ``budget`` tests
+(tests/README.md).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
-    _validation,
     approx_ndcg_loss,
     dcg,
     lambdarank_loss,
@@ -95,10 +97,11 @@ def test_unvalidated_empty_target_action_is_checked(call: Callable[[], Any]) -> 
 
 def test_unvalidated_retrieval_rows_need_indexes_of_their_shape() -> None:
     metric = RetrievalNDCG(validate_args=False)
+    preds = torch.rand(4, generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match=re.escape("Expected `indexes` to have the shape")):
-        metric.update(torch.rand(4), torch.ones(4), torch.zeros(2, dtype=torch.int64))
+        metric.update(preds, torch.ones(4), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(TypeError, match=re.escape("Expected `indexes` to be an integer")):
-        metric.update(torch.rand(4), torch.ones(4), torch.zeros(4))
+        metric.update(preds, torch.ones(4), torch.zeros(4))
     assert metric.preds == []  # nothing was stored
 
 
@@ -156,7 +159,10 @@ def test_metric_moved_to_meta_takes_meta_tensors() -> None:
 OPTION_CHECKS = ("check_k", "check_option", "check_ignore_index", "check_bool", "check_positive")
 
 
+@pytest.mark.budget
 def _count_option_checks(step: Callable[[], Any]) -> dict[str, int]:
+    from torch_ndcg import _validation
+
     counts: dict[str, int] = {}
     patches = [
         mock.patch.object(_validation, name, wraps=getattr(_validation, name))
@@ -198,14 +204,18 @@ def _steps() -> dict[str, Callable[[], Any]]:
 
 
 @pytest.mark.parametrize("name", list(_steps()))
+@pytest.mark.budget
 def test_no_option_is_checked_again_per_call(name: str) -> None:
     step = _steps()[name]
     assert _count_option_checks(step) == dict.fromkeys(OPTION_CHECKS, 0)
 
 
+@pytest.mark.budget
 def test_the_functions_check_their_options_once() -> None:
     # A function call is where the options are given: checked there, once each, and calls
     # with the same options take the configuration checked at the first.
+    from torch_ndcg import _validation
+
     _validation._kept_options.clear()
     counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2]))
     assert counts["check_k"] == 1
@@ -296,9 +306,10 @@ def test_metric_update_compiles_fullgraph_at_several_lengths(dynamic: bool | Non
 def test_compiled_gain_overflow_check_at_a_dynamic_length_raises() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(lambda p, t: ndcg(p, t), dynamic=True, fullgraph=True, backend=BACKEND)
-    compiled(torch.rand(2, 6), torch.randint(0, 3, (2, 6)))
+    gen = torch.Generator().manual_seed(1)
+    compiled(torch.rand(2, 6, generator=gen), torch.randint(0, 3, (2, 6), generator=gen))
     with pytest.raises(RuntimeError, match=re.escape("Expected `target` values of at most 127.99")):
-        compiled(torch.rand(2, 9), torch.full((2, 9), 200))
+        compiled(torch.rand(2, 9, generator=gen), torch.full((2, 9), 200))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -309,15 +320,17 @@ def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit()
     compiled = torch.compile(
         lambda p, t: ndcg(p, t, k=3), dynamic=True, fullgraph=True, backend=BACKEND
     )
+    gen = torch.Generator().manual_seed(2)
     for length in (6, 11):
-        preds = torch.rand(2, length, dtype=torch.float64)
-        target = torch.randint(0, 3, (2, length))
+        preds = torch.rand(2, length, generator=gen, dtype=torch.float64)
+        target = torch.randint(0, 3, (2, length), generator=gen)
         torch.testing.assert_close(compiled(preds, target), ndcg(preds, target, k=3))
     message = "Expected `target` values of at most log2(max(float64) / L + 1)"
+    preds = torch.rand(2, 9, generator=gen, dtype=torch.float64)
     with pytest.raises(RuntimeError, match=re.escape(message)):
-        compiled(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+        compiled(preds, torch.full((2, 9), 2000))
     with pytest.raises(ValueError, match=re.escape("at most 1020.83 with")):  # eager: the number
-        ndcg(torch.rand(2, 9, dtype=torch.float64), torch.full((2, 9), 2000))
+        ndcg(preds, torch.full((2, 9), 2000))
 
 
 # --- Python work per call ----------------------------------------------------------------------
@@ -339,6 +352,7 @@ PYTHON_CALL_BUDGET = {
 
 
 @pytest.mark.parametrize("name", list(PYTHON_CALL_BUDGET))
+@pytest.mark.budget
 def test_python_calls_per_call_stay_within_budget(name: str) -> None:
     steps = _steps()
     steps["ndcg"] = lambda: ndcg(*_batch(), k=10)

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from tests import references
-from tests.conftest import needs_torch_2_13_to_compile_losses, take_accelerator_paths
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from tests.host_reads import count_host_reads
 from tests.spawn import run_ranks
 from torch_ndcg import (
@@ -164,8 +164,11 @@ def test_bad_weights_are_named(name: str, weight: Any, error: type, message: str
         LOSS_FUNCTIONS[name](preds, target, weight=weight)
 
 
+@pytest.mark.budget
 def test_device_side_weight_checks_raise_the_cpu_message(monkeypatch: pytest.MonkeyPatch) -> None:
     preds, target, _, _ = _lists()
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with pytest.raises(RuntimeError, match="Expected `weight` to be non-negative"):
         lambdarank_loss(preds, target, weight=-torch.ones_like(preds))
@@ -211,7 +214,9 @@ def test_position_based_clicks_have_the_models_frequencies() -> None:
 def test_cascade_clicks_the_first_attractive_item_only() -> None:
     target = torch.tensor([0, 4, 4, 0])
     positions = torch.tensor([3, 2, 0, 1])  # display order: items 2, 3, 1, 0
-    clicks = simulate_clicks(target, positions, model="cascade", noise=0.0)
+    clicks = simulate_clicks(
+        target, positions, model="cascade", noise=0.0, generator=torch.Generator().manual_seed(2)
+    )
     # Item 2 is shown on top and always attractive: the user stops there.
     assert clicks.tolist() == [0.0, 0.0, 1.0, 0.0]
     sessions = 20_000
@@ -409,6 +414,7 @@ def _steps_equal_the_reference(
 ) -> None:
     """Three steps (the biases of one weight the next one's pairs): losses, statistics, biases."""
     t_plus, t_minus = [1.0] * loss_fn.num_positions, [1.0] * loss_fn.num_positions
+    gen = torch.Generator().manual_seed(0)
     for _ in range(3):
         got = step(preds)
         losses, statistics, t_plus, t_minus = reference(preds, t_plus, t_minus)
@@ -417,7 +423,7 @@ def _steps_equal_the_reference(
         torch.testing.assert_close(loss_fn.statistics, expected_stats)
         torch.testing.assert_close(loss_fn.t_plus, torch.tensor(t_plus, dtype=torch.float64))
         torch.testing.assert_close(loss_fn.t_minus, torch.tensor(t_minus, dtype=torch.float64))
-        preds = preds + 0.3 * torch.randn_like(preds)
+        preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
 def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
@@ -538,11 +544,16 @@ def test_bad_hyper_parameters_are_named(kwargs: dict[str, Any], message: str) ->
 
 
 def test_unchecked_valid_input_never_crashes() -> None:
+    """Valid input without the checks: the checked step's loss and learnt biases, finite."""
     for seed in range(5):
         preds, clicks, positions = _sessions(seed, n=3, length=4, positions=4)
         loss_fn = UnbiasedLambdaRankLoss(num_positions=4, validate_args=False)
+        checked_fn = UnbiasedLambdaRankLoss(num_positions=4)
         loss = loss_fn(preds.float(), clicks, positions)
         assert loss.isfinite()
+        assert torch.equal(loss, checked_fn(preds.float(), clicks, positions))
+        assert torch.equal(loss_fn.t_plus, checked_fn.t_plus)
+        assert torch.equal(loss_fn.t_minus, checked_fn.t_minus)
     empty = UnbiasedLambdaRankLoss(num_positions=2)(
         torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long)
     )
@@ -586,12 +597,15 @@ def _aggregated_step(validate: bool) -> torch.Tensor:
     ids=["weighted", "unbiased", "aggregated"],
 )
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.budget
 def test_steps_read_back_once_on_the_cpu_and_never_on_an_accelerator(
     step: Callable[[bool], torch.Tensor], validate: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with count_host_reads() as reads:
         expected = step(validate)
     assert len(reads) <= (1 if validate else 0), reads
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with count_host_reads() as reads:
         got = step(validate)
@@ -718,13 +732,14 @@ def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
     count = clicks.sum(-1).clamp(max=cut)
     scale = torch.where(count > 0, ideal[(count - 1).clamp(min=0)].rsqrt(), 0)[:, None, None]
     views = torch.nn.functional.one_hot(positions, 6).double() * scale
+    gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         expected = _loss_and_grad(per_session, preds, clicks, positions)
         got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(summed.statistics, per_session.statistics)
         torch.testing.assert_close(summed.t_minus, per_session.t_minus)
-        preds = preds + 0.3 * torch.randn_like(preds)
+        preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
 def test_aggregated_on_mean_counts_is_the_mean_session_loss() -> None:

@@ -280,9 +280,20 @@ def test_approx_ndcg_on_labels_127_at_low_temperature_equals_float64_dense_refer
 
 # --- 6. One gain limit in ndcg, the metrics and the losses ----------------------------------
 
+LIMIT_GEN = torch.Generator().manual_seed(6)
 LIMIT_CASES = [
-    (torch.rand(3, dtype=torch.float64), torch.tensor([1023] * 3), "exponential", "1022.41"),
-    (torch.rand(3), torch.tensor([1e39, 1.0, 0.0], dtype=torch.float64), "linear", "3.40282e+38"),
+    (
+        torch.rand(3, generator=LIMIT_GEN, dtype=torch.float64),
+        torch.tensor([1023] * 3),
+        "exponential",
+        "1022.41",
+    ),
+    (
+        torch.rand(3, generator=LIMIT_GEN),
+        torch.tensor([1e39, 1.0, 0.0], dtype=torch.float64),
+        "linear",
+        "3.40282e+38",
+    ),
 ]
 
 
@@ -431,5 +442,27 @@ def test_validate_args_must_be_a_bool(call: Callable[[], object]) -> None:
 
 @pytest.mark.parametrize("metric", [NDCG(k=[1, 3]), RetrievalNDCG(k=3)], ids=["NDCG", "Retrieval"])
 def test_metrics_survive_torch_jit_script(metric: Any) -> None:
+    """The metric scripts with its states (torchmetrics' harness does it); `update` and
+    `compute` stay Python, and the metric still gives its value afterwards."""
+    preds = torch.tensor([[0.3, 0.9, 0.1], [0.2, 0.8, 0.4]])
+    target = torch.tensor([[1, 0, 2], [0, 1, 0]])
+    ids = torch.tensor([[4, 4, 4], [9, 9, 9]])
+    metric.reset()
+    if isinstance(metric, NDCG):
+        metric.update(preds, target)
+    else:
+        metric.update(preds.reshape(-1), target.reshape(-1), ids.reshape(-1))
     scripted = torch.jit.script(metric)
     assert isinstance(scripted, torch.jit.ScriptModule)
+    assert scripted.original_name == type(metric).__name__
+    if isinstance(metric, NDCG):
+        assert torch.equal(scripted.sum_ndcg, metric.sum_ndcg)
+        assert torch.equal(scripted.count, torch.tensor([2, 2]))
+    else:
+        assert [p.tolist() for p in scripted.preds] == [preds.reshape(-1).tolist()]
+    # Exponential gains 1, 0, 3 ranked 2nd, 1st, 3rd; the second list's one gain ranked 1st.
+    first = (1 / math.log2(3) + 3 / math.log2(4)) / (3 + 1 / math.log2(3))
+    second = 1.0
+    result = metric.compute()
+    got = result["ndcg@3"] if isinstance(result, dict) else result
+    assert got.item() == pytest.approx((first + second) / 2, abs=1e-6)

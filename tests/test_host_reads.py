@@ -2,7 +2,9 @@
 
 An accelerator is stood in for by ``meta`` tensors (which cannot be read back at all) and by the
 CPU made to take the accelerator's paths (``take_accelerator_paths``), whose numbers are then
-compared with the CPU's own. Read-backs are counted by ``tests/host_reads.py``.
+compared with the CPU's own. Read-backs are counted by ``tests/host_reads.py``. The counts
+and the forced accelerator paths are ``budget`` tests (tests/README.md); the meta tensors and
+the compiled graphs are behaviour.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.conftest import needs_torch_2_13_to_compile_losses, take_accelerator_paths
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from tests.host_reads import count_host_reads
 from torch_ndcg import (
     NDCG,
@@ -96,6 +98,7 @@ CPU_READS_WITHOUT_CHECKS = {
 
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
 @pytest.mark.parametrize("name", list(HOT_PATHS))
+@pytest.mark.budget
 def test_cpu_reads_back_at_most_once_per_call(name: str, validate: bool) -> None:
     preds, target = inputs()
     with count_host_reads() as reads:
@@ -105,11 +108,14 @@ def test_cpu_reads_back_at_most_once_per_call(name: str, validate: bool) -> None
 
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])
 @pytest.mark.parametrize("name", list(HOT_PATHS))
+@pytest.mark.budget
 def test_accelerator_paths_read_nothing_back_and_give_the_cpu_numbers(
     name: str, validate: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     preds, target = inputs()
     expected = HOT_PATHS[name](preds, target, validate)
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     with count_host_reads() as reads:
         got = HOT_PATHS[name](preds, target, validate)
@@ -125,6 +131,7 @@ def test_hot_paths_run_on_meta_tensors_with_default_arguments(name: str) -> None
     assert reads == []
 
 
+@pytest.mark.budget
 def test_ndcg_compute_reads_nothing_back() -> None:
     metric = NDCG(k=[1, 10])
     metric.update(*inputs())
@@ -134,6 +141,7 @@ def test_ndcg_compute_reads_nothing_back() -> None:
 
 
 @pytest.mark.parametrize("ignore_index", [None, 3])
+@pytest.mark.budget
 def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerator(
     ignore_index: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,6 +152,8 @@ def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerat
     preds, target = torch.rand(ids.numel(), generator=gen), torch.randint(0, 4, ids.shape)
     expected = RetrievalNDCG(k=10, ignore_index=ignore_index)
     expected.update(preds, target, ids)
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     metric = RetrievalNDCG(k=10, ignore_index=ignore_index)
     metric.update(preds, target, ids)
@@ -167,9 +177,12 @@ def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerat
         ([[0.1, 0.2]], [[-math.inf, -math.inf]], "Expected `target` to be finite"),
     ],
 )
+@pytest.mark.budget
 def test_device_side_checks_raise_with_the_cpu_message(
     preds: list[list[float]], target: list[list[int]], message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     for call in (ndcg, lambdarank_loss, approx_ndcg_loss):
         # torch._assert_async raises RuntimeError (on CUDA: a device-side assertion).
@@ -178,6 +191,7 @@ def test_device_side_checks_raise_with_the_cpu_message(
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float32, torch.bfloat16])
+@pytest.mark.budget
 def test_device_side_gain_limit_is_exact_in_the_labels_dtype(
     dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +204,8 @@ def test_device_side_gain_limit_is_exact_in_the_labels_dtype(
         assert torch.isfinite(call(preds, within)).all()
         with pytest.raises(ValueError, match=re.escape("at most 127.99")):
             call(preds, beyond)
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     for call in (ndcg, lambdarank_loss, approx_ndcg_loss):
         assert torch.isfinite(call(preds, within)).all()

@@ -1,4 +1,7 @@
-"""The shared kernels and their fast paths on their own: gains, discounts, ranking, ties."""
+"""The shared kernels and their fast paths on their own: gains, discounts, ranking, ties.
+
+A ``budget`` module: it calls the private kernels directly (tests/README.md).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from torch_ndcg import _fast_paths as fast_paths
 from torch_ndcg import _host as host
 from torch_ndcg import _kernels as kernels
 from torch_ndcg import _tables as tables
+
+# Pins internals: see tests/README.md ("budget").
+pytestmark = pytest.mark.budget
 
 
 def small_integer_labels(

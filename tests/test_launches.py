@@ -7,6 +7,8 @@ path shows here and is made on purpose. For comparison, allRank 1.4.3 launches 1
 holds at most 720.1 and 416.7 MiB at 16 x 1,024 (45.1 and 26.3 MiB at 64 x 128), counted the
 same way (what ``torch.cuda.max_memory_allocated`` reports on a GPU: 417 MiB was measured for
 ``approxNDCGLoss`` on an H100). Ours must stay within a fifth of that at 16 x 1,024.
+
+A ``budget`` module: launch counts of forced accelerator paths (tests/README.md).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from torch_ndcg import (
     ndcg,
     simulate_clicks,
 )
+
+# Pins internals: see tests/README.md ("budget").
+pytestmark = pytest.mark.budget
 
 
 def launches(fn: object) -> LaunchCounter:

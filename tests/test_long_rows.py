@@ -1,8 +1,9 @@
-"""Long rows (`torch_ndcg._fast_paths.long_rows`): the same values as the general dense path.
+"""Long rows: the same values as the general dense path and the loop references.
 
-Rows of at least ``LONG_ROW_LENGTH`` items are ranked from group maxima of the float scores,
-and their ideal DCG from the largest labels alone; every test compares with the general path
-(the long-row path switched off) and, on a few rows, with the loop references.
+Rows of at least 16,384 items (and k small beside them) are ranked from group maxima of the
+float scores, and their ideal DCG from the largest labels alone. The behaviour tests compare
+with the loop references; the budget tests compare with the general path (the long-row path
+switched off, a private name) and pin which rows take the path.
 """
 
 from __future__ import annotations
@@ -16,15 +17,20 @@ from hypothesis import strategies as st
 
 from tests import references
 from tests.host_reads import count_host_reads
-from torch_ndcg import _fast_paths, dcg, ndcg
+from torch_ndcg import dcg, ndcg
 
-# Not a multiple of GROUP: the items in no group are candidates too.
-LENGTH = _fast_paths.LONG_ROW_LENGTH + 37
+# The long-row path's threshold (16,384 items) plus 37, not a multiple of its groups of 32
+# items: the items in no group are candidates too. `test_long_rows_are_decided_from_the_shape`
+# holds that such rows take the path.
+LENGTH = (1 << 14) + 37
 ROWS = 3
 CUTOFFS = [1, 3, 10, 11, 50, 100]
 
 
+@pytest.mark.budget  # a helper of the budget tests: it patches a private name
 def general(monkeypatch: pytest.MonkeyPatch, fn: object, *args: object, **kwargs: object) -> object:
+    from torch_ndcg import _fast_paths
+
     with monkeypatch.context() as patch:
         patch.setattr(_fast_paths, "long_rows", lambda length, kmax: False)
         return fn(*args, **kwargs)  # type: ignore[operator]
@@ -45,7 +51,11 @@ def data(seed: int, *, tied: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     return preds, target
 
 
+@pytest.mark.budget
 def test_long_rows_are_decided_from_the_shape() -> None:
+    from torch_ndcg import _fast_paths
+
+    assert _fast_paths.LONG_ROW_LENGTH + 37 == LENGTH
     assert _fast_paths.long_rows(LENGTH, 10)
     assert not _fast_paths.long_rows(LENGTH, LENGTH)  # k >= N: the whole list
     assert not _fast_paths.long_rows(_fast_paths.LONG_ROW_LENGTH - 1, 10)
@@ -54,6 +64,7 @@ def test_long_rows_are_decided_from_the_shape() -> None:
 @pytest.mark.parametrize("ties", ["average", "first"])
 @pytest.mark.parametrize("gain", ["exponential", "linear"])
 @pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.budget
 def test_equal_to_the_general_path(
     monkeypatch: pytest.MonkeyPatch, ties: str, gain: str, tied: bool
 ) -> None:
@@ -88,8 +99,7 @@ def test_ties_at_the_kth_score_match_the_references(ties: str) -> None:
             assert got[row, column].item() == pytest.approx(want, abs=1e-6)
 
 
-@pytest.mark.parametrize("ties", ["average", "first"])
-def test_masks_and_exclusions(monkeypatch: pytest.MonkeyPatch, ties: str) -> None:
+def masked_data(ties: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     preds, target = data(3)
     gen = torch.Generator().manual_seed(3)
     mask = torch.rand(ROWS, LENGTH, generator=gen) < 0.5
@@ -98,9 +108,13 @@ def test_masks_and_exclusions(monkeypatch: pytest.MonkeyPatch, ties: str) -> Non
     mask[0, :5] = True  # fewer real items than k: padding would be selected
     preds[1, 7] = -torch.inf  # a real -inf
     mask[1, 7] = True
+    return preds, target, mask
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_masks_match_the_references(ties: str) -> None:
+    preds, target, mask = masked_data(ties)
     got = ndcg(preds, target, k=[1, 10, 100], mask=mask, ties=ties)  # type: ignore[arg-type]
-    want = general(monkeypatch, ndcg, preds, target, k=[1, 10, 100], mask=mask, ties=ties)
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
     for column, k in enumerate([1, 10, 100]):
         refs = references.ndcg_padded_batch(
             preds.tolist(), target.tolist(), mask.tolist(), k, ties=ties
@@ -108,12 +122,33 @@ def test_masks_and_exclusions(monkeypatch: pytest.MonkeyPatch, ties: str) -> Non
         torch.testing.assert_close(
             got[:, column].double(), torch.tensor(refs, dtype=torch.float64), atol=1e-6, rtol=0
         )
+    # Excluded items are left out of the list: the same as masking them.
+    exclude = target.eq(0) & torch.arange(LENGTH).remainder(5).eq(1)
+    got = ndcg(preds, target, k=10, exclude=exclude, ties=ties)  # type: ignore[arg-type]
+    refs = references.ndcg_padded_batch(
+        preds.tolist(), target.tolist(), (~exclude).tolist(), 10, ties=ties
+    )
+    torch.testing.assert_close(
+        got.double(), torch.tensor(refs, dtype=torch.float64), atol=1e-6, rtol=0
+    )
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.budget
+def test_masks_and_exclusions_equal_the_general_path(
+    monkeypatch: pytest.MonkeyPatch, ties: str
+) -> None:
+    preds, target, mask = masked_data(ties)
+    got = ndcg(preds, target, k=[1, 10, 100], mask=mask, ties=ties)  # type: ignore[arg-type]
+    want = general(monkeypatch, ndcg, preds, target, k=[1, 10, 100], mask=mask, ties=ties)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
     exclude = target.eq(0) & torch.arange(LENGTH).remainder(5).eq(1)
     got = ndcg(preds, target, k=10, exclude=exclude, ties=ties)  # type: ignore[arg-type]
     want = general(monkeypatch, ndcg, preds, target, k=10, exclude=exclude, ties=ties)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
+@pytest.mark.budget
 def test_callable_gain_integer_and_fractional_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     preds, target = data(4)
     for labels, gain in [
@@ -128,8 +163,11 @@ def test_callable_gain_integer_and_fractional_labels(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.budget
 def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties: str) -> None:
     """Tie-free long rows never build integer keys of the whole row (nor a label histogram)."""
+    from torch_ndcg import _fast_paths
+
     preds, target = data(8)
 
     def refused(*args: object) -> None:
@@ -142,11 +180,16 @@ def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
-def test_value_checks_and_one_read_back() -> None:
+@pytest.mark.budget
+def test_one_read_back() -> None:
     preds, target = data(5)
     with count_host_reads() as reads:
         ndcg(preds, target, k=10)
     assert len(reads) == 1
+
+
+def test_value_checks() -> None:
+    preds, target = data(5)
     bad = preds.clone()
     bad[1, 123] = math.nan
     with pytest.raises(ValueError, match="NaN"):
@@ -172,7 +215,10 @@ def test_swapped_arguments_hint_on_long_rows() -> None:
         ndcg(labels, scores, k=10)
 
 
+@pytest.mark.budget
 def test_grouped_top_values_equal_topk() -> None:
+    from torch_ndcg import _fast_paths
+
     gen = torch.Generator().manual_seed(7)
     values = torch.randint(0, 50, (4, 5000 + 13), generator=gen).float()
     values[1, 4999] = math.nan
@@ -190,8 +236,11 @@ def test_grouped_top_values_equal_topk() -> None:
     levels=st.integers(1, 1000),
     seed=st.integers(0, 2**31 - 1),
 )
+@pytest.mark.budget
 def test_grouped_top_is_topk_property(count: int, extra: int, levels: int, seed: int) -> None:
     """Any row long enough for the grouped selection, few or many distinct values."""
+    from torch_ndcg import _fast_paths
+
     length = count * _fast_paths.GROUP * 4 + extra
     gen = torch.Generator().manual_seed(seed)
     values = torch.randint(0, levels, (3, length), generator=gen).float()

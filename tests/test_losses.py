@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +21,6 @@ from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
-    _pairwise,
-    _tables,
     approx_ndcg_loss,
     lambdarank_loss,
     ndcg,
@@ -41,16 +43,6 @@ def batch(
     lengths[0] = length
     mask = torch.arange(length)[None, :] < lengths[:, None]
     return preds, target, mask
-
-
-@pytest.fixture(params=["dense", "blocks"])
-def pair_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both paths of the pair losses: a small batch's whole ``[N, L, L]`` tensors under
-    autograd, or (as for long lists) the blockwise Functions with a few elements per block:
-    many blocks, uneven last blocks."""
-    if request.param == "blocks":
-        monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
-        monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
 
 
 # --- LambdaRankLoss against independent references ---------------------------------------------
@@ -78,16 +70,10 @@ def test_lambdarank_gradient_equals_burges_lambdas(
     )
 
 
-@pytest.mark.usefixtures("pair_path")
-@pytest.mark.parametrize("pair_table", ["one table", "per block"])
+@pytest.mark.usefixtures("pair_path", "pair_table")  # tests/private_paths.py
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 @pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (2, "sum"), (4, "none")])
-def test_lambdarank_blockwise_equals_dense(
-    weighting: str, k: int | None, reduction: str, pair_table: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if pair_table == "per block":  # the position weights built block by block, as for long lists
-        monkeypatch.setattr(_pairwise, "PAIR_TABLE_ELEMENTS", 0)
-        monkeypatch.setattr(_tables, "_kept", {})  # no table kept from a call that had one
+def test_lambdarank_blockwise_equals_dense(weighting: str, k: int | None, reduction: str) -> None:
     preds, target, mask = batch(3, 11, seed=2)
     ours = preds.clone().requires_grad_()
     dense = preds.clone().requires_grad_()
@@ -274,7 +260,7 @@ def test_padding_equals_dropping_the_items(function: LossFn, k: int | None) -> N
 def test_nothing_to_rank_gives_zero_loss_and_zero_gradient(
     function: LossFn, reduction: str
 ) -> None:
-    preds = torch.randn(3, 5, requires_grad=True)
+    preds = torch.randn(3, 5, generator=torch.Generator().manual_seed(0), requires_grad=True)
     cases = [
         (torch.zeros(3, 5, dtype=torch.long), None),  # no relevant item anywhere
         (torch.full((3, 5), -1), None),  # every item padded via ignore_index
@@ -289,15 +275,19 @@ def test_nothing_to_rank_gives_zero_loss_and_zero_gradient(
         assert (preds.grad == 0).all()
 
 
+CASES_GEN = torch.Generator().manual_seed(29)
 NUMERIC_CASES = {
     "single item": (torch.tensor([[0.3]]), torch.tensor([[2]])),
-    "all labels equal": (torch.randn(2, 6), torch.full((2, 6), 3)),
+    "all labels equal": (torch.randn(2, 6, generator=CASES_GEN), torch.full((2, 6), 3)),
     "all scores tied": (torch.zeros(2, 6), torch.tensor([[0, 1, 2, 3, 0, 1]] * 2)),
     "scores +-1e4": (
         torch.tensor([[1e4, -1e4, 1e4, -1e4, 0.0]]),
         torch.tensor([[0, 3, 1, 2, 0]]),
     ),
-    "one padded row": (torch.randn(2, 4), torch.tensor([[1, 0, 2, 0], [-1, -1, -1, -1]])),
+    "one padded row": (
+        torch.randn(2, 4, generator=CASES_GEN),
+        torch.tensor([[1, 0, 2, 0], [-1, -1, -1, -1]]),
+    ),
 }
 
 
@@ -347,17 +337,46 @@ def test_torch_compile(loss_fn: torch.nn.Module) -> None:
     torch.testing.assert_close(compiled_preds.grad, eager.grad)
 
 
-def test_long_lists_use_bounded_memory() -> None:
-    # B x L x L float32 would be 64 MiB here; the blockwise functions never hold such a tensor.
-    import resource
+# Run in a fresh process: the peak RSS is per process and never falls, so in the suite's process
+# an earlier test's larger peak would hide this one's (ru_maxrss of a child starts at its parent's
+# peak: /proc's VmHWM is the process's own).
+LOSS_MEMORY_PROBE = """
+import torch
+from torch_ndcg.functional import {name}
 
-    preds = torch.randn(2, 4096, requires_grad=True)
-    target = torch.randint(0, 5, (2, 4096))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    for function in BOTH:
-        function(preds, target).backward()
-    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert grown_mib < 48
+def peak_mib():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+gen = torch.Generator().manual_seed(0)
+warm = torch.randn(2, 64, generator=gen, requires_grad=True)
+{name}(warm, torch.randint(0, 5, (2, 64), generator=gen)).backward()
+preds = torch.randn(2, 4096, generator=gen, requires_grad=True)
+target = torch.randint(0, 5, (2, 4096), generator=gen)
+before = peak_mib()
+{name}(preds, target).backward()
+print(peak_mib() - before)
+dense = torch.ones(2, 4096, 4096)  # what the probe shows for one [B, L, L] float32 tensor
+print(peak_mib() - before)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("name", ["lambdarank_loss", "approx_ndcg_loss"])
+def test_long_lists_use_bounded_memory(name: str) -> None:
+    """One [B, L, L] float32 tensor is 128 MiB here; the blockwise functions never hold one."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-c", LOSS_MEMORY_PROBE.format(name=name)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    step_mib, with_dense_mib = (float(line) for line in result.stdout.split()[-2:])
+    assert step_mib < 48
+    assert with_dense_mib > 120  # the probe sees a [B, L, L] tensor
 
 
 # --- Invariants ---------------------------------------------------------------------------------
@@ -558,6 +577,7 @@ def _step(function: LossFn, preds: torch.Tensor, target: torch.Tensor, **options
     ],
     ids=["lambdarank", "ndcg2", "ndcg2pp", "approx", "approx-T0.3"],
 )
+@pytest.mark.budget
 def test_small_batches_dense_path_equals_the_blockwise_path(
     function: LossFn, options: dict[str, Any], seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -588,6 +608,8 @@ def test_small_batches_dense_path_equals_the_blockwise_path(
         options["ignore_index"] = -1
     if seed in (1, 4):
         options["weight"] = torch.rand(n, length, generator=generator, dtype=dtype)
+    from torch_ndcg import _pairwise
+
     assert _pairwise.dense_pairs_fit(n, length)
     dense = _step(function, preds, target, **options)
     monkeypatch.setattr(_pairwise, "DENSE_PAIR_ELEMENTS", 0)
@@ -597,6 +619,7 @@ def test_small_batches_dense_path_equals_the_blockwise_path(
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("function", BOTH)
+@pytest.mark.budget
 def test_a_small_batch_step_is_one_autograd_node(function: LossFn, reduction: str) -> None:
     """A small batch's loss (the dense path, reduction included) is one autograd node whose
     input is the scores' leaf: a step's host time there is its nodes and operations. (With a
@@ -633,6 +656,7 @@ SMALL_BATCH_ERRORS = [
 
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 @pytest.mark.parametrize(("preds", "target"), SMALL_BATCH_ERRORS)
+@pytest.mark.budget
 def test_small_batch_checks_raise_the_general_checks_error(
     function: LossFn, preds: torch.Tensor, target: torch.Tensor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -648,6 +672,7 @@ def test_small_batch_checks_raise_the_general_checks_error(
 
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.budget
 def test_small_batch_checks_give_the_same_loss(
     function: LossFn, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 from tests import references as ref
-from torch_ndcg import NDCG, RetrievalNDCG, _validation, ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, ndcg
 
 
 def random_lists(
@@ -234,8 +234,15 @@ def test_plot(cls: type) -> None:
     pytest.importorskip("matplotlib")
     metric = cls(k=[1, 3])
     updates(metric, cls is RetrievalNDCG, slice(None))
-    fig, _ = metric.plot()
-    assert fig is not None
+    fig, ax = metric.plot()
+    assert fig is ax.figure
+    # One point per cut-off, at the mean nDCG of the lists fed (the functional value).
+    preds, target = random_lists(30, 5, seed=6)
+    expected = ndcg(preds, target, k=[1, 3]).double().mean(0).tolist()
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["ndcg@1", "ndcg@3"]
+    for line, value in zip(lines, expected, strict=True):
+        assert line.get_ydata().tolist() == pytest.approx([value], abs=1e-6)
 
 
 @pytest.mark.parametrize("k", [3, [1, 3]])
@@ -523,6 +530,7 @@ def test_retrieval_update_checks_preds_and_target() -> None:
     dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.budget
 def test_grouped_kernel_equals_loop_reference_per_query(
     sizes: list[int],
     n_scores: int,
@@ -535,7 +543,7 @@ def test_grouped_kernel_equals_loop_reference_per_query(
     seed: int,
 ) -> None:
     """Queries of skewed sizes (several buckets), rows shuffled, ids narrow to very wide."""
-    from torch_ndcg import _grouping
+    from torch_ndcg import _grouping, _validation
 
     gen = torch.Generator().manual_seed(seed)
     query_of_row = torch.arange(len(sizes)).repeat_interleave(torch.tensor(sizes))
@@ -564,13 +572,15 @@ def test_grouped_kernel_equals_loop_reference_per_query(
         assert got == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.budget
 def test_grouping_buckets_bound_the_padding() -> None:
     from torch_ndcg import _grouping
 
     # Sizes 1, 2, 3, 4, 5, 100: buckets (0, 1], (1, 2], (2, 4], (4, 8], (64, 128].
     sizes = torch.tensor([3, 1, 100, 4, 2, 5])
     ids = torch.arange(6).repeat_interleave(sizes) * 10
-    grouping = _grouping.group_rows(ids[torch.randperm(ids.numel())])
+    shuffle = torch.randperm(ids.numel(), generator=torch.Generator().manual_seed(0))
+    grouping = _grouping.group_rows(ids[shuffle])
     assert grouping.ids.tolist() == [0, 10, 20, 30, 40, 50]
     assert grouping.sizes.tolist() == sizes.tolist()
     buckets = list(grouping.buckets())
@@ -637,7 +647,7 @@ def test_real_minus_inf_ranks_below_the_lowest_finite_score_whatever_the_padding
     # Next to a longer query, the first one is padded in its bucket.
     beside = RetrievalNDCG(k=2, ties=ties, aggregation="none")  # type: ignore[arg-type]
     beside.update(
-        torch.cat([preds, torch.rand(4)]),
+        torch.cat([preds, torch.rand(4, generator=torch.Generator().manual_seed(1))]),
         torch.cat([target, torch.tensor([1, 0, 1, 0])]),
         torch.tensor([0, 0, 0, 1, 1, 1, 1]),
     )

@@ -14,10 +14,10 @@ import torch
 
 import torch_ndcg
 from tests import references as ref
-from tests.conftest import needs_torch_2_13_to_compile_losses, take_accelerator_paths
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from tests.host_reads import count_host_reads
 from tests.test_losses import NUMERIC_CASES, batch
-from torch_ndcg import NeuralNDCGLoss, _pairwise, _sinkhorn, ndcg, neural_ndcg_loss
+from torch_ndcg import NeuralNDCGLoss, ndcg, neural_ndcg_loss
 
 ALLRANK_PATH = os.environ.get("ALLRANK_PATH", "/tmp/allrank_site")
 
@@ -124,9 +124,12 @@ def test_sinkhorn_stop_equals_loop_reference(max_iter: int, tol: float) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("power", [-90, -20, 20])
+@pytest.mark.budget
 def test_gradient_scales_exactly_with_the_loss(dtype: torch.dtype, power: int) -> None:
     """The backward scales each list's incoming gradient to about 2^40 by a power of 2 and the
     result back: a loss 2^p times smaller or larger gives its gradient times 2^p, bit for bit."""
+    from torch_ndcg import _sinkhorn
+
     values = torch.tensor([1e-20, -3e-8, 0.7, 5e20, 0.0, -2.5], dtype=dtype)
     gains = torch.tensor([1.0, 0.25, 3e4, 0.0, 1.0, 1e-3], dtype=dtype)[:, None].expand(6, 3)
     scale, unscale = _sinkhorn._gradient_scale(values, gains)
@@ -173,6 +176,7 @@ def test_gradcheck() -> None:
 
 
 @pytest.mark.parametrize(("k", "reduction"), [(None, "mean"), (4, "none")])
+@pytest.mark.budget
 def test_blockwise_equals_kept_kernel(
     k: Any, reduction: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,14 +189,20 @@ def test_blockwise_equals_kept_kernel(
         assert leaf.grad is not None
         return loss, leaf.grad
 
+    from tests.private_paths import force_blockwise_pairs
+    from torch_ndcg import _sinkhorn
+
     kept = run()
     monkeypatch.setattr(_sinkhorn, "CACHE_BYTES", 0)
-    monkeypatch.setattr(_pairwise, "BLOCK_ELEMENTS", 7)
+    force_blockwise_pairs(monkeypatch)
     blockwise = run()
     torch.testing.assert_close(blockwise, kept, rtol=0, atol=1e-12)
 
 
+@pytest.mark.budget
 def test_absolute_gap_sums_equal_the_dense_sum() -> None:
+    from torch_ndcg import _sinkhorn
+
     preds, _, mask = batch(3, 11, seed=6)
     preds[0, :3] = 0.25  # ties
     leaf = preds.clone().requires_grad_()
@@ -201,7 +211,7 @@ def test_absolute_gap_sums_equal_the_dense_sum() -> None:
     gaps = (dense_leaf[:, :, None] - dense_leaf[:, None, :]).abs()
     expected = torch.where(mask[:, None, :], gaps, 0).sum(-1)
     torch.testing.assert_close(torch.where(mask, got, 0), torch.where(mask, expected, 0))
-    weights = torch.randn(3, 11, dtype=torch.float64)
+    weights = torch.randn(3, 11, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     torch.where(mask, got * weights, 0).sum().backward()
     torch.where(mask, expected * weights, 0).sum().backward()
     torch.testing.assert_close(leaf.grad, dense_leaf.grad)
@@ -268,7 +278,7 @@ def test_no_sinkhorn_is_neural_sort_alone() -> None:
 
 
 def test_nothing_to_rank_gives_zero_loss_and_zero_gradient() -> None:
-    preds = torch.randn(2, 4, requires_grad=True)
+    preds = torch.randn(2, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
     loss = neural_ndcg_loss(
         preds, torch.tensor([[0, 0, -1, -1], [-1, -1, -1, -1]]), ignore_index=-1
     )
@@ -300,7 +310,10 @@ def test_float64_stays_float64() -> None:
     assert neural_ndcg_loss(preds, target).dtype == torch.float64
 
 
-MEMORY_PROBE = """
+@pytest.mark.budget  # a helper of a budget test: the probe sets a private size
+def memory_probe(cache_bytes: int) -> str:
+    """The script of one loss step, with the kernel kept up to ``cache_bytes``."""
+    return f"""
 import torch
 from torch_ndcg import _sinkhorn
 from torch_ndcg.functional import neural_ndcg_loss
@@ -311,10 +324,11 @@ def peak_mib():  # this process's own peak RSS (ru_maxrss would start at the par
     return int(line.split()[1]) / 1024
 
 _sinkhorn.CACHE_BYTES = {cache_bytes}
-warm = torch.randn(2, 64, requires_grad=True)
-neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64)), max_iter=1).backward()
-preds = torch.randn(2, 3072, requires_grad=True)
-target = torch.randint(0, 5, (2, 3072))
+gen = torch.Generator().manual_seed(0)
+warm = torch.randn(2, 64, generator=gen, requires_grad=True)
+neural_ndcg_loss(warm, torch.randint(0, 5, (2, 64), generator=gen), max_iter=1).backward()
+preds = torch.randn(2, 3072, generator=gen, requires_grad=True)
+target = torch.randint(0, 5, (2, 3072), generator=gen)
 before = peak_mib()
 neural_ndcg_loss(preds, target, max_iter=1).backward()
 print(peak_mib() - before)
@@ -323,7 +337,7 @@ print(peak_mib() - before)
 
 def peak_growth_mib(cache_bytes: int) -> float:
     """Peak RSS growth of one loss step in a fresh process (the peak is per process)."""
-    script = MEMORY_PROBE.format(cache_bytes=cache_bytes)
+    script = memory_probe(cache_bytes)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
@@ -332,6 +346,7 @@ def peak_growth_mib(cache_bytes: int) -> float:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+@pytest.mark.budget
 def test_long_lists_use_bounded_memory() -> None:
     """Above the kept-kernel size nothing [B, L, L] is held: 2 x 3,072^2 float32 is 72 MiB."""
     assert peak_growth_mib(cache_bytes=0) < 24
@@ -358,6 +373,7 @@ def test_torch_compile() -> None:
 
 
 @pytest.mark.parametrize("validate", [True, False])
+@pytest.mark.budget
 def test_cpu_reads_back_at_most_once(validate: bool) -> None:
     preds, target, _ = batch(4, 20, seed=14, dtype=torch.float32)
     leaf = preds.requires_grad_()
@@ -366,9 +382,12 @@ def test_cpu_reads_back_at_most_once(validate: bool) -> None:
     assert len(reads) <= (1 if validate else 0), reads
 
 
+@pytest.mark.budget
 def test_accelerator_path_reads_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
     preds, target, _ = batch(4, 20, seed=14, dtype=torch.float32)
     expected = neural_ndcg_loss(preds, target, k=5)
+    from tests.private_paths import take_accelerator_paths
+
     take_accelerator_paths(monkeypatch)
     leaf = preds.clone().requires_grad_()
     with count_host_reads() as reads:

@@ -14,13 +14,13 @@ from torchmetrics import MetricCollection
 
 from torch_ndcg import (
     NDCG,
+    PairedTestResult,
     RetrievalNDCG,
     ndcg,
     paired_randomization_test,
     paired_t_test,
     retrieval_ndcg,
 )
-from torch_ndcg.functional import _significance
 
 KS = [1, 5]
 
@@ -147,9 +147,12 @@ def squared_mean(values: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("aggregation", ["median", "min", "max", squared_mean])
+@pytest.mark.budget
 def test_retrieval_bootstrap_interval_for_other_aggregations(aggregation: Any) -> None:
     """The aggregate as without ``confidence``, and the bounds of `bootstrap_interval` on the
     per-query values (the same seed), around it."""
+    from torch_ndcg.functional import _significance
+
     gen = torch.Generator().manual_seed(6)
     preds, target = torch.rand(800, generator=gen), torch.randint(0, 3, (800,), generator=gen)
     indexes = torch.randint(0, 80, (800,), generator=gen)
@@ -179,12 +182,16 @@ def test_retrieval_bootstrap_interval_for_other_aggregations(aggregation: Any) -
 # ---------------------------------------------------------------------------------------------
 # Paired tests
 
-scipy_stats = pytest.importorskip("scipy.stats")
+
+@pytest.fixture(scope="module")
+def scipy_stats() -> Any:
+    """scipy.stats, for the tests that compare with it: only they skip where it is missing."""
+    return pytest.importorskip("scipy.stats")
 
 
 @pytest.mark.parametrize("n", [2, 3, 10, 57, 400])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_paired_t_test_equals_scipy(n: int, seed: int) -> None:
+def test_paired_t_test_equals_scipy(n: int, seed: int, scipy_stats: Any) -> None:
     gen = torch.Generator().manual_seed(seed)
     a = torch.rand(n, generator=gen, dtype=torch.float64)
     b = (a + 0.05 * torch.randn(n, generator=gen, dtype=torch.float64) + 0.01).clamp(0, 1)
@@ -194,7 +201,7 @@ def test_paired_t_test_equals_scipy(n: int, seed: int) -> None:
     assert p.item() == pytest.approx(expected.pvalue, rel=1e-7, abs=1e-14)
 
 
-def test_paired_t_test_drops_nan_pairs() -> None:
+def test_paired_t_test_drops_nan_pairs(scipy_stats: Any) -> None:
     a = torch.tensor([0.5, float("nan"), 0.7, 0.9, 0.1])
     b = torch.tensor([0.4, 0.3, 0.5, float("nan"), 0.3])
     t, p = paired_t_test(a, b)
@@ -235,7 +242,10 @@ def test_randomization_test_approaches_the_exact_enumeration(seed: int) -> None:
     assert p.item() == pytest.approx(exact, abs=0.01)
 
 
+@pytest.mark.budget
 def test_randomization_test_is_seeded_and_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_ndcg.functional import _significance
+
     gen = torch.Generator().manual_seed(7)
     a, b = torch.rand(30, generator=gen), torch.rand(30, generator=gen)
     first = paired_randomization_test(a, b, n_resamples=5000, seed=3)
@@ -267,15 +277,23 @@ def test_randomization_p_is_a_probability_and_symmetric(x: list[float], y: list[
     assert p_ab.item() == p_ba.item()
 
 
+# Values of the bad-input tests (which never depend on them), drawn from one seeded generator.
+VALUES_GEN = torch.Generator().manual_seed(8)
+
+
+def values(*shape: int) -> torch.Tensor:
+    return torch.rand(*shape, generator=VALUES_GEN)
+
+
 @pytest.mark.parametrize(
     ("a", "b", "error", "match"),
     [
-        (torch.rand(3), torch.rand(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
-        (torch.rand(2, 3), torch.rand(2, 3), ValueError, r"`a` to be a 1-D tensor .* \(2, 3\)"),
-        (torch.ones(3, dtype=torch.long), torch.rand(3), TypeError, "`a` to be a floating"),
-        ([0.1, 0.2], torch.rand(2), TypeError, "`a` to be a torch.Tensor"),
-        (torch.tensor([0.1, float("nan")]), torch.rand(2), ValueError, "at least 2 pairs"),
-        (torch.tensor([0.1, float("inf"), 0.3]), torch.rand(3), ValueError, "finite values"),
+        (values(3), values(4), ValueError, r"1-D tensors of one shape.*\(3,\) and \(4,\)"),
+        (values(2, 3), values(2, 3), ValueError, r"`a` to be a 1-D tensor .* \(2, 3\)"),
+        (torch.ones(3, dtype=torch.long), values(3), TypeError, "`a` to be a floating"),
+        ([0.1, 0.2], values(2), TypeError, "`a` to be a torch.Tensor"),
+        (torch.tensor([0.1, float("nan")]), values(2), ValueError, "at least 2 pairs"),
+        (torch.tensor([0.1, float("inf"), 0.3]), values(3), ValueError, "finite values"),
     ],
 )
 def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: str) -> None:
@@ -285,7 +303,7 @@ def test_paired_tests_name_bad_input(a: object, b: object, error: type, match: s
 
 
 def test_randomization_arguments_are_checked() -> None:
-    a, b = torch.rand(4), torch.rand(4)
+    a, b = values(4), values(4)
     with pytest.raises(ValueError, match="`n_resamples` to be positive, but got 0"):
         paired_randomization_test(a, b, n_resamples=0)
     with pytest.raises(TypeError, match="`seed` to be an int"):
@@ -305,10 +323,12 @@ def two_models(seed: int = 0, n: int = 80) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 @pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
-def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: float) -> None:
+def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(
+    confidence: float, scipy_stats: Any
+) -> None:
     a, b, _ = two_models()
     result = paired_t_test(a, b, confidence=confidence)
-    assert isinstance(result, _significance.PairedTestResult)
+    assert isinstance(result, PairedTestResult)
     expected = scipy_stats.ttest_rel(a.numpy(), b.numpy())
     interval = expected.confidence_interval(confidence_level=confidence)
     assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
@@ -322,7 +342,10 @@ def test_t_test_result_has_scipys_interval_and_degrees_of_freedom(confidence: fl
 
 @pytest.mark.parametrize("q", [0.55, 0.9, 0.975, 0.995, 0.9999])
 @pytest.mark.parametrize("df", [1, 2, 7, 30, 1000])
-def test_student_t_quantile_equals_scipy(q: float, df: int) -> None:
+@pytest.mark.budget
+def test_student_t_quantile_equals_scipy(q: float, df: int, scipy_stats: Any) -> None:
+    from torch_ndcg.functional import _significance
+
     assert _significance.student_t_quantile(q, df) == pytest.approx(
         scipy_stats.t.ppf(q, df), rel=1e-9
     )
@@ -348,14 +371,14 @@ def test_shuffled_values_with_ids_give_the_aligned_answer(test: Any) -> None:
     assert abs(shuffled.statistic.item() - paired_t_test(a, b).statistic.item()) > 0.5
 
 
-def test_ids_that_differ_raise_unless_the_intersection_is_asked_for() -> None:
+def test_ids_that_differ_raise_unless_the_intersection_is_asked_for(scipy_stats: Any) -> None:
     a, b, ids = two_models(seed=4)
     other_ids = ids.clone()
     other_ids[:3] = 10_000 + torch.arange(3)  # three queries only the second model scored
     with pytest.raises(ValueError, match=r"same query ids, but 3 are only in `a`.*3 only in `b`"):
         paired_t_test((a, ids), (b, other_ids))
     result = paired_t_test((a, ids), (b, other_ids), unmatched_ids="intersect")
-    assert isinstance(result, _significance.PairedTestResult)
+    assert isinstance(result, PairedTestResult)
     expected = scipy_stats.ttest_rel(a[3:].numpy(), b[3:].numpy())
     assert result.n_pairs == 77
     assert result.statistic.item() == pytest.approx(expected.statistic, rel=1e-9)
@@ -365,29 +388,29 @@ def test_ids_that_differ_raise_unless_the_intersection_is_asked_for() -> None:
     ("a", "b", "error", "match"),
     [
         (
-            (torch.rand(3), torch.tensor([1, 1, 2])),
-            (torch.rand(3), torch.tensor([1, 2, 3])),
+            (values(3), torch.tensor([1, 1, 2])),
+            (values(3), torch.tensor([1, 2, 3])),
             ValueError,
             r"ids of `a` to be distinct .* repeated ids \[1\]",
         ),
-        ((torch.rand(3), torch.arange(3)), torch.rand(3), TypeError, "ids with `a` only"),
+        ((values(3), torch.arange(3)), values(3), TypeError, "ids with `a` only"),
         (
-            (torch.rand(3), torch.arange(3.0)),
-            (torch.rand(3), torch.arange(3)),
+            (values(3), torch.arange(3.0)),
+            (values(3), torch.arange(3)),
             TypeError,
             r"`a\[1\]` \(query ids\) to be an integer tensor",
         ),
         (
-            (torch.rand(3), torch.arange(4)),
-            (torch.rand(3), torch.arange(3)),
+            (values(3), torch.arange(4)),
+            (values(3), torch.arange(3)),
             ValueError,
             r"ids of `a` to have the shape of its values, \(3,\), but got \(4,\)",
         ),
-        ((torch.rand(3), torch.arange(3), 0), torch.rand(3), ValueError, "tuple of 3 items"),
-        ({"ndcg@5": torch.rand(3)}, torch.rand(3), TypeError, "both to be dicts"),
+        ((values(3), torch.arange(3), 0), values(3), ValueError, "tuple of 3 items"),
+        ({"ndcg@5": values(3)}, values(3), TypeError, "both to be dicts"),
         (
-            {"ndcg@5": torch.rand(3)},
-            {"ndcg@10": torch.rand(3)},
+            {"ndcg@5": values(3)},
+            {"ndcg@10": values(3)},
             ValueError,
             r"same cut-offs, but got \['ndcg@5'\] and \['ndcg@10'\]",
         ),
@@ -398,10 +421,10 @@ def test_mispaired_input_is_named(a: object, b: object, error: type, match: str)
         with pytest.raises(error, match=match):
             test(a, b)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="`unmatched_ids`"):
-        paired_t_test(torch.rand(3), torch.rand(3), unmatched_ids="union")  # type: ignore[arg-type]
+        paired_t_test(values(3), values(3), unmatched_ids="union")  # type: ignore[arg-type]
 
 
-def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
+def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query(scipy_stats: Any) -> None:
     gen = torch.Generator().manual_seed(5)
     target = torch.randint(0, 3, (900,), generator=gen)
     indexes = torch.randint(0, 60, (900,), generator=gen)
@@ -423,10 +446,13 @@ def test_per_cutoff_results_of_two_retrieval_metrics_pair_by_query() -> None:
 # Bootstrap intervals
 
 
-def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None:
+@pytest.mark.budget
+def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate(scipy_stats: Any) -> None:
     """1,500 samples of 101 Beta(2, 5) values: the 90 % interval covers the median ~90 % of
     the time; the tolerance is 3.5 standard deviations of a binomial share over 1,500 trials
     (about ±0.027: an 85 % or 95 % interval would fall outside)."""
+    from torch_ndcg.functional import _significance
+
     distribution = scipy_stats.beta(2, 5)
     trials, confidence = 1500, 0.9
     samples = torch.tensor(distribution.rvs(size=(101, trials), random_state=11))
@@ -438,7 +464,10 @@ def test_bootstrap_interval_covers_the_true_median_at_its_nominal_rate() -> None
     assert covered.mean().item() == pytest.approx(confidence, abs=tolerance)
 
 
+@pytest.mark.budget
 def test_bootstrap_statistics_by_name_equal_the_same_callables() -> None:
+    from torch_ndcg.functional import _significance
+
     values = torch.rand(57, 2, generator=torch.Generator().manual_seed(2))
     values[::5, 1] = float("nan")  # skipped queries are left out of the resamples
     for name, function in (
@@ -456,9 +485,12 @@ def test_bootstrap_statistics_by_name_equal_the_same_callables() -> None:
         assert counted.min() <= by_name[0][1] <= by_name[1][1] <= counted.max()
 
 
+@pytest.mark.budget
 def test_bootstrap_is_seeded_chunked_and_nan_without_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from torch_ndcg.functional import _significance
+
     values = torch.rand(40, 1, generator=torch.Generator().manual_seed(3))
     first = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
     monkeypatch.setattr(_significance, "_BOOTSTRAP_CHUNK_ELEMENTS", 40 * 7)

@@ -3,6 +3,8 @@
 Every test compares it with the general path (the small path switched off) to the last bit,
 and with the loop references of `tests/references.py`; the errors and the swapped-arguments
 hint must be those of the general path, and the path must be taken where it should.
+
+A ``budget`` module: it switches private paths off and spies on them (tests/README.md).
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import references
-from tests.conftest import take_accelerator_paths
 from tests.host_reads import count_host_reads
+from tests.private_paths import take_accelerator_paths
 from torch_ndcg import NDCG, _small_batch, metrics, ndcg
 from torch_ndcg.functional import _ndcg
+
+# Pins internals: see tests/README.md ("budget").
+pytestmark = pytest.mark.budget
 
 
 def general(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -152,7 +157,8 @@ def test_equal_to_the_loop_reference_with_ties_at_the_cutoff(gain: str) -> None:
 
 
 def test_the_path_is_taken_where_it_should_be() -> None:
-    preds, target = torch.randn(4, 6), torch.randint(0, 3, (4, 6))
+    gen = torch.Generator().manual_seed(0)
+    preds, target = torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4, 6), generator=gen)
     taken = [
         ({}, True),
         ({"k": [1, 3]}, True),
@@ -168,7 +174,10 @@ def test_the_path_is_taken_where_it_should_be() -> None:
         with mock.patch.object(_small_batch, "small_ndcg", wraps=_small_batch.small_ndcg) as spy:
             ndcg(preds, target, **options)
         assert spy.called == small, options
-    for other in (preds.half(), torch.randn(1, 5000)):  # half scores; past SMALL_ELEMENTS
+    for other in (
+        preds.half(),
+        torch.randn(1, 5000, generator=gen),
+    ):  # half scores; past SMALL_ELEMENTS
         with mock.patch.object(_small_batch, "small_ndcg") as spy:
             ndcg(other, torch.zeros(other.shape, dtype=torch.int64))
         assert not spy.called
@@ -178,7 +187,8 @@ def test_the_path_is_taken_where_it_should_be() -> None:
 
 
 def test_one_host_read_per_call() -> None:
-    preds, target = torch.randn(8, 10), torch.randint(0, 5, (8, 10))
+    gen = torch.Generator().manual_seed(1)
+    preds, target = torch.randn(8, 10, generator=gen), torch.randint(0, 5, (8, 10), generator=gen)
     for validate_args in (True, False):
         metric = NDCG(k=[1, 5, 10], validate_args=validate_args)
         metric.update(preds, target)  # plan kept
@@ -221,7 +231,8 @@ def test_swapped_arguments_still_get_the_hint() -> None:
 
 
 def test_kept_plans_are_bounded() -> None:
-    preds, target = torch.randn(2, 3), torch.randint(0, 3, (2, 3))
+    gen = torch.Generator().manual_seed(2)
+    preds, target = torch.randn(2, 3, generator=gen), torch.randint(0, 3, (2, 3), generator=gen)
     for k in range(1, 2 * _small_batch._KEPT_PLANS):
         ndcg(preds, target, k=k, gain="linear", discount="jarvelin")
     assert len(_small_batch._plans) <= _small_batch._KEPT_PLANS
@@ -229,8 +240,9 @@ def test_kept_plans_are_bounded() -> None:
 
 def test_a_metric_on_another_device_gets_the_device_error() -> None:
     metric = NDCG(k=2).to("meta")
+    gen = torch.Generator().manual_seed(4)
     with pytest.raises(ValueError, match="on the metric's device meta"):
-        metric.update(torch.randn(2, 3), torch.randint(0, 3, (2, 3)))
+        metric.update(torch.randn(2, 3, generator=gen), torch.randint(0, 3, (2, 3), generator=gen))
 
 
 def test_the_accelerator_paths_tests_take_on_the_cpu_skip_it(
@@ -238,7 +250,8 @@ def test_the_accelerator_paths_tests_take_on_the_cpu_skip_it(
 ) -> None:
     """The parity tests' "cpu-without-read-back" device must check the branch-free paths."""
     take_accelerator_paths(monkeypatch)
-    preds, target = torch.randn(4, 6), torch.randint(0, 3, (4, 6))
+    gen = torch.Generator().manual_seed(3)
+    preds, target = torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4, 6), generator=gen)
     with mock.patch.object(_small_batch, "small_ndcg") as spy:
         ndcg(preds, target)
         NDCG(k=3).update(preds, target)

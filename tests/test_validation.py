@@ -165,8 +165,22 @@ def test_nan_scores_and_negative_labels_of_padded_items_are_allowed() -> None:
 
 
 def test_validate_args_false_skips_value_checks() -> None:
+    """The checks that read values are skipped (a NaN score, a negative label: no error),
+    and nothing else changes: valid input gives the checked call's value."""
     preds = torch.tensor([[0.3, float("nan"), 0.1]])
+    with pytest.raises(ValueError, match="NaN"):
+        ndcg(preds, TARGET)
     assert ndcg(preds, TARGET, validate_args=False).shape == (1,)
+    negative = torch.tensor([[1, -3, 2]])
+    with pytest.raises(ValueError, match="non-negative"):
+        ndcg(PREDS, negative)
+    assert ndcg(PREDS, negative, validate_args=False).shape == (1,)
+    for k in (None, 2, [1, 3]):
+        checked = ndcg(PREDS, TARGET, k=k)
+        assert torch.equal(ndcg(PREDS, TARGET, k=k, validate_args=False), checked)
+    # Exponential gains 1, 0, 3 at ranks 1, 2, 3 against the ideal 3, 1, 0.
+    expected = (1 + 3 / math.log2(4)) / (3 + 1 / math.log2(3))
+    assert ndcg(PREDS, TARGET, validate_args=False).item() == pytest.approx(expected, abs=1e-6)
 
 
 def test_infinite_labels_are_rejected() -> None:
