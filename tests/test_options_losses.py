@@ -1122,12 +1122,6 @@ def test_masked_items_are_never_clicked_nor_checked(model: str) -> None:
         simulate_clicks(target, positions, model=model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IndexError,
-    reason="a masked item's position is not checked, but the position-based model still looks "
-    "it up in the examination table: IndexError past its end",
-)
 def test_a_masked_items_position_past_the_examination_table_is_not_read() -> None:
     clicks = simulate_clicks(
         torch.tensor([1, 2]),

@@ -1146,7 +1146,7 @@ def test_sparse_target_mask_and_ignore_index() -> None:
     scores, dense_target = dense_case(data)
     mask = torch.ones(scores.shape, dtype=torch.bool)
     mask[:, ::5] = False
-    mask |= dense_target != 0  # padding only where nothing is relevant (see the xfail below)
+    mask |= dense_target != 0  # padding only where nothing is relevant (see the test below)
     lists = Lists(scores.numpy(), dense_target.numpy(), mask.numpy())
     close(
         ndcg(scores, dense_target.to_sparse(), k=[2, 7], mask=mask),
@@ -1157,12 +1157,6 @@ def test_sparse_target_mask_and_ignore_index() -> None:
         ndcg(scores, dense_target.to_sparse(), ignore_index=-1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: with a sparse target, a mask that pads a relevant item raises 'both relevant "
-    "and excluded' (validate_args=True) or ranks the item (validate_args=False); a dense target "
-    "drops it as padding",
-)
 @pytest.mark.parametrize("validate_args", [True, False])
 def test_sparse_target_mask_on_a_relevant_item_is_padding(validate_args: bool) -> None:
     preds = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
