@@ -507,7 +507,7 @@ def test_unbiased_loss_with_unit_biases_is_lambdarank_on_the_shown_items() -> No
         ({"positions": torch.zeros(5, 5, dtype=torch.long)}, ValueError, "`positions` to have"),
         ({"clicks": torch.full((5, 6), 2)}, ValueError, "`clicks` to be 0 or 1 .* found 2"),
         ({"clicks": torch.full((5, 6), 0.5)}, ValueError, "`clicks` to be 0 or 1 .* found 0.5"),
-        ({"clicks": torch.zeros(5, 5)}, ValueError, "`preds` and `target` to have the same shape"),
+        ({"clicks": torch.zeros(5, 5)}, ValueError, "`preds` and `clicks` to have the same shape"),
     ],
 )
 def test_bad_click_input_is_named(change: dict[str, Any], error: type, message: str) -> None:

@@ -136,30 +136,10 @@ def bad_input(loss: str, case: str) -> tuple[Any, ...]:
     return preds, clicks, positions
 
 
-# A negative click fails two checks (non-negative labels, clicks of 0 or 1): eager raises the
-# first ("Expected `target` to be non-negative, but found the value -1.0 ...", naming `target`
-# for the argument `clicks`), the compiled step the other ("Expected `clicks` to be 0 or 1 ...").
-NOT_THE_SAME_MESSAGE = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="compiled UnbiasedLambdaRankLoss names another check than eager for a click of -1",
-)
-
-
 @needs_torch_2_13_to_compile_losses
 @pytest.mark.parametrize(
     ("loss", "case"),
-    [
-        pytest.param(
-            loss,
-            case,
-            marks=NOT_THE_SAME_MESSAGE
-            if (loss, case) == ("UnbiasedLambdaRankLoss", "negative label")
-            else (),
-        )
-        for loss in LOSSES
-        for case in ("NaN score", "negative label")
-    ],
+    [(loss, case) for loss in LOSSES for case in ("NaN score", "negative label")],
 )
 def test_compiled_loss_raises_eagers_message(loss: str, case: str) -> None:
     """Eager: ``ValueError("Expected ..., but found <the value>.")``; compiled: a

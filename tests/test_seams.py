@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
@@ -456,3 +457,211 @@ def test_tied_scores_in_the_catalog_paths_equal_dense(pattern: str, ties: str) -
                 ties=ties,
             )
             torch.testing.assert_close(got, expected)
+
+
+# --- 10. UnbiasedLambdaRankLoss: "mean" over the lists with a click; bad clicks named ----------
+
+
+def _plus_one_gain(clicks: torch.Tensor) -> torch.Tensor:
+    return clicks + 1.0
+
+
+def _zero_at_the_top(ranks: torch.Tensor) -> torch.Tensor:
+    return 1.0 - 1.0 / ranks
+
+
+def _four_sessions() -> tuple[torch.Tensor, ...]:
+    """Two lists with a click on an item shown, one without a click, one whose only click is on
+    an item not shown (position -1): two lists with a click."""
+    preds = torch.tensor(
+        [[0.0, 1.0, 0.5], [0.3, -0.2, 0.9], [0.0, 1.0, 0.2], [0.4, 0.1, -0.5]],
+        dtype=torch.float64,
+    )
+    clicks = torch.tensor([[1, 0, 0], [0, 1, 1], [0, 0, 0], [0, 0, 1]])
+    positions = torch.tensor([[0, 1, 2], [2, 0, 1], [1, 0, 2], [0, 1, -1]])
+    return preds, clicks, positions
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"gain": _plus_one_gain},
+        {"gain": _plus_one_gain, "k": 2},
+        {"discount": _zero_at_the_top},
+    ],
+    ids=["exponential", "plus_one_gain", "plus_one_gain@2", "discount 0 at the top"],
+)
+def test_debiased_mean_is_over_the_lists_with_a_click_whatever_the_gain(
+    options: dict[str, Any],
+) -> None:
+    """A gain positive at 0 gives a list without a click a positive ideal DCG (and a discount 0
+    at the top a list with one click none): the mean still divides by the lists with a click on
+    an item shown, as `aggregated` does on the sessions' counts."""
+    preds, clicks, positions = _four_sessions()
+
+    def losses(reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        loss_fn = UnbiasedLambdaRankLoss(num_positions=3, reduction=reduction, **options)
+        loss_fn = loss_fn.double().eval()
+        shown = positions.ge(0)[..., None]
+        views = torch.nn.functional.one_hot(positions.clamp(min=0), 3).double() * shown
+        return (
+            loss_fn(preds, clicks, positions),
+            loss_fn.aggregated(preds, clicks[..., None] * views, views),
+        )
+
+    (forward_mean, aggregated_mean), (forward_sum, aggregated_sum) = (
+        losses("mean"),
+        losses("sum"),
+    )
+    assert forward_sum > 0
+    assert aggregated_sum > 0
+    torch.testing.assert_close(forward_mean, forward_sum / 2)
+    torch.testing.assert_close(aggregated_mean, aggregated_sum / 2)
+
+
+BAD_CLICKS = [
+    (-1.0, "-1"),
+    (2.0, "2"),
+    (0.5, "0.5"),
+    (math.nan, "nan"),
+    (math.inf, "inf"),
+]
+
+
+@pytest.mark.parametrize(("value", "shown"), BAD_CLICKS, ids=[s for _, s in BAD_CLICKS])
+@pytest.mark.parametrize("gain", ["exponential", _plus_one_gain], ids=["exponential", "callable"])
+def test_a_bad_click_is_named_as_the_compiled_step_names_it(
+    value: float, shown: str, gain: Any
+) -> None:
+    """Eagerly the check the compiled step asserts first (clicks of 0 or 1), with the value found;
+    not the labels' check of `target`, an argument the loss does not have."""
+    preds, clicks, positions = _four_sessions()
+    bad = clicks.double()
+    bad[1, 2] = value
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=3, gain=gain).double()
+    message = f"Expected `clicks` to be 0 or 1 (a click or none), but found {shown}."
+    with pytest.raises(ValueError, match=re.escape(message)):
+        loss_fn(preds, bad, positions)
+    # Padding's clicks are never checked.
+    mask = torch.ones_like(clicks, dtype=torch.bool)
+    mask[1, 2] = False
+    assert loss_fn(preds, bad, positions, mask).isfinite()
+    assert torch.equal(loss_fn.statistics.isfinite(), torch.ones(4, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize(
+    ("clicks", "error", "message"),
+    [
+        ([[1, 0, 0]] * 4, TypeError, "Expected `clicks` to be a torch.Tensor, but got list."),
+        (torch.zeros(4, 2), ValueError, "Expected `preds` and `clicks` to have the same shape"),
+        (
+            torch.zeros(4, 3, dtype=torch.complex64),
+            TypeError,
+            "Expected `clicks` to be a bool, int or float tensor",
+        ),
+    ],
+    ids=["list", "shape", "complex"],
+)
+def test_clicks_of_the_wrong_type_or_shape_are_named(
+    clicks: Any, error: type, message: str
+) -> None:
+    preds, _, positions = _four_sessions()
+    for validate_args in (True, False):
+        loss_fn = UnbiasedLambdaRankLoss(num_positions=3, validate_args=validate_args)
+        with pytest.raises(error, match=re.escape(message)):
+            loss_fn(preds, clicks, positions)
+
+
+def _counts() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    preds = torch.tensor([[0.0, 1.0, 0.5], [0.3, -0.2, 0.9]])
+    views = torch.tensor(
+        [[[2.0, 1.0], [1.0, 2.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]
+    )
+    clicks = torch.tensor(
+        [[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]]]
+    )
+    return preds, clicks, views
+
+
+AGGREGATED_CASES = {
+    # A negative view count: the item's views sum to 0 or less, so it is not ranked; checked
+    # all the same (with a mask it went unnoticed).
+    "negative view": (
+        "views",
+        (0, 2, 1),
+        -1.0,
+        "Expected `views` to be non-negative and finite, but found -1.",
+    ),
+    "negative click": (
+        "clicks",
+        (0, 0, 1),
+        -1.0,
+        "Expected `clicks` to be non-negative and finite, but found -1.",
+    ),
+    # An infinite click named `views`.
+    "infinite click": (
+        "clicks",
+        (1, 2, 1),
+        math.inf,
+        "Expected `clicks` to be non-negative and finite, but found inf.",
+    ),
+    "infinite view": (
+        "views",
+        (1, 2, 1),
+        math.inf,
+        "Expected `views` to be non-negative and finite, but found inf.",
+    ),
+    "NaN view": (
+        "views",
+        (1, 0, 0),
+        math.nan,
+        "Expected `views` to contain no NaN, but found NaN counts.",
+    ),
+    "clicks above views": (
+        "clicks",
+        (0, 0, 1),
+        3.0,
+        "Expected `clicks` to be at most `views`, but found clicks above views by 2.",
+    ),
+}
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
+@pytest.mark.parametrize("case", list(AGGREGATED_CASES))
+def test_aggregated_names_the_count_at_fault(case: str, masked: bool) -> None:
+    name, index, value, message = AGGREGATED_CASES[case]
+    preds, clicks, views = _counts()
+    counts = {"clicks": clicks, "views": views}
+    counts[name] = counts[name].clone()
+    counts[name][index] = value
+    mask = torch.ones(2, 3, dtype=torch.bool) if masked else None
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=2)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        loss_fn.aggregated(preds, counts["clicks"], counts["views"], mask)
+    assert torch.equal(loss_fn.statistics, torch.zeros(4, 2))
+    # On a padded item the same count is never read.
+    padding = torch.ones(2, 3, dtype=torch.bool)
+    padding[index[:2]] = False
+    expected = loss_fn.aggregated(preds, clicks, views, padding)
+    torch.testing.assert_close(
+        UnbiasedLambdaRankLoss(num_positions=2).aggregated(
+            preds, counts["clicks"], counts["views"], padding
+        ),
+        expected,
+    )
+
+
+@needs_torch_2_13_to_compile_losses
+def test_compiled_aggregated_names_the_count_eager_names() -> None:
+    """The device-side assertions carry eager's expectation (the value: "a value")."""
+    _, index, value, message = AGGREGATED_CASES["infinite click"]
+    preds, clicks, views = _counts()
+    clicks[index] = value
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        UnbiasedLambdaRankLoss(num_positions=2).aggregated, backend="aot_eager"
+    )
+    expectation = message.split(", but found")[0]
+    with pytest.raises(RuntimeError, match=re.escape(expectation + ", but found a value.")):
+        compiled(preds, clicks, views)

@@ -55,17 +55,25 @@ def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck 
     return DeferredCheck(values, judge)
 
 
-def resolve_checks(first: DeferredCheck | None, *others: DeferredCheck | None) -> Any:
+def resolve_checks(
+    first: DeferredCheck | None,
+    *others: DeferredCheck | None,
+    judged_before: DeferredCheck | None = None,
+) -> Any:
     """Judge every check from one read-back of all their values; ``first``'s result.
 
-    ``first`` is judged first, so its errors win; ``None`` where ``first`` is ``None``.
+    ``judged_before`` is judged first, then ``first``, then ``others``, so the errors of the
+    earlier ones win: the order in which the checks are made where they are device-side
+    assertions (the first to fail raises), so that both name the same error. ``None`` where
+    ``first`` is ``None``.
     """
-    present = [check for check in (first, *others) if check is not None]
+    ordered = (judged_before, first, *others)
+    present = [check for check in ordered if check is not None]
     if not present:
         return None
     read = _host.read_together([check.values for check in present])
-    results = [check.judge(values) for check, values in zip(present, read, strict=True)]
-    return results[0] if first is not None else None
+    results = {id(check): check.judge(values) for check, values in zip(present, read, strict=True)}
+    return None if first is None else results[id(first)]
 
 
 def _check_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Tensor:

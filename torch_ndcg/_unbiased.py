@@ -11,7 +11,13 @@ from typing_extensions import Unpack
 
 from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
 from torch_ndcg._options import LambdaRankOptions, UnbiasedKeywords, keyword_defaults
-from torch_ndcg.functional._losses import LAMBDARANK, _prepare, _reduce, lambda_pairs
+from torch_ndcg.functional._losses import (
+    LAMBDARANK,
+    _LossInput,
+    _prepare,
+    _reduce,
+    lambda_pairs,
+)
 from torch_ndcg.losses import _option, _RankingLoss
 
 __all__ = ["UnbiasedLambdaRankLoss"]
@@ -182,7 +188,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         the loss is computed (the loss uses the biases from before the step).
         """
         # Types and shapes: checked with or without the values (`validate_args`).
-        _validation.check_preds_target(preds, clicks)
+        _validation.check_preds_target(preds, clicks, target_name="clicks")
         _validation.check_mask(mask, preds.shape)
         real = _validation.real_items(clicks, mask, self.ignore_index)
         extra = _clicks.check_positions(
@@ -215,7 +221,28 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         )
         if shares is not None:
             self._update_biases(shares, bins, shown_bins)
-        return _reduce(per_list, lists.has_relevant, self.reduction, lists.leading_shape)
+        return _reduce(
+            per_list,
+            self._lists_with_a_click(lists, shown_bins, unclicked),
+            self.reduction,
+            lists.leading_shape,
+        )
+
+    def _lists_with_a_click(
+        self, lists: _LossInput, shown_bins: Tensor, unclicked: Tensor
+    ) -> Tensor:
+        """Whether each list has a click on an item that takes part: the lists ``"mean"`` counts.
+
+        A named gain is 0 without a click and positive with one, and a named discount positive
+        at the top: the ideal DCG of the items taking part is positive on exactly those lists
+        (``lists.has_relevant``, no launch more). A callable gain positive at 0 makes it positive
+        on a list without a click too (a callable discount 0 at the top, 0 on one with a click):
+        the clicks of the items shown (``shown_bins`` > 0) tell them apart there.
+        """
+        options = self.options
+        if self.reduction != "mean" or not (callable(options.gain) or callable(options.discount)):
+            return lists.has_relevant
+        return shown_bins.masked_fill(unclicked, 0).any(dim=-1)
 
     def aggregated(
         self,
@@ -306,45 +333,22 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         _validation.check_mask(mask, preds.shape)  # a shape: checked with or without values
         dtype = preds.dtype
         won = clicks.reshape(-1, length, n).to(dtype)
-        lost = views.reshape(-1, length, n).to(dtype) - won
+        shown_counts = views.reshape(-1, length, n).to(dtype)
         # The items ranked: real ones that were shown (as `forward` ranks its shown items).
         real = views.reshape(-1, length, n).detach().sum(-1) > 0
-        if mask is not None:
-            real = real & mask.reshape(-1, length)
-            won = won * real[..., None]
-            lost = lost * real[..., None]
+        flat_mask = None if mask is None else mask.reshape(-1, length)
+        if flat_mask is not None:
+            real = real & flat_mask
         # The scores of the others never count: they may be anything (NaN, inf).
         scores = torch.where(real, preds.reshape(-1, length), 0)
         if self.validate_args and won.numel() > 0:
-            low, high = torch.aminmax(torch.cat([won.detach(), lost.detach()]))
-            real_scores = scores.detach()
-            low_pred = torch.where(real, real_scores, torch.inf).amin()
-            high_pred = torch.where(real, real_scores, -torch.inf).amax()
-            infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
-            check = _clicks.value_checks(
-                [
-                    # As `forward` checks them, before anything is computed or learnt.
-                    (
-                        (low_pred == low_pred) & (high_pred == high_pred),
-                        low_pred,
-                        "Expected `preds` to contain no NaN, but found NaN scores.",
-                    ),
-                    (
-                        (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
-                        infinite,
-                        "Expected `preds` to be finite, but found {found}.",
-                    ),
-                    (low == low, low, "Expected `clicks` and `views` to contain no NaN."),
-                    (high < torch.inf, high, "Expected `views` to be finite, but found {found}."),
-                    (
-                        low >= 0,
-                        low,
-                        "Expected `clicks` non-negative and at most `views`, but found a "
-                        "difference or count of {found}.",
-                    ),
-                ]
+            self._check_counts(
+                scores.detach(), real, won.detach(), shown_counts.detach(), flat_mask
             )
-            _clicks.resolve_checks(check)
+        if flat_mask is not None:  # padded counts may be anything too: selected, not multiplied
+            won = torch.where(real[..., None], won, 0)
+            shown_counts = torch.where(real[..., None], shown_counts, 0)
+        lost = shown_counts - won
         inverse = torch.stack([self.t_plus, self.t_minus]).to(dtype).reciprocal()
         winner = won @ inverse[0]  # A_w: [N, L]
         loser = lost @ inverse[1]  # B_l
@@ -374,9 +378,66 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
                     shown = torch.ones_like(plus)
                 references = by_position[:, :, :1] * shown[:, None, :]
                 self._add_statistics(torch.cat([by_position, references], dim=1).sum(dim=0))
+        # The lists with a click, as `forward` counts them: a positive click count on an item
+        # ranked (checked counts: a click is on an item with views, and no count is negative).
         has_click = won.sum(dim=(-1, -2)) > 0
         per_list = torch.where(has_click, per_list, 0)
         return _reduce(per_list, has_click, self.reduction, preds.shape[:-1])
+
+    @staticmethod
+    def _check_counts(
+        scores: Tensor, real: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None
+    ) -> None:
+        """`aggregated`'s value checks, each naming the argument at fault and the value found.
+
+        The scores of the items ranked (``real``), then the counts of the real items (``mask``;
+        those of an item without views too: negative views would drop it from the ranking
+        unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
+        CPU, device-side assertions elsewhere, before anything is computed or learnt.
+        """
+        low_pred = torch.where(real, scores, torch.inf).amin()
+        high_pred = torch.where(real, scores, -torch.inf).amax()
+        infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
+        counts = torch.stack([clicks, views])  # [2, N, L, n]
+        if mask is not None:
+            counts = counts.masked_fill(~mask[None, :, :, None], 0)
+        low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
+        found = torch.where(low < 0, low, high)
+        excess = (counts[0] - counts[1]).amax()
+        checks = [
+            # As `forward` checks them, before anything is computed or learnt.
+            (
+                (low_pred == low_pred) & (high_pred == high_pred),
+                low_pred,
+                "Expected `preds` to contain no NaN, but found NaN scores.",
+            ),
+            (
+                (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
+                infinite,
+                "Expected `preds` to be finite, but found {found}.",
+            ),
+        ]
+        for row, name in enumerate(("clicks", "views")):
+            checks += [
+                (
+                    low[row] == low[row],
+                    low[row],
+                    f"Expected `{name}` to contain no NaN, but found NaN counts.",
+                ),
+                (
+                    (low[row] >= 0) & (high[row] < torch.inf),
+                    found[row],
+                    f"Expected `{name}` to be non-negative and finite, but found {{found}}.",
+                ),
+            ]
+        checks.append(
+            (
+                ~(excess > 0),  # NaN (inf - inf): named by the checks above
+                excess,
+                "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
+            )
+        )
+        _clicks.resolve_checks(_clicks.value_checks(checks))
 
     @torch.no_grad()
     def _update_biases(self, statistic: Tensor, bins: Tensor, shown_bins: Tensor) -> None:

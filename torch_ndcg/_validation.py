@@ -192,9 +192,12 @@ def check_ignore_index(ignore_index: Any) -> None:
         raise TypeError(f"Expected `ignore_index` to be an int or None, but got {ignore_index!r}.")
 
 
-def check_preds_target(preds: Any, target: Any) -> None:
-    """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim."""
-    for name, value in (("preds", preds), ("target", target)):
+def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
+    """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim.
+
+    ``target_name`` is the name the caller gives the labels (``"clicks"``), as errors name it.
+    """
+    for name, value in (("preds", preds), (target_name, target)):
         if not isinstance(value, Tensor):
             raise TypeError(
                 f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
@@ -210,11 +213,11 @@ def check_preds_target(preds: Any, target: Any) -> None:
         )
     if target.is_complex():
         raise TypeError(
-            f"Expected `target` to be a bool, int or float tensor, but got {target.dtype}."
+            f"Expected `{target_name}` to be a bool, int or float tensor, but got {target.dtype}."
         )
     if preds.shape != target.shape:
         raise ValueError(
-            "Expected `preds` and `target` to have the same shape, but got "
+            f"Expected `preds` and `{target_name}` to have the same shape, but got "
             f"{tuple(preds.shape)} and {tuple(target.shape)}."
         )
     if preds.ndim == 0:

@@ -87,7 +87,8 @@ def _prepare(
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels. A ``weight`` scales each item's gain after the ideal DCG of the unweighted
     gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
-    read back with the input's.
+    read back with the input's and judged before them, in the order of their device-side
+    assertions (made by the caller before this call).
     """
     k, gain, discount = options.k, options.gain, options.discount
     validate_args = options.validate_args
@@ -119,7 +120,9 @@ def _prepare(
             weight_check = _clicks.check_weight(
                 weight, preds.shape, real, validate_args=options.validate_args
             )
-            checked = _clicks.resolve_checks(check, weight_check, extra_checks)
+            # The caller's checks were made before these (as device-side assertions they fire
+            # first): judged first, they name the same error eagerly as there.
+            checked = _clicks.resolve_checks(check, weight_check, judged_before=extra_checks)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
