@@ -76,7 +76,12 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     floats for a batch of ``N`` lists.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
-    without a click take no part. Nothing is read back to the host on an accelerator.
+    without a click take no part: ``reduction="mean"`` divides by the lists with a click on an
+    item that takes part, whatever the gain (one positive at 0 gives a list without a click a
+    positive ideal DCG, but no pair). Clicks are 0 or 1: another value of a real item raises
+    ``ValueError("Expected `clicks` to be 0 or 1 (a click or none), but found <the value>.")``
+    (the same message from a device-side assertion on an accelerator and under
+    ``torch.compile``). Nothing is read back to the host on an accelerator.
 
     Args:
         num_positions: number of display positions learnt, a positive int; ``positions``
@@ -93,8 +98,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             update).
         k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None`` (the default).
         sigma, gain, discount, reduction, ignore_index, validate_args: as `LambdaRankLoss`
-            (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click, and
-            ``ignore_index`` a click value).
+            (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click on an
+            item shown, and ``ignore_index`` a click value).
 
     Example:
         >>> import torch
@@ -293,13 +298,17 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
 
         Returns:
-            The reduced loss (``reduction``; ``"mean"`` is over the lists with a click).
+            The reduced loss (``reduction``; ``"mean"`` is over the lists with a positive
+            click count on an item with views, as `forward` counts one session's lists).
 
         Raises:
             TypeError: a tensor of the wrong dtype.
             ValueError: shapes that disagree, or (``validate_args``, before the biases learn
-                anything) NaN or infinite scores of ranked items, counts negative, not finite,
-                or clicks above views.
+                anything) NaN or infinite scores of ranked items, or counts of a real item (with
+                views or not) that are NaN, negative, not finite, or clicks above views, each
+                naming the argument and the value found (the same message from a device-side
+                assertion on an accelerator, a ``RuntimeError`` under ``torch.compile``).
+                Padded items' counts and scores are never read.
 
         Example:
             >>> import torch
