@@ -241,8 +241,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         A named gain is 0 without a click and positive with one, and a named discount positive
         at the top: the ideal DCG of the items taking part is positive on exactly those lists
         (``lists.has_relevant``, no launch more). A callable gain positive at 0 makes it positive
-        on a list without a click too (a callable discount 0 at the top, 0 on one with a click):
-        the clicks of the items shown (``shown_bins`` > 0) tell them apart there.
+        on a list without a click too, and a callable discount 0 at the top makes it 0 on a list
+        with one click: there the clicks of the items shown (``shown_bins`` > 0) tell them apart.
+        Only ``"mean"`` counts the lists.
         """
         options = self.options
         if self.reduction != "mean" or not (callable(options.gain) or callable(options.discount)):
