@@ -450,8 +450,9 @@ class CountedMean(NDCGMetricBase):
     """A mean of per-list values in constant-size states, with its normal interval.
 
     The states: a float64 running sum per cut-off (``sum_ndcg``), a list count (``count``)
-    and, with ``confidence``, the sum of squares (``sum_sq_ndcg``); all three are synchronised
-    under DDP by one sum all-reduce, exact whatever the split of batches across ranks.
+    and, with ``confidence``, the sum of squares (``sum_sq_ndcg``); all three are summed over
+    the ranks under DDP (torchmetrics' gather of these fixed-size states), exact whatever the
+    split of batches across ranks.
     `torch_ndcg.NDCG` is this state over the values of `torch_ndcg.ndcg`.
     """
 

@@ -61,10 +61,11 @@ class NDCG(CountedMean, Generic[ResultT]):
 
     Each ``update`` scores its lists with `torch_ndcg.ndcg` and adds them to a float64
     running sum per cut-off and a list count: the state has a constant size, and under DDP it is
-    synchronised by one sum all-reduce, exact whatever the split of batches across ranks (also
-    for ranks with fewer updates or none). Lists with no relevant item count as 0 (``"neg"``),
-    1 (``"pos"``), are left out of the mean (``"skip"``) or raise (``"error"``); lists made
-    only of padding (``mask`` / ``ignore_index``) are not counted at all.
+    summed over the ranks (torchmetrics' gather of the fixed-size states), exact whatever the
+    split of batches across ranks (also for ranks with fewer updates or none). Lists with no
+    relevant item count as 0 (``"neg"``), 1 (``"pos"``), are left out of the mean
+    (``"skip"``) or raise (``"error"``); lists made only of padding (``mask`` /
+    ``ignore_index``) are not counted at all.
 
     Note:
         The default gain is exponential, $2^y - 1$, as `torch_ndcg.ndcg`'s (see its note):
@@ -73,8 +74,8 @@ class NDCG(CountedMean, Generic[ResultT]):
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
         confidence: coverage of the normal-approximation interval of the mean (e.g. 0.95):
-            one more constant-size state (the sum of squares, all-reduced under DDP), and the
-            result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
+            one more constant-size state (the sum of squares, summed over the ranks under DDP), and
+            the result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
             per cut-off; NaN bounds below two lists. ``None``: no interval.
         **options: the keyword arguments below, each with its default, and those of
             `torchmetrics.Metric` (``sync_on_compute``, ...), passed on to it.
@@ -292,7 +293,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
             per-query values.
         confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
             as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
-            interval from the sum, count and sum of squares (one all-reduce under DDP).
+            interval from the sum, count and sum of squares (summed over the ranks under DDP).
             ``"median"``, ``"min"``, ``"max"`` or a callable: a percentile bootstrap over the
             queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
@@ -428,7 +429,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        `torch_ndcg._distributed.PartitionedRows`): it scores them, and one all-reduce
+        `torch_ndcg._distributed.PartitionedRows`): it scores them, and an all-reduce of the sums
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.
         """
