@@ -3,11 +3,12 @@
 40,000 queries x 100 rows (4,000,000 rows, labels 0-4, k=10), shuffled so that every query's
 rows are spread over the ranks; each rank updates the metric with its share of the rows. Then
 ``compute()`` runs on every rank: the rows are exchanged so that each query lands on one rank,
-which scores it, and one all-reduce gives the mean. With one rank, one process holds and scores
-all the rows. Measured per rank: the growth of the peak resident set size during ``compute()``
-(Linux ``VmHWM``, reset after the updates and after freed memory is returned to the OS) and its
-time; the table shows the largest over the ranks and the ratio to one process. The value is
-asserted equal to one process's.
+which scores it, and one all-reduce gives the mean (one more, of an error flag, raises an error
+on every rank together). With one rank, one process holds and scores all the rows. Measured
+per rank: the growth of the peak resident set size during ``compute()`` (Linux ``VmHWM``, reset
+after the updates and after freed memory is returned to the OS) and its time; the table shows
+the largest over the ranks and the ratio to one process. The value is asserted equal to one
+process's.
 
 Run: ``python benchmarks/bench_distributed.py`` (gloo on the CPU; ``--device cuda`` uses NCCL,
 one GPU per rank).

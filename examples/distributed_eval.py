@@ -3,11 +3,12 @@
 Every process scores its own, uneven share of the 50 test queries of ``examples/data/``
 (LightGBM's lambdarank data), with LightGBM's eval convention (exponential gain, first-come
 ties, empty lists count 1). ``compute()`` synchronises the metric states (one sum all-reduce
-for ``NDCG``, one gather of rows for ``RetrievalNDCG``) and every rank prints the global value,
-which equals the single-process value on all the data. The rows of ``RetrievalNDCG`` are cut
-across ranks in the middle of queries (with 3 or more processes, the later ranks get no row).
-With ``ties="first"`` it follows the order of the gathered rows (rank 0's first), here the
-original row order because every rank holds a contiguous slice.
+for ``NDCG``; for ``RetrievalNDCG`` the rows exchanged so that each query lands on one rank,
+three ``all_to_all_single``, then an all-reduce of an error flag and one of the sums) and every
+rank prints the global value, which equals the single-process value on all the data. The rows
+of ``RetrievalNDCG`` are cut across ranks in the middle of queries (with 3 or more processes,
+the later ranks get no row). With ``ties="first"`` it follows the order of the exchanged rows
+(rank 0's first), here the original row order because every rank holds a contiguous slice.
 
 Run: ``torchrun --nproc_per_node=2 examples/distributed_eval.py``
 """

@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from torchmetrics import MetricCollection
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 import torch_ndcg
+from tests.host_reads import count_host_reads
 from tests.spawn import run_ranks
 from torch_ndcg import NDCG, RetrievalNDCG, ndcg, retrieval_ndcg
 
@@ -102,6 +105,99 @@ def count_collectives(call: Any) -> dict[str, int]:
     return counts
 
 
+def gather_through_a_custom_function(tensor: torch.Tensor, group: Any = None) -> Any:
+    return gather_all_tensors(tensor, group)
+
+
+def cubic_gain(labels: torch.Tensor) -> torch.Tensor:
+    """A callable gain: its identity differs between processes, its name does not."""
+    return labels.double() ** 3
+
+
+# Lists counted on each rank before the sync, beside one update: more than float32 (or a float
+# sum of two int32 counts) holds exactly.
+LARGE_COUNTS = (2**40 + 1, 2**40 + 2)
+
+
+def _ndcg_sync_semantics(
+    rank: int, device: torch.device, data: tuple[torch.Tensor, ...]
+) -> dict[str, Any]:
+    """torchmetrics' sync semantics for NDCG, each scenario on uneven updates."""
+    preds, target, mask = data
+    out: dict[str, Any] = {}
+
+    def fed(metric: Any) -> Any:
+        for part in LIST_SPLITS["uneven"][rank]:
+            metric.update(preds[part], target[part], mask[part])
+        return metric
+
+    # sync() sums the states (counts exactly, in their dtype); unsync() restores this rank's.
+    metric = fed(NDCG(KS).to(device))
+    own_count = metric.metric_state["count"].tolist()
+    metric.sync()
+    out["synced count"] = metric.metric_state["count"].tolist()
+    out["synced dtypes"] = [str(metric.sum_ndcg.dtype), str(metric.count.dtype)]
+    metric.unsync()
+    out["count after unsync"] = metric.metric_state["count"].tolist() == own_count
+    out["after unsync"] = _value(metric.compute())
+    # Counts beyond 2**53 / world are summed exactly (merge_state adds a saved state).
+    large = NDCG(1).to(device)
+    large.merge_state(
+        {
+            "sum_ndcg": torch.tensor(
+                [0.5 * LARGE_COUNTS[rank]], dtype=torch.float64, device=device
+            ),
+            "count": torch.tensor([LARGE_COUNTS[rank]], device=device),
+        }
+    )
+    large.sync()
+    out["large count"] = large.metric_state["count"].tolist()
+    large.unsync()
+    out["large mean"] = _value(large.compute())
+    # A custom dist_sync_fn: torchmetrics' gather of each state, the same value.
+    custom = fed(NDCG(KS, dist_sync_fn=gather_through_a_custom_function).to(device))
+    out["custom sync fn"] = _value(custom.compute())
+    # A process group given to the metric, and one given to sync().
+    group = dist.new_group([0, 1])
+    out["process group"] = _value(fed(NDCG(KS, process_group=group).to(device)).compute())
+    grouped = fed(NDCG(KS).to(device))
+    grouped.sync(process_group=group)
+    state = grouped.metric_state
+    means = (state["sum_ndcg"] / state["count"]).tolist()
+    out["sync process group"] = dict(zip([f"ndcg@{k}" for k in KS], means, strict=True))
+    grouped.unsync()
+    # A callable gain (another object in each process) passes the options check.
+    out["callable gain"] = _value(fed(NDCG(KS, gain=cubic_gain).to(device)).compute())
+    # compute_on_cpu (it moves list states only: NDCG's sums stay where they are).
+    on_cpu = fed(NDCG(KS, compute_on_cpu=True).to(device))
+    out["compute on cpu"] = _value(on_cpu.compute())
+    # No sync: this rank's lists only.
+    out["local"] = _value(fed(NDCG(KS, sync_on_compute=False).to(device)).compute())
+    # forward synced per step: the value of the batch over both ranks; compute() stays local.
+    stepped = NDCG(KS, dist_sync_on_step=True, sync_on_compute=False).to(device)
+    step = LIST_SPLITS["uneven"][rank][0]
+    out["step value"] = _value(stepped(preds[step], target[step], mask[step]))
+    out["step then local"] = _value(stepped.compute())
+    # A collection whose members share their state (compute groups), and per_cutoff().
+    collection = MetricCollection({"a": NDCG(1), "b": NDCG(1), "c": NDCG(5)}).to(device)
+    out["collection"] = _value(fed(collection).compute())
+    per_cutoff = NDCG(KS, confidence=0.9).per_cutoff().to(device)
+    out["per cutoff"] = _value(fed(per_cutoff).compute())
+    # Ranks built with other options raise, on every rank together, and the metric is kept.
+    unlike = fed(NDCG(5 if rank == 0 else 10).to(device))
+    unlike_count = unlike.metric_state["count"].tolist()
+    for attempt in ("unlike options", "unlike options again"):
+        try:
+            unlike.compute()
+            out[attempt] = None
+        except ValueError as error:
+            out[attempt] = str(error)
+    # Still this rank's state, unsynced: forward (which refuses a synced metric) runs.
+    out["unlike kept"] = unlike.metric_state["count"].tolist() == unlike_count
+    unlike(preds[:2], target[:2], mask[:2])
+    return out
+
+
 def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device("cpu")
@@ -156,6 +252,11 @@ def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
         for part in ROW_SPLITS["uneven"][rank]:
             retrieval.update(rows[0][part], rows[1][part], rows[2][part])
         results[f"collectives-retrieval-{confidence}"] = count_collectives(retrieval.compute)
+    custom = NDCG(KS, dist_sync_fn=gather_through_a_custom_function).to(device)
+    for part in LIST_SPLITS["uneven"][rank]:
+        custom.update(preds[part], target[part], mask[part])
+    results["collectives-ndcg-custom"] = count_collectives(custom.compute)
+    results["ndcg-sync"] = _ndcg_sync_semantics(rank, device, (preds, target, mask))
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
@@ -254,12 +355,85 @@ def test_retrieval_interval_under_ddp_equals_the_definition(
         assert result[f"retrieval-confidence-{split}"] == pytest.approx(expected, abs=1e-6)
 
 
-# NDCG keeps torchmetrics' default sync: for each state (the options key, the sums, the count
-# and, with `confidence`, the sum of squares) a barrier and two all_gathers (sizes, then values):
-# 9 collectives, 12 with the interval, and no all-reduce.
-@pytest.mark.xfail(
-    strict=True, reason="NDCG syncs by torchmetrics' gather (3 barriers, 6 all_gathers)"
+def means_of(lists: torch.Tensor, ks: Any = KS) -> dict[str, float]:
+    """The mean nDCG at each of ``ks`` of the given lists of `dataset`."""
+    preds, target, mask = dataset()
+    per_list = ndcg(preds[lists], target[lists], k=ks, mask=mask[lists]).double()
+    return dict(zip([f"ndcg@{k}" for k in ks], per_list.mean(0).tolist(), strict=True))
+
+
+def own_lists(rank: int) -> torch.Tensor:
+    """The lists rank ``rank`` updates with in the "uneven" split."""
+    return torch.cat([torch.arange(60)[part] for part in LIST_SPLITS["uneven"][rank]])
+
+
+def test_ndcg_sync_and_unsync(ranks: list[dict[str, Any]]) -> None:
+    expected = means_of(torch.arange(60))
+    for result in ranks:
+        synced = result["ndcg-sync"]
+        assert synced["synced count"] == [60, 60, 60]
+        assert synced["synced dtypes"] == ["torch.float64", "torch.int64"]
+        assert synced["count after unsync"]
+        assert synced["after unsync"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_ndcg_sync_sums_counts_exactly(ranks: list[dict[str, Any]]) -> None:
+    for result in ranks:
+        assert result["ndcg-sync"]["large count"] == [sum(LARGE_COUNTS)]
+        assert result["ndcg-sync"]["large mean"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "scenario", ["custom sync fn", "process group", "sync process group", "compute on cpu"]
 )
+def test_ndcg_sync_with_a_custom_function_a_process_group_or_compute_on_cpu(
+    ranks: list[dict[str, Any]], scenario: str
+) -> None:
+    expected = means_of(torch.arange(60))
+    for result in ranks:
+        assert result["ndcg-sync"][scenario] == pytest.approx(expected, abs=1e-6)
+
+
+def test_ndcg_with_a_callable_gain_under_ddp(ranks: list[dict[str, Any]]) -> None:
+    preds, target, mask = dataset()
+    per_list = ndcg(preds, target, k=KS, mask=mask, gain=cubic_gain).double()
+    expected = dict(zip([f"ndcg@{k}" for k in KS], per_list.mean(0).tolist(), strict=True))
+    for result in ranks:
+        assert result["ndcg-sync"]["callable gain"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_ndcg_without_sync_and_synced_per_step(ranks: list[dict[str, Any]]) -> None:
+    first = [LIST_SPLITS["uneven"][rank][0] for rank in range(WORLD_SIZE)]
+    both_steps = torch.cat([torch.arange(60)[part] for part in first])
+    for rank, result in enumerate(ranks):
+        synced = result["ndcg-sync"]
+        assert synced["local"] == pytest.approx(means_of(own_lists(rank)), abs=1e-6)
+        assert synced["step value"] == pytest.approx(means_of(both_steps), abs=1e-6)
+        own_step = torch.arange(60)[first[rank]]
+        assert synced["step then local"] == pytest.approx(means_of(own_step), abs=1e-6)
+
+
+def test_ndcg_collections_and_per_cutoff_under_ddp(ranks: list[dict[str, Any]]) -> None:
+    preds, target, mask = dataset()
+    at_1, at_5 = (means_of(torch.arange(60), [k])[f"ndcg@{k}"] for k in (1, 5))
+    interval = direct_interval(ndcg(preds, target, k=KS, mask=mask).double(), 0.9)
+    for result in ranks:
+        synced = result["ndcg-sync"]
+        assert synced["collection"] == pytest.approx({"a": at_1, "b": at_1, "c": at_5}, abs=1e-6)
+        assert synced["per cutoff"] == pytest.approx(interval, abs=1e-6)
+
+
+def test_ndcg_ranks_with_other_options_raise_together(ranks: list[dict[str, Any]]) -> None:
+    for result in ranks:
+        synced = result["ndcg-sync"]
+        for attempt in ("unlike options", "unlike options again"):
+            assert synced[attempt] is not None
+            assert "same options on every rank" in synced[attempt]
+        assert synced["unlike kept"]
+
+
+# One all-reduce of one buffer: the sums, the counts, (the sums of squares,) and the options
+# digest that checks every rank's options.
 @pytest.mark.parametrize("confidence", [None, 0.9])
 @pytest.mark.budget
 def test_ndcg_syncs_by_one_all_reduce(
@@ -271,14 +445,46 @@ def test_ndcg_syncs_by_one_all_reduce(
         assert result[f"collectives-ndcg-{confidence}"] == {"all_reduce": 1}
 
 
+@pytest.mark.budget
+def test_ndcg_with_a_custom_sync_function_keeps_torchmetrics_gather(
+    ranks: list[dict[str, Any]],
+) -> None:
+    """docs/lightning-and-ddp.md: a custom ``dist_sync_fn`` gets torchmetrics' gather of each
+    state (the options key, the sums, the count: a barrier and two all_gathers each)."""
+    for result in ranks:
+        assert result["collectives-ndcg-custom"] == {"barrier": 3, "all_gather": 6}
+
+
 @pytest.mark.parametrize("confidence", [None, 0.9])
 @pytest.mark.budget
 def test_retrieval_exchanges_rows_then_one_all_reduce_of_the_sums(
     ranks: list[dict[str, Any]], confidence: float | None
 ) -> None:
-    """docs/getting-started.md: rows exchanged (``all_to_all_single``: the counts, the score and
-    label pairs, the ids), "then one all-reduce of the sums"; one more all-reduce, of a flag,
-    makes a query's error raise on every rank together (docs: "on every rank together")."""
+    """docs/getting-started.md: rows exchanged ("3 ``all_to_all_single``: counts, scores and
+    labels, ids"), "then one all-reduce of an error flag (an error raises on every rank
+    together) and one all-reduce of the sums"."""
     for result in ranks:
         counts = result[f"collectives-retrieval-{confidence}"]
         assert counts == {"all_to_all_single": 3, "all_reduce": 2}
+
+
+@pytest.mark.budget
+def test_ndcg_sync_reads_nothing_back_on_an_accelerator(accelerator_paths: None) -> None:
+    """The CPU taking an accelerator's paths: the sync's options check is a device-side
+    assertion, and nothing of the sync is read back (a one-rank gloo group, in this process)."""
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    preds, target, mask = dataset()
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        metric = NDCG(KS, confidence=0.9)
+        metric.update(preds, target, mask)
+        with count_host_reads() as reads:
+            metric.sync()
+        assert reads == []
+        assert metric.metric_state["count"].tolist() == [60, 60, 60]
+        metric.unsync()
+    finally:
+        dist.destroy_process_group()

@@ -10,7 +10,11 @@ order, which is the row order that ``ties="first"`` documents.
 `PartitionedRows` is that protocol for a torchmetrics metric storing rows: its sync exchanges
 the rows (instead of gathering every row to every rank), its ``compute`` scores this rank's
 queries and finishes with one sum all-reduce or a gather of the per-query values, and an error
-on one rank is raised on every rank together, so that no rank waits alone.
+on one rank is raised on every rank together (one more all-reduce, of a flag), so that no rank
+waits alone.
+
+`sum_states_over_ranks` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all
+its states and its options' digest in one all-reduce.
 """
 
 from __future__ import annotations
@@ -78,6 +82,42 @@ def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     """``tensor`` summed over the ranks of ``group`` (in place, returned)."""
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     return tensor
+
+
+def sum_states_over_ranks(
+    states: Sequence[Tensor], key: Tensor, group: Any | None
+) -> tuple[list[Tensor], Tensor]:
+    """Each state summed over the ranks of ``group``, and whether ``key`` is the same on all.
+
+    One all-reduce of one buffer in the first state's dtype (float64 for `torch_ndcg.NDCG`'s
+    sums): integer states (counts) travel in it and come back in their own dtype, exact while
+    the totals stay below 2**53. Beside them go the bytes ``b`` of ``key`` and their squares:
+    over ``n`` ranks the sums ``S`` of ``b`` and ``Q`` of ``b**2`` satisfy ``n * Q == S**2``
+    exactly when every rank holds the same byte (Cauchy-Schwarz), and these integers are exact
+    in the buffer, so every rank reaches the same verdict from the same sums, with no other
+    collective and nothing read back here.
+
+    Args:
+        states: the tensors to sum (any shapes, one device); each rank passes the same shapes.
+        key: uint8 bytes to compare across ranks (the options' digest).
+        group: the process group (``None``: the default group).
+
+    Returns:
+        The summed states (new tensors, in the states' dtypes and shapes) and a bool scalar
+        tensor: ``key`` is equal on every rank.
+    """
+    dtype = states[0].dtype
+    key = key.reshape(-1).to(dtype)
+    parts = [key, key * key, *(state.reshape(-1).to(dtype) for state in states)]
+    buffer = all_reduce_sum(torch.cat(parts), group)
+    sizes = [part.numel() for part in parts]
+    key_sum, key_squares, *summed = torch.split(buffer, sizes)
+    same = (world_size(group) * key_squares == key_sum * key_sum).all()
+    reduced = [
+        total.reshape(state.shape).to(state.dtype)
+        for total, state in zip(summed, states, strict=True)
+    ]
+    return reduced, same
 
 
 class PartitionedRows(Metric):

@@ -16,10 +16,11 @@ from typing import Any, TypeAlias, TypedDict
 import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
+from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _validation
-from torch_ndcg._distributed import PartitionedRows
+from torch_ndcg._distributed import PartitionedRows, sum_states_over_ranks
 from torch_ndcg._options import (
     Discount,
     EmptyTargetAction,
@@ -283,7 +284,8 @@ class NDCGMetricBase(Metric):
         return torch.tensor(key, dtype=torch.uint8, device=self.device)
 
     def _add_options_state(self) -> None:
-        # "max" keeps the (equal) keys of all ranks; it holds no data.
+        # It holds no data: "max" keeps the (equal) keys of all ranks where torchmetrics' gather
+        # syncs the states (`RetrievalNDCG`'s custom `dist_sync_fn`, `NDCG`'s custom one).
         self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
 
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
@@ -449,11 +451,14 @@ class NDCGMetricBase(Metric):
 class CountedMean(NDCGMetricBase):
     """A mean of per-list values in constant-size states, with its normal interval.
 
-    The states: a float64 running sum per cut-off (``sum_ndcg``), a list count (``count``)
-    and, with ``confidence``, the sum of squares (``sum_sq_ndcg``); all three are summed over
-    the ranks under DDP (torchmetrics' gather of these fixed-size states), exact whatever the
-    split of batches across ranks.
-    `torch_ndcg.NDCG` is this state over the values of `torch_ndcg.ndcg`.
+    The states: a float64 running sum per cut-off (``sum_ndcg``), an int64 list count per
+    cut-off (``count``) and, with ``confidence``, the float64 sum of squares
+    (``sum_sq_ndcg``). Under DDP (torchmetrics' default ``dist_sync_fn``) `_sync_dist` sums
+    them all by one all-reduce of one float64 buffer (counts exact up to 2**53 lists), which
+    also carries the bytes of ``options_key`` that digest the named options, so that ranks
+    built with other options raise, all together, instead of adding unlike sums. Exact whatever
+    the split of batches across ranks. `torch_ndcg.NDCG` is this state over the values of
+    `torch_ndcg.ndcg`.
     """
 
     sum_ndcg: Tensor
@@ -467,6 +472,39 @@ class CountedMean(NDCGMetricBase):
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
         if self.options.confidence is not None:  # the interval's one more constant-size state
             self.add_state("sum_sq_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def _summed_states(self) -> list[str]:
+        """The names of the states summed over the ranks, in the order of the sync's buffer."""
+        interval = ["sum_sq_ndcg"] if self.options.confidence is not None else []
+        return ["sum_ndcg", "count", *interval]
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Any | None = None,
+    ) -> None:
+        """Sum the states over the ranks by one all-reduce (see the class).
+
+        With torchmetrics' default ``dist_sync_fn``: the sums, the counts and bytes 0-3 of
+        ``options_key`` (the named options; bytes 4-7, a callable's identity, differ between
+        processes) in one buffer, one sum all-reduce, and the states replaced by the totals
+        (``unsync`` restores this rank's from torchmetrics' cache). ``options_key`` stays this
+        rank's: equal on every rank, or the sync raises on every rank (``ValueError`` on the
+        CPU, a device-side assertion on an accelerator, where nothing is read back). A custom
+        ``dist_sync_fn`` gets torchmetrics' gather of each state, reduced by its
+        ``dist_reduce_fx`` (sums, and the largest key), without the options check.
+        """
+        if dist_sync_fn is not gather_all_tensors:
+            super()._sync_dist(dist_sync_fn, process_group)
+            return
+        group = process_group or self.process_group  # as torchmetrics chooses it
+        names = self._summed_states()
+        summed, same = sum_states_over_ranks(
+            [getattr(self, name) for name in names], self.options_key[:4], group
+        )
+        _validation.check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
+        for name, total in zip(names, summed, strict=True):
+            setattr(self, name, total)
 
     def _state_options(self) -> tuple[Any, ...]:
         opt = self.options

@@ -1060,6 +1060,29 @@ def check_device(preds: Tensor, device: torch.device) -> None:
         )
 
 
+def check_same_options_on_every_rank(same: Tensor, owner: str, key: Tensor) -> None:
+    """Raise where ``same`` (a bool scalar tensor from a sync) says that ranks differ.
+
+    Every rank gets the same ``same`` from the same all-reduce: all raise together. On the CPU
+    a read-back and a ``ValueError``; on an accelerator a device-side assertion (no read-back).
+    ``key`` is this rank's options digest, named in the CPU message.
+    """
+    advice = (
+        f"build `{owner}` with the same `k`, `confidence`, gain, discount, `ties`, "
+        "`empty_target_action` and `ignore_index` on every rank."
+    )
+    if not _host.may_read_back(same.device):
+        assert_on_device(
+            same, f"Expected the same options on every rank, but they differ: {advice}"
+        )
+        return
+    if not bool(same):
+        raise ValueError(
+            "Expected the same options on every rank, but this rank's `options_key` "
+            f"{key.tolist()} differs from another rank's: {advice}"
+        )
+
+
 def check_rows(
     preds: Tensor,
     target: Tensor,

@@ -61,10 +61,15 @@ class NDCG(CountedMean, Generic[ResultT]):
 
     Each ``update`` scores its lists with `torch_ndcg.ndcg` and adds them to a float64
     running sum per cut-off and a list count: the state has a constant size, and under DDP it is
-    summed over the ranks (torchmetrics' gather of the fixed-size states), exact whatever the
-    split of batches across ranks (also for ranks with fewer updates or none). Lists with no
-    relevant item count as 0 (``"neg"``), 1 (``"pos"``), are left out of the mean
-    (``"skip"``) or raise (``"error"``); lists made only of padding (``mask`` /
+    synchronised by one sum all-reduce of one float64 buffer (counts exact up to 2**53 lists),
+    exact whatever the split of batches across ranks (also for ranks with fewer updates or
+    none). The buffer also carries a digest of the named options: ranks built with other
+    options raise ``ValueError`` together (on an accelerator a device-side assertion; nothing is
+    read back). Every rank must build the metric with the same ``k`` and ``confidence``. A
+    custom ``dist_sync_fn`` gets torchmetrics' gather of each state instead, unchecked.
+
+    Lists with no relevant item count as 0 (``"neg"``), 1 (``"pos"``), are left out of the
+    mean (``"skip"``) or raise (``"error"``); lists made only of padding (``mask`` /
     ``ignore_index``) are not counted at all.
 
     Note:
@@ -74,8 +79,9 @@ class NDCG(CountedMean, Generic[ResultT]):
     Args:
         k: an int, a sequence of ints, or ``None`` (whole list).
         confidence: coverage of the normal-approximation interval of the mean (e.g. 0.95):
-            one more constant-size state (the sum of squares, summed over the ranks under DDP), and
-            the result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
+            one more constant-size state (the sum of squares, in the same all-reduce under
+            DDP), and the
+            result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
             per cut-off; NaN bounds below two lists. ``None``: no interval.
         **options: the keyword arguments below, each with its default, and those of
             `torchmetrics.Metric` (``sync_on_compute``, ...), passed on to it.
@@ -268,10 +274,12 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
     queries. Rows whose label equals ``ignore_index`` are dropped.
 
     Under DDP, ``compute`` does not gather every row to every rank: the rows are exchanged so
-    that query ``q`` lands on rank ``q mod world`` (``all_to_all_single``), each rank scores
-    its own queries, and one sum all-reduce (``"mean"``) or a gather of the per-query values
-    (the other aggregations and ``"none"``, so every rank still gets every query's value)
-    finishes: per-rank memory and work fall as ``1 / world``. A custom ``dist_sync_fn`` gets
+    that query ``q`` lands on rank ``q mod world`` (three ``all_to_all_single``: the row
+    counts, the score and label pairs, the ids), each rank scores its own queries, one
+    all-reduce of an error flag lets an error raise on every rank together, and one sum
+    all-reduce (``"mean"``) or a gather of the per-query values (the other aggregations and
+    ``"none"``, so every rank still gets every query's value) finishes: per-rank memory and
+    work fall as ``1 / world``. A custom ``dist_sync_fn`` gets
     torchmetrics' gather of the rows instead; ``sync_on_compute=False`` gives each rank the
     value of its own rows. An error (``"error"``, an overflowing query) is raised on every
     rank together.
@@ -293,7 +301,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
             per-query values.
         confidence: coverage of an interval of the aggregate (e.g. 0.95), reported beside it
             as ``"ndcg@k_low"`` and ``"ndcg@k_high"``. ``"mean"``: the normal-approximation
-            interval from the sum, count and sum of squares (summed over the ranks under DDP).
+            interval from the sum, count and sum of squares (the all-reduce of the sums
+            under DDP).
             ``"median"``, ``"min"``, ``"max"`` or a callable: a percentile bootstrap over the
             queries (`bootstrap_resamples` resamples of the per-query values, drawn by a
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
@@ -429,7 +438,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        `torch_ndcg._distributed.PartitionedRows`): it scores them, and an all-reduce of the sums
+        `torch_ndcg._distributed.PartitionedRows`): it scores them, one all-reduce of an
+        error flag raises an error on every rank together, and one all-reduce of the sums
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.
         """
