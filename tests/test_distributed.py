@@ -198,7 +198,34 @@ def _ndcg_sync_semantics(
     return out
 
 
-def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
+def built_in_the_parent() -> dict[str, Any]:
+    """Metrics built before the workers start, passed to them as Lightning's ``ddp_spawn`` does.
+
+    ``torch.multiprocessing`` pickles a CPU tensor into shared memory (Lightning's ddp_spawn
+    gives each worker private copies of a module's parameters and buffers only), so each worker
+    must not keep adding to state tensors that the other workers share.
+    """
+    return {
+        "interval": NDCG(KS, confidence=0.9),
+        "own": NDCG(KS, sync_on_compute=False),
+        "retrieval": RetrievalNDCG(KS),
+    }
+
+
+def _from_the_parent(rank: int, device: torch.device, parent: dict[str, Any]) -> dict[str, Any]:
+    """The metrics of `built_in_the_parent` fed this rank's "uneven" updates, then computed."""
+    preds, target, mask = (tensor.to(device) for tensor in dataset())
+    rows = tuple(tensor.to(device) for tensor in flat_rows())
+    for part in LIST_SPLITS["uneven"][rank]:
+        parent["interval"].to(device).update(preds[part], target[part], mask[part])
+        parent["own"].to(device).update(preds[part], target[part], mask[part])
+    for part in ROW_SPLITS["uneven"][rank]:
+        parent["retrieval"].to(device).update(rows[0][part], rows[1][part], rows[2][part])
+    dist.barrier()  # every rank's updates made before any rank reads its state
+    return {name: _value(metric.compute()) for name, metric in parent.items()}
+
+
+def _worker(rank: int, port: int, out_dir: str, backend: str, parent: dict[str, Any]) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device("cpu")
     if backend == "nccl":
@@ -257,6 +284,7 @@ def _worker(rank: int, port: int, out_dir: str, backend: str) -> None:
         custom.update(preds[part], target[part], mask[part])
     results["collectives-ndcg-custom"] = count_collectives(custom.compute)
     results["ndcg-sync"] = _ndcg_sync_semantics(rank, device, (preds, target, mask))
+    results["from the parent"] = _from_the_parent(rank, device, parent)
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
@@ -275,7 +303,7 @@ def ranks(
     if backend == "nccl" and not (dist.is_nccl_available() and torch.cuda.device_count() >= 2):
         pytest.skip("NCCL needs 2 CUDA devices")
     out_dir = tmp_path_factory.mktemp(f"ddp-{backend}")
-    return run_ranks(_worker, WORLD_SIZE, out_dir, backend)
+    return run_ranks(_worker, WORLD_SIZE, out_dir, backend, built_in_the_parent())
 
 
 def test_workers_import_this_checkout(ranks: list[dict[str, Any]]) -> None:
@@ -375,6 +403,17 @@ def test_ndcg_sync_and_unsync(ranks: list[dict[str, Any]]) -> None:
         assert synced["synced dtypes"] == ["torch.float64", "torch.int64"]
         assert synced["count after unsync"]
         assert synced["after unsync"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_metrics_built_before_the_workers_start(ranks: list[dict[str, Any]]) -> None:
+    """Each worker's states are its own, also when the metric came from the parent process."""
+    preds, target, mask = dataset()
+    interval = direct_interval(ndcg(preds, target, k=KS, mask=mask).double(), 0.9)
+    for rank, result in enumerate(ranks):
+        got = result["from the parent"]
+        assert got["interval"] == pytest.approx(interval, abs=1e-6)
+        assert got["own"] == pytest.approx(means_of(own_lists(rank)), abs=1e-6)
+        assert got["retrieval"] == pytest.approx(means_of(torch.arange(60)), abs=1e-6)
 
 
 def test_ndcg_sync_sums_counts_exactly(ranks: list[dict[str, Any]]) -> None:

@@ -267,6 +267,22 @@ class NDCGMetricBase(Metric):
         else:
             super().__setattr__(name, value)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle (torchmetrics' restore), each tensor state then a copy of this process's own.
+
+        ``torch.multiprocessing`` pickles a CPU tensor by moving it to shared memory: a metric
+        passed to spawned processes (Lightning's ``ddp_spawn`` passes the whole module, and
+        makes private copies of its parameters and buffers only) would otherwise give every
+        worker the same state tensors, each worker adding its lists in place to the others'
+        (the sums of all ranks, read at whatever moment each rank syncs, then summed again).
+        A shared tensor state is copied; a list state is never written in place.
+        """
+        super().__setstate__(state)
+        for name in self._defaults:
+            value = getattr(self, name)
+            if isinstance(value, Tensor) and value.untyped_storage().is_shared():
+                setattr(self, name, value.clone())
+
     def _state_options(self) -> tuple[Any, ...]:
         """The options (and dtypes) that shape the states: equal for metrics that may share them."""
         raise NotImplementedError
