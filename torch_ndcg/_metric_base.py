@@ -248,8 +248,8 @@ class NDCGMetricBase(Metric):
     # checks cost a few microseconds an update) is passed by.
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
 
-    def __init__(self, options: dict[str, Any], metric_kwargs: dict[str, Any]) -> None:
-        """Our keyword arguments ``options`` (those of `MetricOptions`) and torchmetrics'.
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
+        """Our options (the arguments of `MetricOptions`, in order) and torchmetrics' keywords.
 
         torchmetrics' are checked first (other libraries' names get a pointer to ours), then
         ours, into the `MetricOptions`.
@@ -258,7 +258,7 @@ class NDCGMetricBase(Metric):
             type(self).__name__, metric_kwargs, _validation.METRIC_PORTED_NAMES
         )
         super().__init__(**metric_kwargs)
-        self.options = MetricOptions(**options)
+        self.options = MetricOptions(*options)
         self._add_options_state()
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -457,7 +457,7 @@ class CountedMean(NDCGMetricBase):
     count: Tensor
     sum_sq_ndcg: Tensor
 
-    def __init__(self, options: dict[str, Any], metric_kwargs: dict[str, Any]) -> None:
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
         super().__init__(options, metric_kwargs)
         n = self.options.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
@@ -561,7 +561,7 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
     bootstrap_resamples: int
     bootstrap_seed: int
 
-    def __init__(self, options: dict[str, Any], metric_kwargs: dict[str, Any]) -> None:
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
         super().__init__(options, metric_kwargs)
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")

@@ -167,17 +167,8 @@ class NDCG(CountedMean, Generic[ResultT]):
         validate_args: bool = True,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = {
-            "k": k,
-            "confidence": confidence,
-            "gain": gain,
-            "discount": discount,
-            "ties": ties,
-            "empty_target_action": empty_target_action,
-            "ignore_index": ignore_index,
-            "validate_args": validate_args,
-        }
-        super().__init__(options, dict(kwargs))
+        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+        super().__init__((*options, confidence), dict(kwargs))
 
     def update(
         self,
@@ -496,17 +487,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         bootstrap_seed: int = 0,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = {
-            "k": k,
-            "confidence": confidence,
-            "gain": gain,
-            "discount": discount,
-            "ties": ties,
-            "empty_target_action": empty_target_action,
-            "ignore_index": ignore_index,
-            "validate_args": validate_args,
-        }
-        super().__init__(options, dict(kwargs))
+        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+        super().__init__((*options, confidence), dict(kwargs))
         _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
         self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples
