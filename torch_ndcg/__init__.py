@@ -1,6 +1,6 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
-from torch_ndcg import _signatures, functional
+from torch_ndcg import functional
 from torch_ndcg._unbiased import UnbiasedLambdaRankLoss
 from torch_ndcg.functional import *  # noqa: F403 (its `__all__`, re-exported below)
 from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
@@ -19,6 +19,3 @@ __all__ = [
     "__version__",
 ]
 __all__ += functional.__all__
-
-# `help()` and `inspect.signature` show every keyword with its default (not `**options`).
-_signatures.spell_out_keywords(globals()[name] for name in __all__ if name != "__version__")

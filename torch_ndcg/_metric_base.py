@@ -25,12 +25,10 @@ from torch_ndcg._options import (
     Discount,
     EmptyTargetAction,
     Gain,
-    ListKeywords,
     Ties,
     accumulate_dtype,
     as_dtype,
     compute_dtype,
-    keyword_defaults,
 )
 from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
 from torch_ndcg.functional._significance import (
@@ -40,12 +38,14 @@ from torch_ndcg.functional._significance import (
 )
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
-# The keywords of the metrics that are ours, with their defaults; the others are torchmetrics'.
-_OURS = keyword_defaults(ListKeywords)
 
 
 class MetricKeywords(TypedDict, total=False):
-    """The keywords torchmetrics' `Metric` takes (1.9), passed on as they are."""
+    """The keywords torchmetrics' `Metric` takes (1.9), passed on as they are.
+
+    Not ours: the metrics take them as ``**kwargs: Unpack[MetricKeywords]`` (so a type checker
+    flags a misspelt one) and hand them to ``Metric.__init__``.
+    """
 
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -248,17 +248,17 @@ class NDCGMetricBase(Metric):
     # checks cost a few microseconds an update) is passed by.
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
 
-    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
-        """Split the keywords ``options``: ours (`ListKeywords`) and torchmetrics' (the rest).
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
+        """Our options (the arguments of `MetricOptions`, in order) and torchmetrics' keywords.
 
         torchmetrics' are checked first (other libraries' names get a pointer to ours), then
-        ours, with the defaults of those not given, into the `MetricOptions`.
+        ours, into the `MetricOptions`.
         """
-        metric_kwargs = {name: value for name, value in options.items() if name not in _OURS}
-        self._reject_ported_names(type(self).__name__, metric_kwargs)
+        _validation.reject_ported_names(
+            type(self).__name__, metric_kwargs, _validation.METRIC_PORTED_NAMES
+        )
         super().__init__(**metric_kwargs)
-        ours = {**_OURS, **{name: value for name, value in options.items() if name in _OURS}}
-        self.options = MetricOptions(k, confidence=confidence, **ours)
+        self.options = MetricOptions(*options)
         self._add_options_state()
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -393,14 +393,6 @@ class NDCGMetricBase(Metric):
         """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
         return compute_dtype(self.dtype)
 
-    @staticmethod
-    def _reject_ported_names(owner: str, metric_kwargs: dict[str, Any]) -> None:
-        """Point other libraries' names (``top_k``, ...) to ours; torchmetrics checks the rest."""
-        ported = _validation.METRIC_PORTED_NAMES
-        _validation.reject_ported_names(
-            owner, {name: value for name, value in metric_kwargs.items() if name in ported}, ported
-        )
-
     def per_cutoff(
         self, *, prefix: str | None = None, postfix: str | None = None
     ) -> MetricCollection:
@@ -481,8 +473,8 @@ class CountedMean(NDCGMetricBase):
     count: Tensor
     sum_sq_ndcg: Tensor
 
-    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
-        super().__init__(k, confidence, options)
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
+        super().__init__(options, metric_kwargs)
         n = self.options.n_cutoffs
         self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
@@ -585,8 +577,8 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
     bootstrap_resamples: int
     bootstrap_seed: int
 
-    def __init__(self, k: Any, confidence: Any, options: dict[str, Any]) -> None:
-        super().__init__(k, confidence, options)
+    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
+        super().__init__(options, metric_kwargs)
         self.add_state("preds", [], dist_reduce_fx="cat")
         self.add_state("target", [], dist_reduce_fx="cat")
         self.add_state("indexes", [], dist_reduce_fx="cat")

@@ -1,16 +1,13 @@
 """Unbiased LambdaRank (Hu et al., WWW 2019): LambdaRank on clicks, debiased by position."""
 
-from __future__ import annotations
-
 import math
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from typing_extensions import Unpack
 
 from torch_ndcg import _clicks, _fast_paths, _kernels, _validation
-from torch_ndcg._options import LambdaRankOptions, UnbiasedKeywords, keyword_defaults
+from torch_ndcg._options import Discount, Gain, LambdaRankOptions, Reduction
 from torch_ndcg.functional._losses import (
     LAMBDARANK,
     _LossInput,
@@ -86,8 +83,6 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     Args:
         num_positions: number of display positions learnt, a positive int; ``positions``
             must be below it.
-        **options: the keyword arguments below, each with its default. A name from another
-            library raises ``TypeError`` naming ours.
 
     Keyword Args:
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
@@ -100,6 +95,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         sigma, gain, discount, reduction, ignore_index, validate_args: as `LambdaRankLoss`
             (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click on an
             item shown, and ``ignore_index`` a click value).
+
+    A keyword name from another library (``top_k``, ``padded_value_indicator``, ...) raises
+    ``TypeError`` naming ours.
 
     Example:
         >>> import torch
@@ -131,17 +129,27 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     t_minus: Tensor
     statistics: Tensor
 
-    def __init__(self, *, num_positions: int, **options: Unpack[UnbiasedKeywords]) -> None:
-        given = _validation.keyword_options(
-            "UnbiasedLambdaRankLoss",
-            options,
-            keyword_defaults(UnbiasedKeywords),
-            _validation.UNBIASED_PORTED_NAMES,
-        )
+    @_validation.names_ported_keywords(_validation.UNBIASED_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        num_positions: int,
+        k: int | None = None,
+        sigma: float = 1.0,
+        bias_norm: float = 2.0,
+        momentum: float = 0.9,
+        match_exposure: bool = True,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
         num_positions = _validation.check_positive_int("num_positions", num_positions)
-        bias_norm, momentum = given.pop("bias_norm"), given.pop("momentum")
-        match_exposure = given.pop("match_exposure")
-        super().__init__(weighting="lambdarank", mu=0.0, **given)
+        options = _validation.check_lambdarank_options(
+            k, sigma, "lambdarank", 0.0, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)
         self.bias_norm = bias_norm  # checked by its setter, as when set later
         self.momentum = momentum
         if not isinstance(match_exposure, bool):

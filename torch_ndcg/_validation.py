@@ -11,6 +11,7 @@ they read no value. ``validate_args=False`` skips only the checks that read valu
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import numbers
 import os
@@ -27,7 +28,6 @@ from torch_ndcg import _fast_paths, _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
-    DEFAULTS,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
@@ -736,8 +736,8 @@ def check_lambdarank_options(
 
 
 def check_approx_options(
-    temperature: Any,
     k: Any,
+    temperature: Any,
     gain: Any,
     discount: Any,
     reduction: Any,
@@ -751,8 +751,8 @@ def check_approx_options(
 
 
 def check_neural_options(
-    temperature: Any,
     k: Any,
+    temperature: Any,
     max_iter: Any,
     tol: Any,
     gain: Any,
@@ -875,63 +875,63 @@ UNBIASED_PORTED_NAMES = {
 }
 
 
-def reject_ported_names(owner: str, arguments: dict[str, Any], ported: dict[str, str]) -> None:
-    """Raise ``TypeError`` for keyword ``arguments`` that ``owner`` does not take.
+def unexpected_keyword(owner: str, name: str, ported: Mapping[str, str]) -> TypeError:
+    """The error for keyword ``name``, which ``owner`` does not take.
 
-    Names of other libraries that ``owner`` has an equivalent for (``ported``: one of
-    `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`,
-    `APPROX_PORTED_NAMES`) get a pointer to it. The public functions and losses take their
-    keywords as ``**options: Unpack[...Keywords]``: a type checker flags any extra keyword,
-    and this (through `keyword_options`) turns it into an error that says what to write
-    instead.
+    A name of another library that ``owner`` has an equivalent for (``ported``: one of
+    `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`, ...) gets a pointer to it.
     """
-    if not arguments:
-        return
-    name = next(iter(arguments))
     if name in ported:
-        raise TypeError(
+        return TypeError(
             f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
         )
-    raise TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
+    return TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
 
 
-def keyword_options(
-    owner: str, given: Mapping[str, Any], defaults: dict[str, Any], ported: dict[str, str]
-) -> dict[str, Any]:
-    """``owner``'s keyword arguments ``given``, and the ``defaults`` of those not given.
+def reject_ported_names(owner: str, arguments: Mapping[str, Any], ported: dict[str, str]) -> None:
+    """Raise `unexpected_keyword` for the first of ``arguments`` that is in ``ported``.
 
-    ``defaults`` holds every keyword ``owner`` takes (`torch_ndcg._options.keyword_defaults`);
-    another raises as `reject_ported_names` says. The public functions and modules take their
-    options as ``**options: Unpack[...Keywords]``: this is where those keywords meet their
-    defaults, before they are checked.
+    For the metrics, whose other keywords go on to torchmetrics' ``Metric``.
     """
-    if not given.keys() <= defaults.keys():
-        unknown = {name: value for name, value in given.items() if name not in defaults}
-        reject_ported_names(owner, unknown, ported)
-    return {**defaults, **given}
+    for name in arguments:
+        if name in ported:
+            raise unexpected_keyword(owner, name, ported)
 
 
-def list_options(
-    owner: str,
-    given: Mapping[str, Any],
-    defaults: dict[str, Any],
-    ported: dict[str, str] = METRIC_PORTED_NAMES,
-) -> ListOptions:
-    """The checked `ListOptions` of ``owner``'s keywords ``given`` (see `keyword_options`).
+_Result = TypeVar("_Result")
 
-    Options that ``owner`` does not take (``empty_target_action`` for `dcg`, ``ignore_index``
-    for `catalog_ndcg`) keep their `DEFAULTS`.
+
+def names_ported_keywords(
+    ported: Mapping[str, str],
+) -> Callable[[Callable[_Options, _Result]], Callable[_Options, _Result]]:
+    """Decorate a public function or ``__init__`` so that a keyword it lacks raises ours.
+
+    Python's own ``TypeError`` for an unexpected keyword becomes `unexpected_keyword`'s, which
+    names the owner (the function, or the class of ``self``) and, for a name of another
+    library, ours. Nothing is done before the call: a ``TypeError`` from the call is looked at
+    only when it is raised, and only where a keyword given is none of the parameters (then it
+    is Python's, raised before the body ran); any other is raised as it is.
+    `functools.wraps` keeps the function's signature for ``inspect.signature`` and ``help()``.
     """
-    options = {**DEFAULTS, **keyword_options(owner, given, defaults, ported)}
-    return check_list_options(
-        options["k"],
-        options["gain"],
-        options["discount"],
-        options["ties"],
-        options["empty_target_action"],
-        options["ignore_index"],
-        options["validate_args"],
-    )
+
+    def decorate(function: Callable[_Options, _Result]) -> Callable[_Options, _Result]:
+        parameters = inspect.signature(function).parameters
+        is_init = function.__name__ == "__init__"
+
+        @functools.wraps(function)
+        def checked(*args: _Options.args, **kwargs: _Options.kwargs) -> _Result:
+            try:
+                return function(*args, **kwargs)
+            except TypeError:
+                unknown = [name for name in kwargs if name not in parameters]
+                if not unknown:
+                    raise
+                owner = type(args[0]).__name__ if is_init else function.__qualname__
+                raise unexpected_keyword(owner, unknown[0], ported) from None
+
+        return checked
+
+    return decorate
 
 
 # --- Intervals and paired tests ------------------------------------------------------------------

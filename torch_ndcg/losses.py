@@ -1,14 +1,12 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
-from __future__ import annotations
-
 from dataclasses import fields
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
-from typing_extensions import Unpack
 
-from torch_ndcg._options import ApproxKeywords, LambdaRankKeywords, LossOptions, NeuralKeywords
+from torch_ndcg import _validation
+from torch_ndcg._options import Discount, Gain, LossOptions, Reduction, Weighting
 from torch_ndcg.functional._losses import APPROX, LAMBDARANK, NEURAL, Loss
 
 __all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss"]
@@ -20,10 +18,10 @@ def _option(name: str) -> Any:
     Setting it checks the new value (with the others) into new options, as ``__init__`` did.
     """
 
-    def get(self: _RankingLoss) -> Any:
+    def get(self: "_RankingLoss") -> Any:
         return getattr(self.options, name)
 
-    def set_(self: _RankingLoss, value: Any) -> None:
+    def set_(self: "_RankingLoss", value: Any) -> None:
         given = {field.name: getattr(self.options, field.name) for field in fields(self.options)}
         self.options = self._loss.check(**{**given, name: value})
 
@@ -34,8 +32,8 @@ class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
     Subclasses name their function's `torch_ndcg.functional._losses.Loss` (``_loss``: its
-    keywords, checker and unchecked core) and the hyper-parameters ``repr`` shows
-    (``_shown``); their ``__init__`` only types the keywords (``Unpack``) for type checkers.
+    checker and unchecked core) and the hyper-parameters ``repr`` shows (``_shown``); their
+    ``__init__`` takes the keywords, with their defaults, and checks them into ``options``.
     """
 
     options: LossOptions
@@ -49,9 +47,9 @@ class _RankingLoss(nn.Module):
     ignore_index = _option("ignore_index")
     validate_args = _option("validate_args")
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, options: LossOptions) -> None:
         super().__init__()
-        self.options = self._loss.options(type(self).__name__, options)
+        self.options = options
 
     # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
     def forward(
@@ -127,8 +125,24 @@ class LambdaRankLoss(_RankingLoss):
     weighting = _option("weighting")
     mu = _option("mu")
 
-    def __init__(self, **options: Unpack[LambdaRankKeywords]) -> None:
-        super().__init__(**options)
+    @_validation.names_ported_keywords(_validation.LAMBDARANK_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        k: int | None = None,
+        sigma: float = 1.0,
+        weighting: Weighting = "lambdarank",
+        mu: float = 10.0,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        options = _validation.check_lambdarank_options(
+            k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -162,8 +176,22 @@ class ApproxNDCGLoss(_RankingLoss):
     _shown = ("temperature", "k")
     temperature = _option("temperature")
 
-    def __init__(self, **options: Unpack[ApproxKeywords]) -> None:
-        super().__init__(**options)
+    @_validation.names_ported_keywords(_validation.APPROX_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        k: int | None = None,
+        temperature: float = 1.0,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        options = _validation.check_approx_options(
+            k, temperature, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)
 
 
 class NeuralNDCGLoss(_RankingLoss):
@@ -205,5 +233,21 @@ class NeuralNDCGLoss(_RankingLoss):
     max_iter = _option("max_iter")
     tol = _option("tol")
 
-    def __init__(self, **options: Unpack[NeuralKeywords]) -> None:
-        super().__init__(**options)
+    @_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        k: int | None = None,
+        temperature: float = 1.0,
+        max_iter: int = 50,
+        tol: float = 1e-6,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        options = _validation.check_neural_options(
+            k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)

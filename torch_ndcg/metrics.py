@@ -15,11 +15,13 @@ from typing_extensions import TypeVar, Unpack
 from torch_ndcg import _small_batch, _validation
 from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
 from torch_ndcg._options import (
-    DEFAULTS,
     Aggregated,
     Aggregation,
-    ListKeywords,
-    StreamingKeywords,
+    Discount,
+    EmptyTargetAction,
+    Gain,
+    ScoreFn,
+    Ties,
 )
 from torch_ndcg.functional import _catalog
 from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
@@ -29,24 +31,6 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 #: What ``compute()`` returns, fixed by the constructor's arguments (see the overloads); a bare
 #: ``NDCG`` annotation leaves it open (``Any``).
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
-
-
-class _Options(MetricKeywords, ListKeywords, total=False):
-    """The keywords of both metrics that do not change the type of ``compute()``.
-
-    The overloads of ``__init__`` differ only in ``k``, ``confidence`` and ``aggregation``;
-    they and the implementation take the rest as ``**options: Unpack[_Options]``: ours
-    (`ListKeywords`, defaults in `torch_ndcg._options.DEFAULTS`, stated in the docstrings) and
-    torchmetrics' (`MetricKeywords`), so the type checker sees every keyword with its type
-    while the list is written once.
-    """
-
-
-class _RetrievalOptions(_Options, total=False):
-    """`_Options` and the bootstrap's keywords of `RetrievalNDCG`."""
-
-    bootstrap_resamples: int
-    bootstrap_seed: int
 
 
 class NDCG(CountedMean, Generic[ResultT]):
@@ -83,8 +67,8 @@ class NDCG(CountedMean, Generic[ResultT]):
             DDP), and the
             result becomes a dict with ``"ndcg@k"``, ``"ndcg@k_low"`` and ``"ndcg@k_high"``
             per cut-off; NaN bounds below two lists. ``None``: no interval.
-        **options: the keyword arguments below, each with its default, and those of
-            `torchmetrics.Metric` (``sync_on_compute``, ...), passed on to it.
+        **kwargs: the keyword arguments of `torchmetrics.Metric` (``sync_on_compute``, ...),
+            passed on to it.
 
     Keyword Args:
         gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` or an element-wise
@@ -131,7 +115,13 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: int | None = None,
         *,
         confidence: None = None,
-        **options: Unpack[_Options],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -140,7 +130,13 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: Sequence[int],
         *,
         confidence: float | None = None,
-        **options: Unpack[_Options],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -149,7 +145,13 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: int | None = None,
         *,
         confidence: float,
-        **options: Unpack[_Options],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     def __init__(
@@ -157,9 +159,16 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: int | Sequence[int] | None = None,
         *,
         confidence: float | None = None,
-        **options: Unpack[_Options],
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        ties: Ties = "average",
+        empty_target_action: EmptyTargetAction = "neg",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        super().__init__(k, confidence, dict(options))
+        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+        super().__init__((*options, confidence), dict(kwargs))
 
     def update(
         self,
@@ -206,18 +215,25 @@ class NDCG(CountedMean, Generic[ResultT]):
             values = _ndcg_of_lists(lists, opt.lists)
             self._add_values(values, lists.mask)
 
+    @_validation.names_ported_keywords({})
     def update_catalog(
         self,
         queries: Tensor,
         items: Tensor,
         relevant: Tensor,
-        **streaming: Unpack[StreamingKeywords],
+        *,
+        exclude: Tensor | None = None,
+        score_fn: ScoreFn | None = None,
+        chunk_size: int | None = None,
+        memory_budget: int | None = None,
+        item_offset: int = 0,
+        process_group: Any | None = None,
     ) -> None:
         """Add the nDCG of every user against the whole catalog, from embeddings.
 
         The values of `torch_ndcg.functional.catalog_ndcg` with this metric's options: the
-        arguments and the keyword arguments of ``streaming`` (``exclude``, ``score_fn``,
-        ``chunk_size``, ``memory_budget``, ``item_offset``, ``process_group``) are those of
+        arguments and the keyword arguments (``exclude``, ``score_fn``, ``chunk_size``,
+        ``memory_budget``, ``item_offset``, ``process_group``) are those of
         `torch_ndcg.functional.catalog_ndcg`, with its defaults; the ``[B, N]`` scores are
         never held. Under DDP with the users split across ranks (each rank its own
         ``queries``, every rank the whole ``items``) the state is synchronised as for
@@ -236,16 +252,24 @@ class NDCG(CountedMean, Generic[ResultT]):
             >>> metric.compute()
             tensor(1.)
         """
-        given = _catalog.streaming_options("NDCG.update_catalog", streaming)
         # What torchmetrics' wrapper does around `update`: this is an update too.
         self._computed = None
         self._update_count += 1
         with torch.inference_mode():
             _validation.check_device(queries, self.sum_ndcg.device)
             values = _catalog.catalog_ndcg_values(
-                queries, items, relevant, self.options.lists, given
+                queries,
+                items,
+                relevant,
+                self.options.lists,
+                exclude=exclude,
+                score_fn=score_fn,
+                chunk_size=chunk_size,
+                memory_budget=memory_budget,
+                item_offset=item_offset,
+                process_group=process_group,
             )
-            share = _catalog.user_share(values.shape[0], given["process_group"], values.device)
+            share = _catalog.user_share(values.shape[0], process_group, values.device)
             self._add_values(values, share)
 
     def compute(self) -> ResultT:
@@ -308,8 +332,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
             generator seeded with ``bootstrap_seed``, vectorised on the values' device; the
             cost is resamples × queries gathered values and one reduction over them per
             cut-off; a callable is called once per resample). Not with ``"none"``.
-        **options: the keyword arguments below, each with its default, and those of
-            `torchmetrics.Metric`, as `NDCG`.
+        **kwargs: the keyword arguments of `torchmetrics.Metric`, as `NDCG`.
 
     Keyword Args:
         gain, discount, ties, ignore_index, validate_args: as `NDCG` (``ignore_index``: the
@@ -356,8 +379,8 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
     target: list[Tensor]
     indexes: list[Tensor]
 
-    # These overloads are alike in shape to `NDCG`'s (`duplicates` pairs them): each class types
-    # its own `compute()` by ``k``, ``confidence`` (here ``aggregation`` too); the rest: `_Options`.
+    # These overloads are alike in shape to `NDCG`'s: each class types its own `compute()` by
+    # ``k``, ``confidence`` (here ``aggregation`` too); the other keywords are the same in all.
     @overload
     def __init__(
         self: "RetrievalNDCG[Tensor]",
@@ -365,7 +388,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Aggregated = ...,
         confidence: None = None,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -375,7 +406,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Aggregated = ...,
         confidence: float | None = None,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -385,7 +424,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Aggregated = ...,
         confidence: float,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -395,7 +442,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Literal["none"],
         confidence: None = None,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     @overload
@@ -405,7 +460,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Literal["none"],
         confidence: None = None,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = ...,
+        discount: Discount = ...,
+        ties: Ties = ...,
+        empty_target_action: EmptyTargetAction = ...,
+        ignore_index: int | None = ...,
+        validate_args: bool = ...,
+        bootstrap_resamples: int = ...,
+        bootstrap_seed: int = ...,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None: ...
 
     def __init__(
@@ -414,12 +477,18 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Aggregation = "mean",
         confidence: float | None = None,
-        **options: Unpack[_RetrievalOptions],
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        ties: Ties = "average",
+        empty_target_action: EmptyTargetAction = "neg",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        bootstrap_resamples: int = 1000,
+        bootstrap_seed: int = 0,
+        **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        given: dict[str, Any] = dict(options)
-        bootstrap_resamples = given.pop("bootstrap_resamples", DEFAULTS["bootstrap_resamples"])
-        bootstrap_seed = given.pop("bootstrap_seed", DEFAULTS["bootstrap_seed"])
-        super().__init__(k, confidence, given)
+        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+        super().__init__((*options, confidence), dict(kwargs))
         _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
         self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples

@@ -1,27 +1,23 @@
 """nDCG against a whole catalog: sparse relevance, excluded items, scores streamed in blocks."""
 
-from __future__ import annotations
-
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from typing_extensions import Unpack
 
 from torch_ndcg import _catalog, _host, _kernels, _options, _validation
 from torch_ndcg._options import (
-    CatalogKeywords,
     Cutoffs,
+    Discount,
     EmptyTargetAction,
     Gain,
     ListOptions,
     ScoreFn,
-    StreamingKeywords,
-    keyword_defaults,
+    Ties,
 )
 
 __all__ = ["catalog_ndcg"]
@@ -57,7 +53,7 @@ class CatalogTarget:
         """``[B, P]`` bool: real relevant entries."""
         return self.ids.ge(0)
 
-    def rows(self, start: int, stop: int) -> CatalogTarget:
+    def rows(self, start: int, stop: int) -> "CatalogTarget":
         """The users ``start .. stop - 1``."""
         excluded = None if self.excluded is None else self.excluded[start:stop]
         return CatalogTarget(self.ids[start:stop], self.grades[start:stop], excluded)
@@ -515,13 +511,24 @@ def normalized(
     return _kernels.normalize(value, ideal, empty_target_action, gain)
 
 
+@_validation.names_ported_keywords(_validation.CATALOG_PORTED_NAMES)
 def catalog_ndcg(
     queries: Tensor,
     items: Tensor,
     relevant: Tensor,
     *,
     k: int | Sequence[int] | None,
-    **options: Unpack[CatalogKeywords],
+    exclude: Tensor | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    empty_target_action: EmptyTargetAction = "neg",
+    validate_args: bool = True,
+    score_fn: ScoreFn | None = None,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    item_offset: int = 0,
+    process_group: Any | None = None,
 ) -> Tensor:
     r"""nDCG@k of every user (query) against the whole catalog, scored chunk by chunk.
 
@@ -545,6 +552,10 @@ def catalog_ndcg(
     Ties: ``"average"`` credits every member of a group of equal scores the group's mean gain
     (also a group straddling ``k``); ``"first"`` ranks equal scores by item index, lowest first.
 
+    The keyword arguments say how the catalog is streamed (those of
+    `torch_ndcg.NDCG.update_catalog` too), then take the options of `torch_ndcg.ndcg` but
+    ``ignore_index``.
+
     Args:
         queries: ``[B, d]`` user (query) embeddings.
         items: ``[N, d]`` item embeddings (this rank's shard with ``process_group``).
@@ -553,9 +564,6 @@ def catalog_ndcg(
             ids with grade 1 (negative ids are padding).
         k: cut-off: an int, a sequence of ints, or ``None`` (the whole catalog: keeps ``N``
             scores per user); no default.
-        **options: the keyword arguments below, each with its default: how the catalog is
-            streamed (also those of `torch_ndcg.NDCG.update_catalog`), then the options of
-            `torch_ndcg.ndcg` but ``ignore_index``.
 
     Keyword Args:
         exclude: items that take no rank (already seen in training: the "filtered"
@@ -576,7 +584,9 @@ def catalog_ndcg(
             ``relevant`` and ``exclude`` (global ids) and gets the whole catalog's values,
             with one ``all_gather`` of ``[B, 2k + 2P + 3]`` integers per call. Default
             ``None``: one process holds the whole catalog.
-        gain, discount, ties: as `torch_ndcg.ndcg`.
+        gain: as `torch_ndcg.ndcg`.
+        discount: as `torch_ndcg.ndcg`.
+        ties: as `torch_ndcg.ndcg`.
         empty_target_action: value of users with no relevant item: ``"neg"`` (the default)
             0, ``"pos"`` 1, ``"skip"`` NaN, ``"error"`` raises.
         validate_args: check ids, grades and exclusions (one read-back on the CPU); default
@@ -589,7 +599,8 @@ def catalog_ndcg(
         ValueError: ids outside the catalog, an id twice for a user, negative or NaN grades,
             an item both relevant and excluded, NaN scores, shapes that do not match, bad
             options; ``k=None`` with ``process_group``.
-        TypeError: ``relevant`` or ``exclude`` of an unsupported kind.
+        TypeError: ``relevant`` or ``exclude`` of an unsupported kind; a keyword name from
+            another library (``top_k``, ...), naming ours.
 
     Example:
         Two items per user are relevant; user 0's best item is item 2 (relevant, grade 1),
@@ -603,27 +614,22 @@ def catalog_ndcg(
         >>> catalog_ndcg(queries, items, relevant, k=2, exclude=torch.tensor([[-1], [2]]))
         tensor([0.6131, 1.0000])
     """
-    checked = _validation.list_options(
-        "catalog_ndcg", {**options, "k": k}, _CATALOG_DEFAULTS, _validation.CATALOG_PORTED_NAMES
+    checked = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, None, validate_args
     )
-    given = {name: value for name, value in options.items() if name in _STREAMING_DEFAULTS}
     values = catalog_ndcg_values(
-        queries, items, relevant, checked, streaming_options("catalog_ndcg", given)
+        queries,
+        items,
+        relevant,
+        checked,
+        exclude=exclude,
+        score_fn=score_fn,
+        chunk_size=chunk_size,
+        memory_budget=memory_budget,
+        item_offset=item_offset,
+        process_group=process_group,
     )
     return shape_values(values, checked.cutoffs, queries.dtype)
-
-
-_CATALOG_DEFAULTS = {**keyword_defaults(CatalogKeywords), "k": None}
-_STREAMING_DEFAULTS = keyword_defaults(StreamingKeywords)
-
-
-def streaming_options(owner: str, given: Mapping[str, Any]) -> StreamingKeywords:
-    """Every streaming keyword of ``owner`` (see `catalog_ndcg`): ``given`` or its default.
-
-    One bundle for `catalog_ndcg_values`, which checks it. A keyword not among them raises.
-    """
-    filled = _validation.keyword_options(owner, given, _STREAMING_DEFAULTS, {})
-    return cast(StreamingKeywords, filled)
 
 
 def catalog_ndcg_values(
@@ -631,16 +637,19 @@ def catalog_ndcg_values(
     items: Tensor,
     relevant: Tensor,
     options: ListOptions,
-    streaming: StreamingKeywords,
+    *,
+    exclude: Tensor | None,
+    score_fn: ScoreFn | None,
+    chunk_size: int | None,
+    memory_budget: int | None,
+    item_offset: int,
+    process_group: Any | None,
 ) -> Tensor:
     """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype.
 
     ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
-    ``streaming`` arguments (every one, `streaming_options`) are checked here.
+    streaming arguments (those of `catalog_ndcg`) are checked here.
     """
-    exclude, score_fn = streaming["exclude"], streaming["score_fn"]
-    chunk_size, memory_budget = streaming["chunk_size"], streaming["memory_budget"]
-    item_offset, process_group = streaming["item_offset"], streaming["process_group"]
     _check_embeddings(queries, items)
     ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
     _check_int("item_offset", item_offset, minimum=0)

@@ -6,15 +6,12 @@ in `torch_ndcg._pairwise` and the NeuralSort/Sinkhorn work in `torch_ndcg._sinkh
 with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed size).
 """
 
-from __future__ import annotations
-
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from typing_extensions import Unpack
 
 from torch_ndcg import (
     _clicks,
@@ -28,14 +25,14 @@ from torch_ndcg import (
 )
 from torch_ndcg._host import DeferredCheck
 from torch_ndcg._options import (
-    ApproxKeywords,
     ApproxOptions,
-    LambdaRankKeywords,
+    Discount,
+    Gain,
     LambdaRankOptions,
     LossOptions,
-    NeuralKeywords,
     NeuralOptions,
-    keyword_defaults,
+    Reduction,
+    Weighting,
 )
 from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
@@ -249,19 +246,22 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     return _pairwise.reduce_losses(per_list, counted, reduction, leading_shape)[0]
 
 
-class _LossTensors(TypedDict, total=False):
-    """The per-call tensors every loss function takes as keywords, beside its options."""
-
-    mask: Tensor | None
-    weight: Tensor | None
-
-
-class LambdaRankArguments(LambdaRankKeywords, _LossTensors, total=False):
-    """The keyword arguments of `lambdarank_loss`: those of `LambdaRankLoss`, and the tensors."""
-
-
+@_validation.names_ported_keywords(_validation.LAMBDARANK_PORTED_NAMES)
 def lambdarank_loss(
-    preds: Tensor, target: Tensor, **options: Unpack[LambdaRankArguments]
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    k: int | None = None,
+    sigma: float = 1.0,
+    weighting: Weighting = "lambdarank",
+    mu: float = 10.0,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
 ) -> Tensor:
     r"""LambdaLoss (Wang et al. 2018): a pairwise logistic loss weighted by nDCG changes.
 
@@ -295,8 +295,6 @@ def lambdarank_loss(
     Args:
         preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
         target: ``[..., L]`` non-negative relevance labels.
-        **options: the keyword arguments below, each with its default. A name from another
-            library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
@@ -329,7 +327,8 @@ def lambdarank_loss(
             ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
             a ``weight`` of another shape or with a negative, NaN or infinite value.
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
-            ``ignore_index``.
+            ``ignore_index``; a keyword name from another library (``top_k``,
+            ``weighing_scheme``, ...), naming ours.
         RuntimeError: (a device-side check) weights so large that the loss or its gradient
             could overflow, naming ``weight``.
 
@@ -345,7 +344,10 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    return LAMBDARANK("lambdarank_loss", preds, target, options)
+    options = _validation.check_lambdarank_options(
+        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
+    )
+    return LAMBDARANK.loss(preds, target, mask, options, weight)
 
 
 def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
@@ -453,11 +455,21 @@ def lambda_pairs(
     return per_list, shares
 
 
-class ApproxArguments(ApproxKeywords, _LossTensors, total=False):
-    """The keyword arguments of `approx_ndcg_loss`: those of `ApproxNDCGLoss`, and the tensors."""
-
-
-def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArguments]) -> Tensor:
+@_validation.names_ported_keywords(_validation.APPROX_PORTED_NAMES)
+def approx_ndcg_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    k: int | None = None,
+    temperature: float = 1.0,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
     r"""ApproxNDCG (Qin, Liu & Li 2010): one minus a smooth approximation of nDCG@k.
 
     Ranks are replaced by a sigmoid-smoothed count over the real items of the list,
@@ -485,14 +497,17 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
         target: ``[..., L]`` non-negative relevance labels.
-        **options: the keyword arguments below, as `lambdarank_loss`'s.
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take part in no rank.
         weight: ``[..., L]`` weights of the items' gains, as `lambdarank_loss`'s.
         temperature: positive $T$ of the sigmoid; default 1.
         k: smooth cut-off, a positive int, or ``None`` (the default) for the whole list.
-        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
+        gain: as `lambdarank_loss`.
+        discount: as `lambdarank_loss`.
+        reduction: as `lambdarank_loss`.
+        ignore_index: as `lambdarank_loss`.
+        validate_args: as `lambdarank_loss`.
 
     Returns:
         As `lambdarank_loss`: a scalar, or ``[...]`` per list with ``reduction="none"``.
@@ -515,7 +530,10 @@ def approx_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[ApproxArgu
         >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    return APPROX("approx_ndcg_loss", preds, target, options)
+    options = _validation.check_approx_options(
+        k, temperature, gain, discount, reduction, ignore_index, validate_args
+    )
+    return APPROX.loss(preds, target, mask, options, weight)
 
 
 def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
@@ -577,11 +595,23 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
-class NeuralArguments(NeuralKeywords, _LossTensors, total=False):
-    """The keyword arguments of `neural_ndcg_loss`: those of `NeuralNDCGLoss`, and the tensors."""
-
-
-def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArguments]) -> Tensor:
+@_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
+def neural_ndcg_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    k: int | None = None,
+    temperature: float = 1.0,
+    max_iter: int = 50,
+    tol: float = 1e-6,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
     r"""NeuralNDCG (Pobrotyn & Białobrzeski 2021): one minus nDCG@k of a relaxed sort.
 
     The sorting permutation of the $n$ real items of a list is relaxed by deterministic
@@ -619,8 +649,6 @@ def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArgu
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s; ``target``, ``weight`` too.
         target: ``[..., L]`` non-negative relevance labels.
-        **options: the keyword arguments below. A name from another library
-            (``padded_value_indicator``, ``powered_relevancies``, ...) raises ``TypeError``.
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
@@ -630,14 +658,19 @@ def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArgu
         max_iter: most Sinkhorn iterations, a non-negative int (0: NeuralSort alone); default
             50, as allRank.
         tol: Sinkhorn tolerance on the column sums, non-negative; default 1e-6, as allRank.
-        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss`.
+        gain: as `lambdarank_loss`.
+        discount: as `lambdarank_loss`.
+        reduction: as `lambdarank_loss`.
+        ignore_index: as `lambdarank_loss`.
+        validate_args: as `lambdarank_loss`.
 
     Returns:
         A scalar, or ``[...]`` per list with ``reduction="none"`` (dtypes as `lambdarank_loss`).
 
     Raises:
         ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
-        TypeError: as `lambdarank_loss`.
+        TypeError: as `lambdarank_loss`; a name from allRank (``padded_value_indicator``,
+            ``powered_relevancies``, ...) names ours, or says there is none.
         RuntimeError: as `lambdarank_loss` (weights that overflow).
 
     Example:
@@ -653,7 +686,10 @@ def neural_ndcg_loss(preds: Tensor, target: Tensor, **options: Unpack[NeuralArgu
         >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
         tensor(0.2698)
     """
-    return NEURAL("neural_ndcg_loss", preds, target, options)
+    options = _validation.check_neural_options(
+        k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
+    )
+    return NEURAL.loss(preds, target, mask, options, weight)
 
 
 def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
@@ -702,22 +738,15 @@ def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
 
 @dataclass(frozen=True)
 class Loss:
-    """What a loss function and its module share: keywords, checker, per-list core.
+    """What a loss function and its module share: the checker of its options, its core.
 
-    Calling it is the function's whole body; the module's ``__init__`` calls `options` and its
-    ``forward`` `loss`. The keywords given meet their defaults and other libraries' names
-    (`torch_ndcg._validation.keyword_options`) and are checked once; then the tensors are
-    checked and prepared (`_prepare`) and the core gives the loss, reduced (`_reduce`).
+    The function checks its keyword arguments (``check``) and calls `loss`; the module checks
+    them in ``__init__`` and calls `loss` in ``forward``. `loss` checks and prepares the
+    tensors (`_prepare`) and the core gives the loss, reduced (`_reduce`).
     """
 
-    keywords: dict[str, Any]
     check: Callable[..., LossOptions]
     core: Callable[[_LossInput, Any], Tensor]
-    ported: dict[str, str]
-
-    def options(self, owner: str, given: Mapping[str, Any]) -> LossOptions:
-        """``owner``'s checked options from the keywords ``given`` (defaults for the others)."""
-        return self.check(**_validation.keyword_options(owner, given, self.keywords, self.ported))
 
     def loss(
         self,
@@ -730,30 +759,9 @@ class Loss:
         """The loss with checked ``options``: only the tensors are checked."""
         return self.core(_prepare(preds, target, mask, options, weight), options)
 
-    def __call__(
-        self, owner: str, preds: Tensor, target: Tensor, given: Mapping[str, Any]
-    ) -> Tensor:
-        """The loss of the function ``owner`` called with these tensors and keyword arguments.
 
-        ``given`` holds the options and the keywords ``mask`` and ``weight``.
-        """
-        options = dict(given)
-        mask, weight = options.pop("mask", None), options.pop("weight", None)
-        return self.loss(preds, target, mask, self.options(owner, options), weight)
-
-
-LAMBDARANK = Loss(
-    keyword_defaults(LambdaRankKeywords),
-    _validation.check_lambdarank_options,
-    _lambdarank,
-    _validation.LAMBDARANK_PORTED_NAMES,
-)
-APPROX = Loss(
-    keyword_defaults(ApproxKeywords),
-    _validation.check_approx_options,
-    _approx,
-    _validation.APPROX_PORTED_NAMES,
-)
+LAMBDARANK = Loss(_validation.check_lambdarank_options, _lambdarank)
+APPROX = Loss(_validation.check_approx_options, _approx)
 
 
 def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
@@ -763,9 +771,4 @@ def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
     )
 
 
-NEURAL = Loss(
-    keyword_defaults(NeuralKeywords),
-    _validation.check_neural_options,
-    _reduced_neural,
-    _validation.NEURAL_PORTED_NAMES,
-)
+NEURAL = Loss(_validation.check_neural_options, _reduced_neural)

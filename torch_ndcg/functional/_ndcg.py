@@ -1,16 +1,14 @@
 """Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
-from __future__ import annotations
-
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from typing_extensions import Unpack
 
 from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
 from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
-from torch_ndcg._options import Cutoffs, ListOptions
+from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
@@ -61,12 +59,20 @@ def _prepare_lists(
     )
 
 
-_DCG_DEFAULTS = _options.keyword_defaults(_options.DCGKeywords)
-_NDCG_DEFAULTS = _options.keyword_defaults(_options.NDCGKeywords)
-_RETRIEVAL_DEFAULTS = _options.keyword_defaults(_options.RetrievalKeywords)
-
-
-def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) -> Tensor:
+@_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
+def dcg(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    exclude: Tensor | None = None,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
     r"""Discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -85,8 +91,6 @@ def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) 
             ``[B, N]`` scores, a sparse COO or CSR ``[B, N]`` tensor of grades (absent = 0),
             scored without a dense target (see `torch_ndcg.functional.catalog_ndcg`; ties
             ``"first"`` then follow the item index).
-        **options: the keyword arguments below, each with its default. A name from another
-            library (``top_k``, ``weighing_scheme``, ...) raises ``TypeError`` naming ours.
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count. Default
@@ -118,7 +122,8 @@ def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) 
     Raises:
         ValueError: shape mismatch, NaN, negative labels, overflowing exponential gain, bad
             ``k``, unknown option, empty list dimension.
-        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``.
+        TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``; a
+            keyword name from another library (``top_k``, ``ignore_ties``, ...), naming ours.
 
     Example:
         Relevances 3, 2, 3, 0, 1 in ranked order, linear gain:
@@ -133,12 +138,27 @@ def dcg(preds: Tensor, target: Tensor, **options: Unpack[_options.DCGKeywords]) 
         >>> dcg(preds, target, k=[1, 3], gain="linear")
         tensor([3.0000, 5.7619])
     """
-    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
-    checked = _validation.list_options("dcg", options, _DCG_DEFAULTS)
+    checked = _validation.check_list_options(
+        k, gain, discount, ties, "neg", ignore_index, validate_args
+    )
     return _values(preds, target, mask, exclude, checked, normalize=False)
 
 
-def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]) -> Tensor:
+@_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
+def ndcg(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    exclude: Tensor | None = None,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    empty_target_action: EmptyTargetAction = "neg",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
     r"""Normalized discounted cumulative gain of every list at one or many cut-offs.
 
     $$
@@ -158,14 +178,16 @@ def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]
     Args:
         preds: ``[..., L]`` floating scores.
         target: ``[..., L]`` non-negative labels.
-        **options: the keyword arguments below, those of `dcg` with their defaults, and
-            ``empty_target_action``.
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; default ``None``.
         exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`); default ``None``.
         k: an int, a sequence of ints, or ``None`` (the default: the whole list).
-        gain, discount, ties, ignore_index, validate_args: as `dcg`.
+        gain: as `dcg`.
+        discount: as `dcg`.
+        ties: as `dcg`.
+        ignore_index: as `dcg`.
+        validate_args: as `dcg`.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             (the default) gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"``
             raises.
@@ -191,8 +213,9 @@ def ndcg(preds: Tensor, target: Tensor, **options: Unpack[_options.NDCGKeywords]
         >>> ndcg(preds, target, k=[1, 3], gain="linear")
         tensor([[1.0000, 0.8950]])
     """
-    mask, exclude = options.pop("mask", None), options.pop("exclude", None)
-    checked = _validation.list_options("ndcg", options, _NDCG_DEFAULTS)
+    checked = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    )
     small = (
         None
         if mask is not None or exclude is not None
@@ -252,11 +275,19 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
+@_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
 def retrieval_ndcg(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
-    **options: Unpack[_options.RetrievalKeywords],
+    *,
+    k: int | Sequence[int] | None = None,
+    gain: Gain = "exponential",
+    discount: Discount = "log2",
+    ties: Ties = "average",
+    empty_target_action: EmptyTargetAction = "neg",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
 ) -> tuple[Tensor, Tensor]:
     r"""NDCG of every query of flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
@@ -276,11 +307,12 @@ def retrieval_ndcg(
         preds: floating scores, any shape (flattened).
         target: non-negative labels, the shape of ``preds``.
         indexes: integer query ids, the shape of ``preds``.
-        **options: the keyword arguments of `ndcg`, with its defaults, as below.
 
     Keyword Args:
         k: an int, a sequence of ints, or ``None`` (the default: each whole query).
-        gain, discount, ties: as `ndcg`.
+        gain: as `ndcg`.
+        discount: as `ndcg`.
+        ties: as `ndcg`.
         empty_target_action: value of queries with no relevant row: ``"neg"`` (the default)
             0, ``"pos"`` 1, ``"skip"`` NaN, ``"error"`` raises.
         ignore_index: label value of rows to drop; default ``None``.
@@ -306,7 +338,9 @@ def retrieval_ndcg(
         (tensor([[0.0000, 0.6309],
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
-    checked = _validation.list_options("retrieval_ndcg", options, _RETRIEVAL_DEFAULTS)
+    checked = _validation.check_list_options(
+        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    )
     _validation.check_row_metadata(preds, target, indexes)
     real = _validation.check_rows(preds, target, indexes, checked)
     values, ids = _retrieval_values(
