@@ -1,9 +1,13 @@
 """torch_ndcg: nDCG for PyTorch — functional metric, torchmetrics metrics and ranking losses."""
 
 from torch_ndcg import functional
-from torch_ndcg._unbiased import UnbiasedLambdaRankLoss
 from torch_ndcg.functional import *  # noqa: F403 (its `__all__`, re-exported below)
-from torch_ndcg.losses import ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
+from torch_ndcg.losses import (
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    NeuralNDCGLoss,
+    UnbiasedLambdaRankLoss,
+)
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
 
 __version__ = "0.1.0.dev0"

@@ -1,15 +1,31 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
+import math
 from dataclasses import fields
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from torch_ndcg import _validation
-from torch_ndcg._options import Discount, Gain, LossOptions, Reduction, Weighting
-from torch_ndcg.functional._losses import APPROX, LAMBDARANK, NEURAL, Loss
+from torch_ndcg._options import (
+    Discount,
+    Gain,
+    LambdaRankOptions,
+    LossOptions,
+    Reduction,
+    Weighting,
+)
+from torch_ndcg.functional._losses import (
+    APPROX,
+    LAMBDARANK,
+    NEURAL,
+    Loss,
+    _aggregated_unbiased_lambdarank,
+    _unbiased_lambdarank,
+)
 
-__all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss"]
+__all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss", "UnbiasedLambdaRankLoss"]
 
 
 def _option(name: str) -> Any:
@@ -251,3 +267,271 @@ class NeuralNDCGLoss(_RankingLoss):
             k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
         )
         super().__init__(options)
+
+
+class UnbiasedLambdaRankLoss(_RankingLoss):
+    r"""LambdaRank on clicks with position biases learnt jointly (Unbiased LambdaMART).
+
+    Hu, Wang, Peng & Li, "Unbiased LambdaMART: An Unbiased Pairwise Learning-to-Rank
+    Algorithm" (WWW 2019). A click on an item shown at position $i$ is more likely the
+    higher $i$ is shown, so a pair (clicked $w$ at position $i$, unclicked $l$ at position
+    $j$) is weighted by the inverse of the position biases of clicks, $t^+_i$, and of
+    non-clicks, $t^-_j$:
+
+    $$
+    \ell = \sum_{c_w = 1, \, c_l = 0}
+        \frac{|\Delta \mathrm{nDCG@}k_{wl}|}{t^+_{i(w)} \, t^-_{j(l)}}
+        \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr)
+    $$
+
+    (`lambdarank_loss` on the clicks with ``weighting="lambdarank"``, each pair's weight
+    divided by the two biases). After each training step (``self.training``) the biases take
+    the paper's closed-form update, with $L_{wl}$ the pair's LambdaRank loss (without the
+    biases) and $p$ = ``bias_norm``:
+
+    $$
+    t^+_i = \left(\frac{S^+_i}{R^+_i}\right)^{\frac{1}{p + 1}}, \quad
+    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{L_{wl}}{t^-_{j(l)}}, \qquad
+    t^-_j = \left(\frac{S^-_j}{R^-_j}\right)^{\frac{1}{p + 1}}, \quad
+    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{L_{wl}}{t^+_{i(w)}}.
+    $$
+
+    The paper divides by the top position's statistic, $R^\pm_i = S^\pm_0$. With lists of
+    unequal length that compares a deep position, shown only by the long lists, with the top
+    position of every list, and the deep biases come out too small by the share of lists that
+    reach them (their inverse weights too large). So by default (``match_exposure=True``)
+    $R^\pm_i$ is the top position's statistic summed over the lists that show position $i$
+    only; when every list shows every position the two are the same.
+
+    A boosting iteration of LambdaMART sees the whole data; a gradient step sees a batch, so the
+    statistics $S^\pm$ are an exponential moving average over steps (``momentum`` is the
+    weight of the past; 0 is the paper's update from this batch alone). Under
+    ``torch.distributed`` the batch statistics are summed over the ranks before they are
+    averaged (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
+    one process would learn from the whole batch. The biases and statistics are buffers:
+    ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
+    $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
+
+    ``bias_norm`` is the $p$ of the paper's $L_p$ regulariser of the biases (XGBoost's
+    ``lambdarank_bias_norm``; 2 by default, as XGBoost's): $p = 0$ weights the pairs by the
+    ratio of the statistics as it is, a larger $p$ shrinks the biases towards 1, which keeps the
+    rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
+    as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
+    for $t^-$; NaN at a position no list has shown yet): the rows of ``statistics`` are the
+    moving averages of $S^+, S^-, R^+, R^-$. The update holds ``[N, 5 * (num_positions + 1)]``
+    floats for a batch of ``N`` lists.
+
+    Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
+    without a click take no part: ``reduction="mean"`` divides by the lists with a click on an
+    item that takes part, whatever the gain (one positive at 0 gives a list without a click a
+    positive ideal DCG, but no pair). Clicks are 0 or 1: another value of a real item raises
+    ``ValueError("Expected `clicks` to be 0 or 1 (a click or none), but found <the value>.")``
+    (the same message from a device-side assertion on an accelerator and under
+    ``torch.compile``). Nothing is read back to the host on an accelerator.
+
+    Args:
+        num_positions: number of display positions learnt, a positive int; ``positions``
+            must be below it.
+
+    Keyword Args:
+        bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
+        momentum: weight in $[0, 1)$ of the past statistics in their moving average; default
+            0.9.
+        match_exposure: compare each position with the top one over the lists that show it
+            (``True``, the default) or over every list (``False``, the paper's and XGBoost's
+            update).
+        k: truncation level of $|\Delta \mathrm{nDCG@}k|$, or ``None`` (the default).
+        sigma, gain, discount, reduction, ignore_index, validate_args: as `LambdaRankLoss`
+            (both gains equal $c$ on clicks; ``"mean"`` is over the lists with a click on an
+            item shown, and ``ignore_index`` a click value).
+
+    A keyword name from another library (``top_k``, ``padded_value_indicator``, ...) raises
+    ``TypeError`` naming ours.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import UnbiasedLambdaRankLoss
+
+        Two sessions of two items, the first item clicked in both; it was shown on top in the
+        first session (tied scores: pair loss $L_A = (1 - 1/\log_2 3) \log 2$) and second in
+        the other, where it scored 1 below the unclicked item ($L_B = (1 - 1/\log_2 3)
+        \log(1 + e)$). At the start every bias is 1 and the loss is the mean of the two.
+
+        >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, bias_norm=0.0, momentum=0.0)
+        >>> preds = torch.tensor([[0.0, 0.0], [0.0, 1.0]])
+        >>> clicks = torch.tensor([[1, 0], [1, 0]])
+        >>> positions = torch.tensor([[0, 1], [1, 0]])
+        >>> loss_fn(preds, clicks, positions)  # (L_A + L_B) / 2
+        tensor(0.3703)
+
+        The update: $t^+_1 = S^+_1 / S^+_0 = L_B / L_A = \log(1 + e) / \log 2 = 1.8946$
+        (clicks at position 1 came with larger losses) and $t^-_1 = L_A / L_B = 0.5278$.
+
+        >>> loss_fn.t_plus, loss_fn.t_minus
+        (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
+    """
+
+    options: LambdaRankOptions
+    _loss = LAMBDARANK
+    sigma = _option("sigma")
+    t_plus: Tensor
+    t_minus: Tensor
+    statistics: Tensor
+
+    @_validation.names_ported_keywords(_validation.UNBIASED_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        num_positions: int,
+        k: int | None = None,
+        sigma: float = 1.0,
+        bias_norm: float = 2.0,
+        momentum: float = 0.9,
+        match_exposure: bool = True,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        num_positions = _validation.check_positive_int("num_positions", num_positions)
+        options = _validation.check_lambdarank_options(
+            k, sigma, "lambdarank", 0.0, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)
+        self.bias_norm = bias_norm  # checked by its setter, as when set later
+        self.momentum = momentum
+        if not isinstance(match_exposure, bool):
+            raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
+        self.num_positions = num_positions
+        self.match_exposure = match_exposure
+        self.register_buffer("t_plus", torch.ones(num_positions))
+        self.register_buffer("t_minus", torch.ones(num_positions))
+        # Moving averages per position of S+, S- and their references R+, R- (rows 0-3).
+        self.statistics: Tensor
+        self.register_buffer("statistics", torch.zeros(4, num_positions))
+        # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
+        self._edge: Tensor
+        self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
+
+    @property
+    def bias_norm(self) -> float:
+        """The non-negative $p$ of the bias update; checked when set, as in ``__init__``."""
+        return self._bias_norm
+
+    @bias_norm.setter
+    def bias_norm(self, value: float) -> None:
+        _validation.check_positive("bias_norm", value, allow_zero=True)
+        self._bias_norm = value
+
+    @property
+    def momentum(self) -> float:
+        """The weight in $[0, 1)$ of the past statistics; checked when set, as in ``__init__``."""
+        return self._momentum
+
+    @momentum.setter
+    def momentum(self, value: float) -> None:
+        _validation.check_positive("momentum", value, allow_zero=True)
+        if not value < 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {value!r}.")
+        self._momentum = value
+
+    def forward(  # type: ignore[override]
+        self,
+        preds: Tensor,
+        clicks: Tensor,
+        positions: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores on 0/1 ``clicks`` of items shown at ``positions``.
+
+        ``positions`` (integer, 0 = top, -1 = not shown) are where the logged ranking showed
+        each item; ``mask`` marks real items. In training mode the biases are updated after
+        the loss is computed (the loss uses the biases from before the step).
+        """
+        return _unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
+
+    def aggregated(
+        self,
+        preds: Tensor,
+        clicks: Tensor,
+        views: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        r"""The loss of ``[..., L]`` scores on sessions summed per item and position.
+
+        A click log of many sessions of the same lists need not be fed session by session:
+        ``clicks[..., w, i]`` and ``views[..., w, i]`` (``[..., L, num_positions]``,
+        non-negative, ``clicks <= views``) count how often item $w$ was clicked and shown at
+        position $i$ in the sessions of its list. With $A_w = \sum_i \mathrm{clicks}_{wi} / t^+_i$
+        and $B_l = \sum_j (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) / t^-_j$:
+
+        $$
+        \ell = \sum_{w \ne l} A_w B_l \, |\Delta D_{wl}| \,
+            \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+        $$
+
+        with $|\Delta D_{wl}|$ the change of the DCG@k discount when $w$ and $l$ swap places
+        in the current ranking. On one session whose counts (one-hot at each shown item's
+        position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
+        `forward`'s loss exactly, and so are the bias updates,
+        $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
+        $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$;
+        with ``match_exposure`` a list's top statistic counts towards $R_i$ times the share of
+        its sessions that show position $i$, $\sum_w \mathrm{views}_{wi} / \sum_w
+        \mathrm{views}_{w0}$ (1 or 0 for one session). Over many sessions, pass the means over
+        the sessions of their counts (per-position click-through and view rates): the loss is
+        then the mean over the sessions of the per-session pair losses (without LambdaRank's
+        $1 / Z_s$), up to the correlation of two items' clicks within a session, since the mean
+        of a pair's weights
+        $\overline{a_w b_l}$ is taken as the product of the items' means $\bar a_w \bar b_l$
+        (in the position-based click model two items' clicks are independent given their
+        positions; what is left is that two items never share a position: 2% on 6 items in
+        the tests). The cost is that of one list per query whatever the number of sessions; the
+        pairs are computed densely (``[N, L, L]``), for lists of up to a few thousand items.
+        Only items with views are ranked, as `forward` ranks only the items shown: an item never
+        shown, like a padded one, takes no rank, and its score is never read (it may be NaN).
+
+        Args:
+            preds: ``[..., L]`` floating scores.
+            clicks: ``[..., L, num_positions]`` floating click counts (or weighted sums).
+            views: ``[..., L, num_positions]`` floating counts of the times shown, at least
+                ``clicks``.
+            mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
+
+        Returns:
+            The reduced loss (``reduction``; ``"mean"`` is over the lists with a positive
+            click count on an item with views, as `forward` counts one session's lists).
+
+        Raises:
+            TypeError: a tensor of the wrong dtype.
+            ValueError: shapes that disagree, or (``validate_args``, before the biases learn
+                anything) NaN or infinite scores of ranked items, or counts of a real item (with
+                views or not) that are NaN, negative, not finite, or clicks above views, each
+                naming the argument and the value found (the same message from a device-side
+                assertion on an accelerator, a ``RuntimeError`` under ``torch.compile``).
+                Padded items' counts and scores are never read.
+
+        Example:
+            >>> import torch
+            >>> from torch_ndcg import UnbiasedLambdaRankLoss
+            >>> loss_fn = UnbiasedLambdaRankLoss(num_positions=2, bias_norm=0.0, momentum=0.0)
+
+            The two sessions of `forward`'s example, summed: item 0 clicked once at each
+            position, item 1 shown once at each position and never clicked.
+
+            >>> preds = torch.tensor([0.0, 1.0])
+            >>> clicks = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+            >>> views = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+            >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
+            tensor(1.9387)
+        """
+        return _aggregated_unbiased_lambdarank(preds, clicks, views, mask, self.options, self)
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return (
+            f"num_positions={self.num_positions}, k={self.k}, sigma={self.sigma}, "
+            f"bias_norm={self.bias_norm}, momentum={self.momentum}, "
+            f"match_exposure={self.match_exposure}"
+        )

@@ -4,13 +4,18 @@ Gains, discounts, current ranks and the ideal DCG@k all come from `torch_ndcg._k
 loss optimises the same nDCG that `torch_ndcg.ndcg` reports. The pairwise work runs blockwise
 in `torch_ndcg._pairwise` and the NeuralSort/Sinkhorn work in `torch_ndcg._sinkhorn`,
 with memory ``O(B L)`` plus a fixed block (or a kept kernel of at most a fixed size).
+
+Also the computations of `torch_ndcg.UnbiasedLambdaRankLoss` (LambdaRank on clicks, debiased by
+position: Hu et al., WWW 2019): its loss, its pair statistics by position and the closed-form
+update of its biases, summed over the ranks under ``torch.distributed``.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import (
@@ -772,3 +777,286 @@ def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
 
 
 NEURAL = Loss(_validation.check_neural_options, _reduced_neural)
+
+
+# --- Unbiased LambdaRank: the computations of `torch_ndcg.UnbiasedLambdaRankLoss` --------------
+
+
+class _PositionBiases(Protocol):
+    """What the Unbiased LambdaRank computations read of the module, and the buffers they update.
+
+    `torch_ndcg.UnbiasedLambdaRankLoss` is one: ``t_plus``, ``t_minus`` (``[num_positions]``)
+    and ``statistics`` (``[4, num_positions]``: the moving averages of S+, S-, R+, R-) are its
+    buffers, updated in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items
+    not shown.
+    """
+
+    num_positions: int
+    match_exposure: bool
+    training: bool
+    t_plus: Tensor
+    t_minus: Tensor
+    statistics: Tensor
+    _edge: Tensor
+
+    @property
+    def bias_norm(self) -> float: ...
+
+    @property
+    def momentum(self) -> float: ...
+
+
+def _unbiased_lambdarank(
+    preds: Tensor,
+    clicks: Tensor,
+    positions: Tensor,
+    mask: Tensor | None,
+    options: LambdaRankOptions,
+    biases: _PositionBiases,
+) -> Tensor:
+    """`torch_ndcg.UnbiasedLambdaRankLoss.forward` with checked ``options``.
+
+    In training mode (``biases.training``) the biases are updated after the loss is computed
+    (the loss uses the biases from before the step).
+    """
+    # Types and shapes: checked with or without the values (`validate_args`).
+    _validation.check_preds_target(preds, clicks, target_name="clicks")
+    _validation.check_mask(mask, preds.shape)
+    real = _validation.real_items(clicks, mask, options.ignore_index)
+    extra = _clicks.check_positions(
+        positions, preds.shape, biases.num_positions, real, validate_args=options.validate_args
+    )
+    if options.validate_args:
+        extra += _clicks.check_binary("clicks", clicks, real)
+    shown = positions != _clicks.NOT_SHOWN
+    taken = shown if real is None else real & shown
+    lists = _prepare(
+        preds,
+        clicks,
+        taken,
+        options,
+        extra_checks=_clicks.value_checks(extra) if options.validate_args else None,
+    )
+    n, length = biases.num_positions, preds.shape[-1]
+    # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
+    # shown fall in bins 0 and n + 1, which weigh nothing and are dropped from the sums.
+    unclicked = clicks.reshape(-1, length) <= 0
+    shown_bins = positions.reshape(-1, length).long() + 1  # 0: not shown
+    if real is not None:  # padded items' positions are never checked: any value
+        shown_bins = torch.where(taken.reshape(-1, length), shown_bins, 0)
+    bins = torch.add(shown_bins, unclicked, alpha=n + 1)
+    # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
+    factors = torch.cat([biases._edge, biases.t_plus, biases._edge, biases.t_minus]).reciprocal()
+    item_factor = factors.to(lists.scores.dtype)[bins]
+    per_list, shares = lambda_pairs(
+        lists, options, item_factor=item_factor, item_losses=biases.training
+    )
+    if shares is not None:
+        _update_biases(biases, shares, bins, shown_bins)
+    return _reduce(
+        per_list,
+        _lists_with_a_click(lists, options, shown_bins, unclicked),
+        options.reduction,
+        lists.leading_shape,
+    )
+
+
+def _lists_with_a_click(
+    lists: _LossInput, options: LambdaRankOptions, shown_bins: Tensor, unclicked: Tensor
+) -> Tensor:
+    """Whether each list has a click on an item that takes part: the lists ``"mean"`` counts.
+
+    A named gain is 0 without a click and positive with one, and a named discount positive
+    at the top: the ideal DCG of the items taking part is positive on exactly those lists
+    (``lists.has_relevant``, no launch more). A callable gain positive at 0 makes it positive
+    on a list without a click too, and a callable discount 0 at the top makes it 0 on a list
+    with one click: there the clicks of the items shown (``shown_bins`` > 0) tell them apart.
+    Only ``"mean"`` counts the lists.
+    """
+    if options.reduction != "mean" or not (callable(options.gain) or callable(options.discount)):
+        return lists.has_relevant
+    return shown_bins.masked_fill(unclicked, 0).any(dim=-1)
+
+
+def _aggregated_unbiased_lambdarank(
+    preds: Tensor,
+    clicks: Tensor,
+    views: Tensor,
+    mask: Tensor | None,
+    options: LambdaRankOptions,
+    biases: _PositionBiases,
+) -> Tensor:
+    """`torch_ndcg.UnbiasedLambdaRankLoss.aggregated` with checked ``options``."""
+    if not isinstance(preds, Tensor) or not preds.is_floating_point():
+        raise TypeError(f"Expected `preds` to be a floating tensor, but got {preds!r}.")
+    length, n = preds.shape[-1], biases.num_positions
+    counts_shape = (*preds.shape, n)
+    for name, value in (("clicks", clicks), ("views", views)):
+        if not isinstance(value, Tensor) or not value.is_floating_point():
+            raise TypeError(
+                f"Expected `{name}` to be a floating tensor, but got "
+                f"{getattr(value, 'dtype', type(value).__name__)}."
+            )
+        if tuple(value.shape) != counts_shape:
+            raise ValueError(
+                f"Expected `{name}` to have shape {counts_shape} (`preds`' shape and "
+                f"`num_positions`), but got {tuple(value.shape)}."
+            )
+    _validation.check_mask(mask, preds.shape)  # a shape: checked with or without values
+    dtype = preds.dtype
+    won = clicks.reshape(-1, length, n).to(dtype)
+    shown_counts = views.reshape(-1, length, n).to(dtype)
+    # The items ranked: real ones that were shown (as `forward` ranks its shown items).
+    real = views.reshape(-1, length, n).detach().sum(-1) > 0
+    flat_mask = None if mask is None else mask.reshape(-1, length)
+    if flat_mask is not None:
+        real = real & flat_mask
+    # The scores of the others never count: they may be anything (NaN, inf).
+    scores = torch.where(real, preds.reshape(-1, length), 0)
+    if options.validate_args and won.numel() > 0:
+        _check_click_counts(scores.detach(), real, won.detach(), shown_counts.detach(), flat_mask)
+    if flat_mask is not None:  # padded counts may be anything too: selected, not multiplied
+        won = torch.where(real[..., None], won, 0)
+        shown_counts = torch.where(real[..., None], shown_counts, 0)
+    lost = shown_counts - won
+    inverse = torch.stack([biases.t_plus, biases.t_minus]).to(dtype).reciprocal()
+    winner = won @ inverse[0]  # A_w: [N, L]
+    loser = lost @ inverse[1]  # B_l
+    # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
+    keys = _fast_paths.ranking_keys(scores.detach(), real)
+    order = _fast_paths.stable_descending_order(keys, length)
+    ranks = torch.empty_like(order).scatter_(
+        -1, order, torch.arange(1, length + 1, device=order.device).expand_as(order)
+    )
+    kmax = length if options.k is None else min(options.k, length)
+    discount = _kernels.discounts(ranks.to(dtype), options.discount).to(dtype)
+    discount = torch.where(ranks <= kmax, discount, 0)
+    delta = (discount[:, :, None] - discount[:, None, :]).abs()
+    difference = scores[:, :, None] - scores[:, None, :]
+    pair = delta * torch.nn.functional.softplus(-options.sigma * difference)  # L_wl: [N, L, L]
+    per_list = torch.einsum("nw,nwl,nl->n", winner, pair, loser)
+    if biases.training:
+        with torch.no_grad():
+            plus = torch.einsum("nwi,nwl,nl->ni", won, pair, loser)
+            minus = torch.einsum("nlj,nwl,nw->nj", lost, pair, winner)
+            by_position = torch.stack([plus, minus], dim=1)  # [N, 2, n]: each list's S+, S-
+            if biases.match_exposure:  # the share of each list's sessions that show a position
+                views_by_position = (won + lost).sum(dim=1)  # [N, n]
+                top = views_by_position[:, :1]
+                shown = torch.where(top > 0, views_by_position / top.clamp(min=1e-30), 0)
+            else:
+                shown = torch.ones_like(plus)
+            references = by_position[:, :, :1] * shown[:, None, :]
+            _add_statistics(biases, torch.cat([by_position, references], dim=1).sum(dim=0))
+    # The lists with a click, as `forward` counts them: a positive click count on an item
+    # ranked (checked counts: a click is on an item with views, and no count is negative).
+    has_click = won.sum(dim=(-1, -2)) > 0
+    per_list = torch.where(has_click, per_list, 0)
+    return _reduce(per_list, has_click, options.reduction, preds.shape[:-1])
+
+
+def _check_click_counts(
+    scores: Tensor, real: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None
+) -> None:
+    """`aggregated`'s value checks, each naming the argument at fault and the value found.
+
+    The scores of the items ranked (``real``), then the counts of the real items (``mask``;
+    those of an item without views too: negative views would drop it from the ranking
+    unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
+    CPU, device-side assertions elsewhere, before anything is computed or learnt.
+    """
+    low_pred = torch.where(real, scores, torch.inf).amin()
+    high_pred = torch.where(real, scores, -torch.inf).amax()
+    infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
+    counts = torch.stack([clicks, views])  # [2, N, L, n]
+    if mask is not None:
+        counts = counts.masked_fill(~mask[None, :, :, None], 0)
+    low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
+    found = torch.where(low < 0, low, high)
+    excess = (counts[0] - counts[1]).amax()
+    checks = [
+        # As `forward` checks them, before anything is computed or learnt.
+        (
+            (low_pred == low_pred) & (high_pred == high_pred),
+            low_pred,
+            "Expected `preds` to contain no NaN, but found NaN scores.",
+        ),
+        (
+            (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
+            infinite,
+            "Expected `preds` to be finite, but found {found}.",
+        ),
+    ]
+    for row, name in enumerate(("clicks", "views")):
+        checks += [
+            (
+                low[row] == low[row],
+                low[row],
+                f"Expected `{name}` to contain no NaN, but found NaN counts.",
+            ),
+            (
+                (low[row] >= 0) & (high[row] < torch.inf),
+                found[row],
+                f"Expected `{name}` to be non-negative and finite, but found {{found}}.",
+            ),
+        ]
+    checks.append(
+        (
+            ~(excess > 0),  # NaN (inf - inf): named by the checks above
+            excess,
+            "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
+        )
+    )
+    _clicks.resolve_checks(_clicks.value_checks(checks))
+
+
+@torch.no_grad()
+def _update_biases(
+    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor
+) -> None:
+    """Add this batch's statistics to their moving averages; update the biases.
+
+    ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
+    (its share of the debiased losses times its own bias); ``bins`` as in
+    `_unbiased_lambdarank`, ``shown_bins`` 1 + each item's position (0: not shown). Each list's
+    sums by bin give its ``S+`` and ``S-`` per position; its top position's sums count towards
+    the reference of each position it shows (`_add_statistics`). Five launches, all into one
+    buffer.
+    """
+    n, rows = biases.num_positions, bins.shape[0]
+    # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position], then
+    # whether it shows each position; bin 0 holds the items not shown.
+    buffer = statistic.new_zeros(rows, 5 * (n + 1), dtype=biases.statistics.dtype)
+    sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
+    sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, statistic.to(sums.dtype))
+    shown = buffer[:, 4 * (n + 1) :]
+    if biases.match_exposure:
+        shown.scatter_(1, shown_bins, 1.0)
+    else:
+        shown.fill_(1.0)
+    torch.mul(sums[:, 0, :, 1:2], shown[:, None, :], out=sums[:, 1])
+    _add_statistics(biases, sums.sum(dim=0)[..., 1:].reshape(4, n))
+
+
+@torch.no_grad()
+def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
+    r"""Sum ``batch`` (``[4, num_positions]``: S+, S-, R+, R-) over the ranks; update biases.
+
+    Hu et al.'s closed form, $t_i = (S_i / R_i)^{1 / (p + 1)}$, where the reference
+    $R_i$ is the top position's statistic summed over the lists that show position $i$
+    (``match_exposure``; over every list, $R_i = S_0$, the paper's and XGBoost's form; the
+    two agree when every list shows every position). The four rows are summed over the
+    ranks (one all-reduce) and averaged over steps. A position with no statistic or no
+    reference keeps its bias: there is nothing to estimate it from. Branch-free and in
+    place: a handful of launches per step.
+    """
+    batch = batch.to(biases.statistics.dtype)
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        batch = batch.contiguous()
+        dist.all_reduce(batch)
+    averaged = biases.statistics.lerp_(batch, 1 - biases.momentum)
+    statistic, reference = averaged[:2], averaged[2:]
+    known = torch.minimum(statistic, reference) > 0
+    estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
+    for row, bias in enumerate((biases.t_plus, biases.t_minus)):
+        torch.where(known[row], estimate[row], bias, out=bias)
