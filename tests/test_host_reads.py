@@ -132,12 +132,23 @@ def test_hot_paths_run_on_meta_tensors_with_default_arguments(name: str) -> None
 
 
 @pytest.mark.budget
-def test_ndcg_compute_reads_nothing_back() -> None:
+def test_ndcg_compute_reads_nothing_back_on_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    metric = NDCG(k=[1, 10])
+    metric.update(*inputs())
+    with count_host_reads() as reads:  # the CPU: the count, once (warns if no list counted)
+        expected = metric.compute()
+    assert len(reads) == 1
+    from tests.private_paths import take_accelerator_paths
+
+    take_accelerator_paths(monkeypatch)
     metric = NDCG(k=[1, 10])
     metric.update(*inputs())
     with count_host_reads() as reads:
-        metric.compute()
+        got = metric.compute()
     assert reads == []
+    torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize("ignore_index", [None, 3])

@@ -19,7 +19,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _validation
+from torch_ndcg import _host, _validation
 from torch_ndcg._distributed import PartitionedRows, sum_states_over_ranks
 from torch_ndcg._options import (
     Discount,
@@ -622,6 +622,17 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
             values, ids = self.gather_over_ranks(values, ids)
         if self._update_count > 0 and ids.numel() == 0 and not self.partitioned:
             rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
+        elif (
+            self._update_count > 0
+            and not self.partitioned
+            and opt.empty_target_action == "skip"
+            and _host.may_read_back(values.device)
+            and bool(values.isnan().all())
+        ):  # every query skipped (one read-back, on the CPU only)
+            rank_zero_warn(
+                f"{type(self).__name__} was updated but counted no query (every query was"
+                " skipped: no relevant row); returning 0."
+            )
         if self.aggregation == "none":
             return opt.shape(values, self.result_dtype), ids
         if self.aggregation != "mean":  # every rank has every query's value: same draws

@@ -10,9 +10,10 @@ from typing import Any, Generic, Literal, cast, overload
 
 import torch
 from torch import Tensor
+from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar, Unpack
 
-from torch_ndcg import _small_batch, _validation
+from torch_ndcg import _host, _small_batch, _validation
 from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
 from torch_ndcg._options import (
     Aggregated,
@@ -278,7 +279,22 @@ class NDCG(CountedMean, Generic[ResultT]):
         With ``confidence``, also the bounds of the normal-approximation interval of the mean
         (`torch_ndcg.functional._significance.normal_interval`; NaN with fewer than two
         lists).
+
+        Warns when the metric was updated but counted no list (every list it saw was empty,
+        all padding, or skipped by ``empty_target_action="skip"``): the 0 it returns then is
+        no measurement. Under DDP the count is the synchronised one. The check reads the count
+        back on the CPU only (one read-back); on an accelerator nothing is read and nothing
+        is warned.
         """
+        if (
+            self._update_count > 0
+            and _host.may_read_back(self.count.device)
+            and not bool((self.count > 0).any())
+        ):
+            rank_zero_warn(
+                f"{type(self).__name__} was updated but counted no list (every list was"
+                " empty, all padding or skipped); returning 0."
+            )
         return cast(ResultT, self._mean())
 
 
