@@ -561,14 +561,23 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     )
     parser.add_argument("--tiny", action="store_true", help="a quick check (seconds)")
     parser.add_argument("--plot", type=Path, default=None, help="learnt biases PNG")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch's CPU threads (torch.set_num_threads), set before any work; default 1, "
+        "as the figures in docs/clicks.md were run (0: torch's own, one per core or "
+        "OMP_NUM_THREADS)",
+    )
     args = parser.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.protocol == "top10" and "--sessions" not in (argv or []):
         args.sessions = 30
     if args.tiny:
         args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], EVAL_EVERY, 1
         args.sessions, args.tree_sessions, args.trees = 8, 2, 3
         args.bias_norms = args.bias_norms[:1]
-    torch.set_num_threads(1)
     started = time.perf_counter()
     train_lists, test = load_lists("train"), load_lists("test")
     runs: dict[str, list[Tensor]] = {}

@@ -241,15 +241,24 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     )
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch's CPU threads (torch.set_num_threads), set before any work; default: "
+        "torch's own (one per core, or OMP_NUM_THREADS). On a machine shared with other jobs "
+        "use fewer: this example took 22 min at 2 threads on a busy 2-core machine, 58 s at 1",
+    )
+    parser.add_argument(
         "--allrank",
         metavar="PATH",
         help="also train with allRank's approxNDCGLoss, and ours with its reduction "
         "(allRank installed there: pip install --no-deps --target PATH allrank==1.4.3)",
     )
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     losses = dict(LOSSES) | (allrank_models(args.allrank) if args.allrank else {})
     started = time.perf_counter()
-    torch.set_num_threads(min(torch.get_num_threads(), 2))
     train, test = load_lists("train"), load_lists("test")
 
     header = " | ".join(f"nDCG@{k}" for k in CUTOFFS)

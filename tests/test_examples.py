@@ -6,6 +6,7 @@ import runpy
 from pathlib import Path
 
 import pytest
+import torch
 from ranking_data import load_split
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -85,3 +86,17 @@ def test_approx_with_allrank_reduction_has_allranks_gradient() -> None:
         models[name](leaf, labels, mask).backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-7)
+
+
+def test_train_ranker_sets_threads_only_when_asked() -> None:
+    import train_ranker
+
+    before = torch.get_num_threads()
+    argv = ["--epochs", "1", "--seeds", "0", "--no-lightgbm", "--no-plot", "--log-every", "0"]
+    try:
+        train_ranker.main(argv)
+        assert torch.get_num_threads() == before  # torch's default is left alone
+        train_ranker.main([*argv, "--threads", "1"])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
