@@ -151,3 +151,45 @@ def test_ndcg_under_ddp_warns_from_the_synchronised_count(tmp_path: Path) -> Non
         value, messages = result["some"]
         assert value.item() == 1.0
         assert messages == []
+
+
+def _dataset() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(3)
+    preds = torch.rand(20, 8, generator=gen)
+    target = torch.randint(0, 3, (20, 8), generator=gen)
+    mask = torch.rand(20, 8, generator=gen) > 0.2
+    mask[:, 0] = True
+    return preds, target, mask
+
+
+def _reference_worker(rank: int, port: int, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        preds, target, mask = _dataset()
+        share = slice(0, 13) if rank == 0 else slice(13, 20)  # uneven shares
+        metric = NDCG(k=5)
+        metric.update(preds[share], target[share], mask=mask[share])
+        result: dict[str, Any] = {"value": metric.compute()}
+        if rank == 0:  # the docs' recipe: a one-process reference on rank 0 alone
+            reference = NDCG(k=5, sync_on_compute=False)
+            for start in range(0, 20, 6):
+                rows = slice(start, start + 6)
+                reference.update(preds[rows], target[rows], mask=mask[rows])
+            result["reference"] = reference.compute()
+        dist.barrier()
+        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_reference_value_on_rank_zero_with_sync_on_compute_false(tmp_path: Path) -> None:
+    ranks = run_ranks(_reference_worker, 2, tmp_path)
+    preds, target, mask = _dataset()
+    one_process = NDCG(k=5)
+    one_process.update(preds, target, mask=mask)
+    expected = one_process.compute()
+    torch.testing.assert_close(ranks[0]["reference"], expected)
+    for result in ranks:
+        torch.testing.assert_close(result["value"], expected)
