@@ -138,16 +138,23 @@ def ndcg_padded_batch(
     **options: object,
 ) -> list[float]:
     """nDCG@k of each row, keeping only the items where ``real`` is True."""
+    return _per_real_row(ndcg_one_list, scores, labels, real, k, **options)
+
+
+def _per_real_row(
+    one_list: Callable[..., float],
+    scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    k: int | None,
+    **options: object,
+) -> list[float]:
+    """``one_list`` of each row's real items (where ``real`` is True)."""
     out = []
     for row_scores, row_labels, row_real in zip(scores, labels, real, strict=True):
         kept = [i for i, keep in enumerate(row_real) if keep]
         out.append(
-            ndcg_one_list(
-                [row_scores[i] for i in kept],
-                [row_labels[i] for i in kept],
-                k,
-                **options,  # type: ignore[arg-type]
-            )
+            one_list([row_scores[i] for i in kept], [row_labels[i] for i in kept], k, **options)
         )
     return out
 
@@ -659,18 +666,7 @@ def dcg_padded_batch(
     **options: object,
 ) -> list[float]:
     """DCG@k of each row, keeping only the items where ``real`` is True (0 for no item)."""
-    out = []
-    for row_scores, row_labels, row_real in zip(scores, labels, real, strict=True):
-        kept = [i for i, keep in enumerate(row_real) if keep]
-        out.append(
-            dcg_one_list(
-                [row_scores[i] for i in kept],
-                [row_labels[i] for i in kept],
-                k,
-                **options,  # type: ignore[arg-type]
-            )
-        )
-    return out
+    return _per_real_row(dcg_one_list, scores, labels, real, k, **options)
 
 
 def catalog_ndcg_one_user(
