@@ -6,7 +6,9 @@ from torch_ndcg.losses import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    SoftmaxLoss,
     UnbiasedLambdaRankLoss,
+    XENDCGLoss,
 )
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
 
@@ -19,7 +21,9 @@ __all__ = [
     "LambdaRankLoss",
     "NeuralNDCGLoss",
     "RetrievalNDCG",
+    "SoftmaxLoss",
     "UnbiasedLambdaRankLoss",
+    "XENDCGLoss",
     "__version__",
 ]
 __all__ += functional.__all__

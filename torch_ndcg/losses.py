@@ -17,15 +17,27 @@ from torch_ndcg._options import (
     Weighting,
 )
 from torch_ndcg.functional._losses import (
+    _CROSS_ENTROPY_PORTED_NAMES,
     APPROX,
     LAMBDARANK,
     NEURAL,
+    SOFTMAX,
+    XENDCG,
+    ListwiseLoss,
     Loss,
     _aggregated_unbiased_lambdarank,
     _unbiased_lambdarank,
+    check_cross_entropy_options,
 )
 
-__all__ = ["ApproxNDCGLoss", "LambdaRankLoss", "NeuralNDCGLoss", "UnbiasedLambdaRankLoss"]
+__all__ = [
+    "ApproxNDCGLoss",
+    "LambdaRankLoss",
+    "NeuralNDCGLoss",
+    "SoftmaxLoss",
+    "UnbiasedLambdaRankLoss",
+    "XENDCGLoss",
+]
 
 
 def _option(name: str) -> Any:
@@ -208,6 +220,95 @@ class ApproxNDCGLoss(_RankingLoss):
             k, temperature, gain, discount, reduction, ignore_index, validate_args
         )
         super().__init__(options)
+
+
+class _ListwiseModule(_RankingLoss):
+    """`SoftmaxLoss` and `XENDCGLoss`: the options they share; no cut-off and no discount."""
+
+    _loss: ClassVar[ListwiseLoss]
+    _shown = ("gain",)
+    k = discount = property(lambda self: None, doc="``None``: no cut-off and no discount.")
+
+    @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        gain: Gain = "exponential",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        super().__init__(check_cross_entropy_options(gain, reduction, ignore_index, validate_args))
+
+
+class SoftmaxLoss(_ListwiseModule):
+    r"""Softmax cross-entropy against the list's normalised gains; see `softmax_loss`.
+
+    $$
+    p_i = \frac{G_i}{\sum_j G_j}, \qquad
+    \ell = -\sum_i w_i \, p_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}
+    $$
+
+    ListNet is ``gain=torch.exp``; TF-Ranking's ``SoftmaxLoss`` and Rax's ``softmax_loss``
+    (normalised labels) are ``gain="linear"``.
+
+    Keyword Args:
+        gain, reduction, ignore_index, validate_args: as `softmax_loss` (defaults
+            ``"exponential"``, ``"mean"``, ``None``, ``True``).
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import SoftmaxLoss
+        >>> loss_fn = SoftmaxLoss(ignore_index=-1)
+        >>> preds = torch.tensor([[0.0, 1.0, 5.0]])
+        >>> loss_fn(preds, torch.tensor([[1, 0, -1]]))  # log(1 + e)
+        tensor(1.3133)
+    """
+
+    _loss = SOFTMAX
+
+
+class XENDCGLoss(_ListwiseModule):
+    r"""XE-NDCG (Bruch, WWW 2021), noisy normalised gains as target; see `xe_ndcg_loss`.
+
+    $$
+    \rho_i = \frac{G_i + 1 - \gamma_i}{\sum_j (G_j + 1 - \gamma_j)}, \quad
+    \gamma_i \sim U[0, 1), \qquad
+    \ell = -\sum_i w_i \, \rho_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}
+    $$
+
+    Keyword Args:
+        gain, reduction, ignore_index, validate_args: as `xe_ndcg_loss` (defaults
+            ``"exponential"``, ``"mean"``, ``None``, ``True``).
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import XENDCGLoss
+        >>> loss_fn = XENDCGLoss()
+        >>> preds, target = torch.tensor([0.0, 1.0]), torch.tensor([1, 0])
+        >>> loss_fn(preds, target, noise=torch.full((2,), 0.5))
+        tensor(1.0633)
+    """
+
+    _loss = XENDCG
+
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+        *,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        r"""Loss of ``[..., L]`` scores against labels, as `xe_ndcg_loss`.
+
+        The noise $\gamma$ is drawn at every call from ``generator`` (on ``preds``' device;
+        ``None``: torch's default generator), or given as ``noise`` (``[..., L]``, in
+        $[0, 1]$).
+        """
+        return self._loss.loss(preds, target, mask, self.options, weight, noise, generator)
 
 
 class NeuralNDCGLoss(_RankingLoss):

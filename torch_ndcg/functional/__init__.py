@@ -6,7 +6,13 @@ loss modules are thin layers over it.
 
 from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
-from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
+from torch_ndcg.functional._losses import (
+    approx_ndcg_loss,
+    lambdarank_loss,
+    neural_ndcg_loss,
+    softmax_loss,
+    xe_ndcg_loss,
+)
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._significance import (
     PairedTestResult,
@@ -27,4 +33,6 @@ __all__ = [
     "paired_t_test",
     "retrieval_ndcg",
     "simulate_clicks",
+    "softmax_loss",
+    "xe_ndcg_loss",
 ]

@@ -41,7 +41,13 @@ from torch_ndcg._options import (
 )
 from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
-__all__ = ["approx_ndcg_loss", "lambdarank_loss", "neural_ndcg_loss"]
+__all__ = [
+    "approx_ndcg_loss",
+    "lambdarank_loss",
+    "neural_ndcg_loss",
+    "softmax_loss",
+    "xe_ndcg_loss",
+]
 
 
 class _LossInput(NamedTuple):
@@ -600,6 +606,227 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
+# --- Softmax cross-entropy: ListNet / softmax loss and XE-NDCG ----------------------------------
+
+# Other libraries' names for the options of the softmax losses (they take no cut-off).
+_CROSS_ENTROPY_PORTED_NAMES = {
+    **{
+        name: hint
+        for name, hint in _validation.APPROX_PORTED_NAMES.items()
+        if name in ("padded_value_indicator", "label_gain", "eps")
+    },
+    "where": "`mask` (Rax's `where`)",
+    "label_fn": "`gain` (Rax's `label_fn=rax.utils.normalize_probabilities` is gain='linear')",
+    "objective_seed": "`generator` (LightGBM's `objective_seed`) or `noise`",
+}
+
+
+def check_cross_entropy_options(
+    gain: Any,
+    reduction: Any,
+    ignore_index: Any,
+    validate_args: Any,
+    k: Any = 1,
+    discount: Any = "log2",
+) -> LossOptions:
+    """The options of `softmax_loss` and `xe_ndcg_loss` (function and module), checked once.
+
+    They take no cut-off and no discount: ``k`` is 1 and ``discount`` ``"log2"`` (a module's
+    option setter passes them back), so that `_prepare`'s ideal DCG is the largest gain, the
+    cheapest test of a list with a positive gain.
+    """
+    shared = _validation._check_loss_options(
+        1, gain, "log2", reduction, ignore_index, validate_args
+    )
+    return LossOptions(**shared)
+
+
+@_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+def softmax_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    gain: Gain = "exponential",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""Softmax cross-entropy with the list's normalised gains as target (ListNet, softmax loss).
+
+    Over the real items of a list, with the gains $G$ of the metric and weights $w$ (1 without
+    ``weight``):
+
+    $$
+    p_i = \frac{G_i}{\sum_j G_j}, \qquad
+    \ell = -\sum_i w_i \, p_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}.
+    $$
+
+    ListNet's top-one probabilities (Cao et al., ICML 2007) are ``gain=torch.exp``; with
+    ``gain="linear"`` it is TF-Ranking's ``SoftmaxLoss`` and Rax's ``softmax_loss`` with
+    normalised labels. Bruch, Wang, Bendersky & Najork (ICTIR 2019) show that on binary labels
+    it bounds nDCG: minimising it maximises a lower bound of $\log$ nDCG.
+
+    ``weight`` multiplies each item's term while the target stays the normalised unweighted
+    gains, so inverse-propensity weights do not cancel on a list with one click (Rax and
+    TF-Ranking multiply the labels by the weights before normalising them). Lists without a
+    positive gain (or only padding) have loss 0 and gradient 0; ``"mean"`` averages over the
+    other lists. Memory ``O(B L)``; nothing is read back on an accelerator.
+
+    Parity recipes (each proved in ``tests/test_softmax_losses.py``), on lists with a relevant
+    item:
+
+    - Rax: ``rax.softmax_loss(s, y, where=m, label_fn=rax.utils.normalize_probabilities)`` is
+      ``softmax_loss(s, y, mask=m, gain="linear")`` (Rax gives a list of zeros a uniform target);
+    - TF-Ranking: ``SoftmaxLoss`` (reduction ``SUM_BY_NONZERO_WEIGHTS``, its default) is
+      ``softmax_loss(s, y, gain="linear", ignore_index=-1, weight=S)`` with $S$ each list's
+      label sum on each of its items (TF-Ranking weights each list by its label sum; it gives
+      padded items the logit $\log 10^{-10}$, which we leave out of the softmax);
+    - allRank: ``listNet(s, y)`` is ``softmax_loss(s, y, gain=torch.exp, ignore_index=-1)``
+      (allRank adds $10^{-10}$ to the softmax inside its log).
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        weight: ``[..., L]`` non-negative, finite weights of the items' terms; ``None`` (the
+            default) is every weight 1.
+        gain: ``"exponential"`` (the default, $2^y - 1$), ``"linear"`` or a callable of the
+            labels with non-negative values.
+        reduction: ``"mean"`` (the default: over lists with a positive gain; 0 if none),
+            ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items (for example ``-1``).
+        validate_args: check the values (the default ``True``), as `lambdarank_loss`.
+
+    Returns:
+        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
+        ``preds``).
+
+    Raises:
+        ValueError: bad ``reduction`` or ``gain``, shape mismatch, NaN or infinite scores,
+            negative labels, a ``weight`` of another shape or with a negative, NaN or infinite
+            value.
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``; a keyword name from another library (``where``, ``label_fn``,
+            ``eps``, ...), naming ours.
+
+    Example:
+        One relevant item of two, scored 1 below the other: $\ell = \log(1 + e) = 1.3133$.
+
+        >>> import torch
+        >>> from torch_ndcg import softmax_loss
+        >>> softmax_loss(torch.tensor([0.0, 1.0]), torch.tensor([1, 0]))
+        tensor(1.3133)
+    """
+    options = check_cross_entropy_options(gain, reduction, ignore_index, validate_args)
+    return SOFTMAX.loss(preds, target, mask, options, weight)
+
+
+@_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+def xe_ndcg_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    noise: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    gain: Gain = "exponential",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""XE-NDCG (Bruch, WWW 2021): softmax cross-entropy against noisy normalised gains.
+
+    Each real item draws $\gamma_i \sim U[0, 1)$; with the gains $G$ of the metric,
+
+    $$
+    \phi_i = G_i + 1 - \gamma_i, \qquad \rho_i = \frac{\phi_i}{\sum_j \phi_j}, \qquad
+    \ell = -\sum_i w_i \, \rho_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}.
+    $$
+
+    With the default exponential gain $\phi_i = 2^{y_i} - \gamma_i$, the target of the
+    paper ("An Alternative Cross Entropy Loss for Learning-to-Rank", arXiv 1911.09798) and of
+    LightGBM's ``rank_xendcg``; items of label 0 take part. Bruch shows that it bounds nDCG
+    and is convex in the scores, and that the noise makes equal labels no longer tie in the
+    target. The gradient is this loss's own, $q_i \sum_j w_j \rho_j - w_i \rho_i$ with
+    $q = \operatorname{softmax}(s)$; LightGBM's ``rank_xendcg`` adds higher-order terms to it
+    for its trees, and truncates labels to integers before $2^y$.
+
+    The noise is drawn at every call (from ``generator``, else torch's default generator)
+    or passed in (``noise``). Lists without a positive gain (or only padding) have loss 0 and
+    gradient 0, as in `softmax_loss`; LightGBM gives them the random target $1 - \gamma$ and
+    trains on it. ``weight`` multiplies each item's term, the target staying unweighted.
+    Memory ``O(B L)``; nothing is read back on an accelerator.
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        weight: ``[..., L]`` weights of the items' terms, as `softmax_loss`'s.
+        noise: ``[..., L]`` floating $\gamma$ in $[0, 1]$; ``None`` (the default) draws it.
+        generator: the ``torch.Generator`` (on ``preds``' device) the noise is drawn from;
+            ``None`` (the default): torch's default generator.
+        gain: ``"exponential"`` (the default), ``"linear"`` or a non-negative callable.
+        reduction: as `softmax_loss`.
+        ignore_index: as `softmax_loss`.
+        validate_args: as `softmax_loss`; also checks ``noise``'s values.
+
+    Returns:
+        As `softmax_loss`.
+
+    Raises:
+        ValueError: as `softmax_loss`; ``noise`` of another shape, or a value of a real item
+            outside $[0, 1]$.
+        TypeError: as `softmax_loss`; non-floating ``noise``.
+
+    Example:
+        One relevant item of two, scored 1 below the other, $\gamma = (0.5, 0.5)$: the target
+        is $\rho = (1.5, 0.5) / 2$, so $\ell = 0.75 \log(1 + e) + 0.25 \log(1 + e^{-1})
+        = 1.0633$.
+
+        >>> import torch
+        >>> from torch_ndcg import xe_ndcg_loss
+        >>> preds, target = torch.tensor([0.0, 1.0]), torch.tensor([1, 0])
+        >>> xe_ndcg_loss(preds, target, noise=torch.full((2,), 0.5))
+        tensor(1.0633)
+    """
+    options = check_cross_entropy_options(gain, reduction, ignore_index, validate_args)
+    return XENDCG.loss(preds, target, mask, options, weight, noise, generator)
+
+
+def _check_noise(
+    preds: Tensor, target: Tensor, mask: Tensor | None, noise: Any, options: LossOptions
+) -> DeferredCheck | None:
+    """``noise`` is a floating tensor of ``preds``' shape, in ``[0, 1]`` on real items."""
+    _validation.check_preds_target(preds, target)
+    _validation.check_mask(mask, preds.shape)
+    _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
+    if not options.validate_args or noise.numel() == 0:
+        return None
+    real = _validation.real_items(target, mask, options.ignore_index)
+    low, high = torch.aminmax(noise.detach() if real is None else noise.detach().where(real, 0))
+    message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
+    return _clicks.value_checks([((low >= 0) & (high <= 1), low.where(low < 0, high), message)])
+
+
+def _softmax_cross_entropy(lists: _LossInput, options: LossOptions) -> Tensor:
+    r"""Cross-entropy of the scores' softmax against ``lists.scaled_gains`` (targets), reduced.
+
+    Padding is left out of the softmax; a term whose target is 0 is 0 (padding's log-softmax,
+    $-\infty$, never meets arithmetic).
+    """
+    scores, real, targets = lists.scores, lists.mask, lists.scaled_gains
+    log_q = (scores if real is None else scores.masked_fill(~real, -torch.inf)).log_softmax(-1)
+    per_list = torch.where(targets > 0, -targets * log_q, 0).sum(-1)
+    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+
+
 @_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
 def neural_ndcg_loss(
     preds: Tensor,
@@ -767,6 +994,50 @@ class Loss:
 
 LAMBDARANK = Loss(_validation.check_lambdarank_options, _lambdarank)
 APPROX = Loss(_validation.check_approx_options, _approx)
+
+
+@dataclass(frozen=True)
+class ListwiseLoss(Loss):
+    r"""A softmax cross-entropy loss: its targets come from the labels (and noise), not `_prepare`.
+
+    `loss` prepares the input (`_prepare`), makes each list's target distribution from the
+    unweighted gains $G$: $G / \sum G$, or with ``noisy`` $\phi = G + 1 - \gamma$ over its sum,
+    times the weights, and hands it to the core as the scaled gains.
+    """
+
+    noisy: bool = False
+
+    def loss(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        options: LossOptions,
+        weight: Tensor | None = None,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """The loss with checked ``options``; ``noise`` (or ``generator``) with ``noisy``."""
+        checks = None if noise is None else _check_noise(preds, target, mask, noise, options)
+        lists = _prepare(preds, target, mask, options, weight, checks)
+        length, acc = preds.shape[-1], _options.accumulate_dtype(preds.device)
+        gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
+        if self.noisy:
+            if noise is None:
+                noise = torch.rand(gains.shape, generator=generator, dtype=acc, device=gains.device)
+            gains = gains + 1 - _options.as_dtype(noise.detach().reshape(gains.shape), acc)
+            gains = gains if lists.mask is None else gains.where(lists.mask, 0)
+        targets = (gains / gains.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
+        targets = targets.to(lists.scores.dtype)
+        if weight is not None:
+            targets = _clicks.weighted_gains(
+                targets, weight.reshape(-1, length).detach(), lists.mask
+            )
+        return self.core(lists._replace(scaled_gains=targets), options)
+
+
+SOFTMAX = ListwiseLoss(check_cross_entropy_options, _softmax_cross_entropy)
+XENDCG = ListwiseLoss(check_cross_entropy_options, _softmax_cross_entropy, noisy=True)
 
 
 def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
