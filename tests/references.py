@@ -702,3 +702,135 @@ def lower_median(values: Sequence[float]) -> float:
     """The lower of the two middle values (the middle one for an odd count)."""
     ordered = sorted(values)
     return ordered[(len(ordered) - 1) // 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Softmax cross-entropy losses (ListNet / softmax loss, XE-NDCG) and peers' formulas, written
+# from their papers and documentation, in float64 Python loops over each list's real items.
+
+
+def _log_softmax(values: Sequence[float]) -> list[float]:
+    top = max(values)
+    log_total = top + math.log(sum(math.exp(v - top) for v in values))
+    return [v - log_total for v in values]
+
+
+def cross_entropy_lists(
+    preds: Sequence[Sequence[float]],
+    targets: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    weights: Sequence[Sequence[float]] | None = None,
+) -> tuple[list[float], list[list[float]]]:
+    """Per list ``-sum_i w_i t_i log softmax(s)_i`` over its real items, and its gradient
+    ``q_i sum_j w_j t_j - w_i t_i`` (``q`` the softmax), 0 on padding. ``targets`` already
+    normalised (all 0 for a list that counts for nothing)."""
+    losses, grads = [], []
+    for row, (scores, target, keep) in enumerate(zip(preds, targets, real, strict=True)):
+        items = [i for i, k in enumerate(keep) if k]
+        grad = [0.0] * len(scores)
+        if not items:
+            losses.append(0.0)
+            grads.append(grad)
+            continue
+        w = [1.0 if weights is None else float(weights[row][i]) for i in items]
+        t = [float(target[i]) for i in items]
+        log_q = _log_softmax([float(scores[i]) for i in items])
+        losses.append(-sum(wi * ti * lq for wi, ti, lq in zip(w, t, log_q, strict=True)))
+        mass = sum(wi * ti for wi, ti in zip(w, t, strict=True))
+        for position, i in enumerate(items):
+            grad[i] = math.exp(log_q[position]) * mass - w[position] * t[position]
+        grads.append(grad)
+    return losses, grads
+
+
+def normalised_gains(
+    target: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    gain: GainOption = "exponential",
+    noise: Sequence[Sequence[float]] | None = None,
+) -> list[list[float]]:
+    """Each list's target distribution: ``G_i / sum_j G_j`` (softmax loss, ListNet) or, with
+    ``noise`` gamma, ``phi_i / sum_j phi_j`` with ``phi = G + 1 - gamma`` (XE-NDCG, Bruch 2021:
+    ``2^y - gamma`` for the exponential gain); all 0 where no real item has a positive gain."""
+    g = gain_function(gain)
+    out = []
+    for row, (labels, keep) in enumerate(zip(target, real, strict=True)):
+        gains = [float(g(float(y))) if k else 0.0 for y, k in zip(labels, keep, strict=True)]
+        if not any(value > 0 for value in gains):
+            out.append([0.0] * len(gains))
+            continue
+        if noise is not None:
+            gains = [
+                value + 1.0 - float(noise[row][i]) if keep[i] else 0.0
+                for i, value in enumerate(gains)
+            ]
+        total = sum(gains)
+        out.append([value / total for value in gains])
+    return out
+
+
+def rax_softmax_loss_normalized(
+    scores: Sequence[Sequence[float]], labels: Sequence[Sequence[float]], where: Any
+) -> float:
+    """Rax's ``softmax_loss(scores, labels, where=where,
+    label_fn=rax.utils.normalize_probabilities)`` with its default mean: masked labels 0 and
+    scores -inf; labels normalised over the valid items (uniform where they sum to 0);
+    ``-sum_valid p_i log_softmax(s)_i``; the mean over lists with a valid item."""
+    losses = []
+    for s, y, keep in zip(scores, labels, where, strict=True):
+        items = [i for i, k in enumerate(keep) if k]
+        if not items:
+            continue
+        total = sum(float(y[i]) for i in items)
+        p = [float(y[i]) / total if total > 0 else 1.0 / len(items) for i in items]
+        log_q = _log_softmax([float(s[i]) for i in items])
+        losses.append(-sum(pi * lq for pi, lq in zip(p, log_q, strict=True)))
+    return sum(losses) / len(losses) if losses else 0.0
+
+
+TF_RANKING_EPSILON = 1e-10
+
+
+def tf_ranking_softmax_loss(
+    labels: Sequence[Sequence[float]], logits: Sequence[Sequence[float]]
+) -> float:
+    """TF-Ranking's ``SoftmaxLoss`` (``losses_impl``), reduction ``SUM_BY_NONZERO_WEIGHTS``:
+    items with a label below 0 are padding (label 0, logit ``log 1e-10``, which stays in the
+    softmax); each list's labels over their sum ``S`` (``1e-10`` each where ``S = 0``), its
+    cross-entropy with the softmax of all its logits weighted by ``S``; the sum over lists
+    divided by the number of lists with ``S != 0``."""
+    total, counted = 0.0, 0
+    for y, s in zip(labels, logits, strict=True):
+        valid = [float(v) >= 0 for v in y]
+        clean = [float(v) if ok else 0.0 for v, ok in zip(y, valid, strict=True)]
+        z = [
+            float(v) if ok else math.log(TF_RANKING_EPSILON) for v, ok in zip(s, valid, strict=True)
+        ]
+        label_sum = sum(clean)
+        padded = clean if label_sum > 0 else [TF_RANKING_EPSILON] * len(clean)
+        padded = [v if ok else 0.0 for v, ok in zip(padded, valid, strict=True)]
+        norm = sum(padded)
+        p = [v / norm if norm else 0.0 for v in padded]
+        log_q = _log_softmax(z)
+        total += label_sum * -sum(pi * lq for pi, lq in zip(p, log_q, strict=True))
+        counted += label_sum != 0
+    return total / counted if counted else 0.0
+
+
+def allrank_list_net(
+    y_pred: Sequence[Sequence[float]],
+    y_true: Sequence[Sequence[float]],
+    eps: float = 1e-10,
+    padded_value_indicator: float = -1,
+) -> float:
+    """allRank's ``listNet``: padded items (label -1) at -inf in both softmaxes; the target is
+    the softmax of the labels; ``-sum true_i log(softmax(pred)_i + eps)``; the mean over all
+    lists."""
+    losses = []
+    for s, y in zip(y_pred, y_true, strict=True):
+        items = [i for i, v in enumerate(y) if float(v) != padded_value_indicator]
+        true = [math.exp(v) for v in _log_softmax([float(y[i]) for i in items])]
+        log_q = _log_softmax([float(s[i]) for i in items])
+        terms = zip(true, log_q, strict=True)
+        losses.append(-sum(t * math.log(math.exp(lq) + eps) for t, lq in terms))
+    return sum(losses) / len(losses)
