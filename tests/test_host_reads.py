@@ -25,6 +25,8 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
+    SoftmaxLoss,
+    XENDCGLoss,
     approx_ndcg_loss,
     dcg,
     lambdarank_loss,
@@ -73,6 +75,23 @@ def _loss_step(loss: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor, b
     return step
 
 
+def run_xe_ndcg_step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    """XENDCGLoss, its noise drawn from the default generator (seeded: the same every run)."""
+    leaf = preds.clone().requires_grad_()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        XENDCGLoss(validate_args=validate)(leaf, target).backward()
+    return leaf.grad
+
+
+def run_xe_ndcg_noise_step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    """XENDCGLoss with its noise passed in (its values checked with the input's)."""
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(1))
+    leaf = preds.clone().requires_grad_()
+    XENDCGLoss(validate_args=validate)(leaf, target, noise=noise.to(preds.device)).backward()
+    return leaf.grad
+
+
 HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "ndcg": run_ndcg,
     "dcg": run_dcg,
@@ -81,6 +100,9 @@ HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "LambdaRankLoss step": _loss_step(LambdaRankLoss(k=10, weighting="ndcg2pp")),
     "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
     "NeuralNDCGLoss step": _loss_step(NeuralNDCGLoss(k=10)),
+    "SoftmaxLoss step": _loss_step(SoftmaxLoss()),
+    "XENDCGLoss step": run_xe_ndcg_step,
+    "XENDCGLoss step, noise given": run_xe_ndcg_noise_step,
 }
 # On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
 # touching the top k, the labels' range) are read together, once. The losses' kernels and
@@ -93,6 +115,9 @@ CPU_READS_WITHOUT_CHECKS = {
     "LambdaRankLoss step": 0,
     "ApproxNDCGLoss step": 0,
     "NeuralNDCGLoss step": 0,
+    "SoftmaxLoss step": 0,
+    "XENDCGLoss step": 0,
+    "XENDCGLoss step, noise given": 0,
 }
 
 

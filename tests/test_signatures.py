@@ -20,13 +20,17 @@ from torch_ndcg import (
     LambdaRankLoss,
     NeuralNDCGLoss,
     RetrievalNDCG,
+    SoftmaxLoss,
     UnbiasedLambdaRankLoss,
+    XENDCGLoss,
 )
 
 DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "mask": None,
     "exclude": None,
     "weight": None,
+    "noise": None,
+    "generator": None,
     "k": None,
     "sigma": 1.0,
     "weighting": "lambdarank",
@@ -56,6 +60,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
 }
 LIST_OPTIONS = {"k", "gain", "discount", "ties", "empty_target_action", "validate_args"}
 LOSS_OPTIONS = {"k", "gain", "discount", "reduction", "ignore_index", "validate_args"}
+LISTWISE_OPTIONS = LOSS_OPTIONS - {"k", "discount"}  # the softmax losses: no cut-off, no discount
 # Each entry point and the keywords it must list (each with its documented default).
 ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
     "ndcg": (torch_ndcg.ndcg, LIST_OPTIONS | {"mask", "exclude", "ignore_index"}),
@@ -78,6 +83,11 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
         torch_ndcg.neural_ndcg_loss,
         LOSS_OPTIONS | {"mask", "weight", "temperature", "max_iter", "tol"},
     ),
+    "softmax_loss": (torch_ndcg.softmax_loss, LISTWISE_OPTIONS | {"mask", "weight"}),
+    "xe_ndcg_loss": (
+        torch_ndcg.xe_ndcg_loss,
+        LISTWISE_OPTIONS | {"mask", "weight", "noise", "generator"},
+    ),
     "NDCG": (NDCG, LIST_OPTIONS | {"ignore_index", "confidence"}),
     "NDCG.update_catalog": (
         NDCG.update_catalog,
@@ -95,6 +105,9 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
         UnbiasedLambdaRankLoss,
         LOSS_OPTIONS | {"sigma", "bias_norm", "momentum", "match_exposure"},
     ),
+    "SoftmaxLoss": (SoftmaxLoss, LISTWISE_OPTIONS),
+    "XENDCGLoss": (XENDCGLoss, LISTWISE_OPTIONS),
+    "XENDCGLoss.forward": (XENDCGLoss.forward, {"mask", "weight", "noise", "generator"}),
 }
 # torchmetrics' own `Metric` keywords: the metrics pass them through `**kwargs`.
 TORCHMETRICS_KEYWORDS = {"compute_on_cpu", "dist_sync_on_step", "sync_on_compute"}
