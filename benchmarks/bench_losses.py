@@ -1,11 +1,13 @@
 """Ranking losses, forward + backward: time and peak extra memory against allRank 1.4.3.
 
 Cases B x L = 64 x 128, 16 x 1,024 and 4 x 8,192; float32 scores (``requires_grad``) and graded
-0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()`` and
-``NeuralNDCGLoss()``; allRank: ``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``,
-``approxNDCGLoss`` (alpha 1) and ``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours),
-measured in the same run when allRank is importable (``pip install --no-deps allrank==1.4.3``;
-a private ``--target`` directory can be given with ``--allrank-path``).
+0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()``,
+``NeuralNDCGLoss()``, ``SoftmaxLoss()`` and ``XENDCGLoss()``; allRank:
+``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``, ``approxNDCGLoss`` (alpha 1),
+``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours) and ``listNet`` (the peer of both
+softmax losses), measured in the same run when allRank is importable (``pip install --no-deps
+allrank==1.4.3``; a private ``--target`` directory can be given with ``--allrank-path``). Where
+it is not, the softmax losses are measured against listNet's formula in plain torch, labelled so.
 
 Method. Every (loss, case) runs in a fresh subprocess that first imports torch, torch_ndcg and
 allRank, builds its inputs and runs one trivial backward (autograd's one-off start-up); there its
@@ -59,11 +61,30 @@ LOSSES = (
     ("lambda", "LambdaRank (NDCG-Loss2++)"),
     ("approx", "ApproxNDCG"),
     ("neural", "NeuralNDCG"),
+    ("softmax", "Softmax (ListNet)"),
+    ("xendcg", "XE-NDCG"),
 )
 ALLRANK_LIMIT_BYTES = 10 * 2**30
 # [B, L, L] tensors live at once in allRank's losses: about ten in lambdaLoss and approxNDCGLoss;
 # neuralNDCG keeps two per Sinkhorn iteration (50) for autograd, plus about ten.
-ALLRANK_TENSORS = {"lambda": 10, "approx": 10, "neural": 2 * 50 + 10}
+ALLRANK_TENSORS = {"lambda": 10, "approx": 10, "neural": 2 * 50 + 10, "softmax": 0, "xendcg": 0}
+# The softmax losses' peer is allRank's listNet, or where allRank cannot be imported its formula in
+# plain torch (labelled "listNet formula"): both O(B L).
+LISTWISE = ("softmax", "xendcg")
+
+
+def list_net_formula(y_pred: Any, y_true: Any, eps: float = 1e-10) -> Any:
+    """The listNet loss of allRank, written from its formula.
+
+    The softmax of the labels (padding -1 left out) against the log of the scores' softmax plus
+    ``eps``; the mean over the lists.
+    """
+    import torch
+
+    padded = y_true == -1
+    target = torch.softmax(y_true.masked_fill(padded, -torch.inf), dim=-1)
+    log_q = torch.log(torch.softmax(y_pred.masked_fill(padded, -torch.inf), dim=-1) + eps)
+    return (-(target * log_q).sum(-1)).mean()
 
 
 def import_allrank(path: str, device: str = "cpu") -> Any:
@@ -100,6 +121,9 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
     lambda_ours = torch_ndcg.LambdaRankLoss(weighting="ndcg2pp", validate_args=False)
     approx_ours = torch_ndcg.ApproxNDCGLoss(validate_args=False)
     neural_ours = torch_ndcg.NeuralNDCGLoss(validate_args=False)
+    softmax_ours = torch_ndcg.SoftmaxLoss(validate_args=False)
+    xendcg_ours = torch_ndcg.XENDCGLoss(validate_args=False)
+    list_net = list_net_formula if allrank is None else allrank.listNet
     if name == "ours-lambda":
         loss_fn = lambda: lambda_ours(preds, target)  # noqa: E731
     elif name == "ours-approx":
@@ -110,6 +134,12 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         loss_fn = lambda: allrank.lambdaLoss(  # noqa: E731
             preds, target, weighing_scheme="ndcgLoss2PP_scheme"
         )
+    elif name == "ours-softmax":
+        loss_fn = lambda: softmax_ours(preds, target)  # noqa: E731
+    elif name == "ours-xendcg":
+        loss_fn = lambda: xendcg_ours(preds, target)  # noqa: E731
+    elif name in ("allrank-softmax", "allrank-xendcg"):
+        loss_fn = lambda: list_net(preds, target)  # noqa: E731
     elif name == "allrank-neural":
         loss_fn = lambda: allrank.neuralNDCG(preds, target)  # noqa: E731
     else:
@@ -192,11 +222,14 @@ def run_cases(
             too_big = tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
             ours = measure(f"ours-{kind}", batch, length, allrank_path, device)
             peer = None
-            if have_allrank and not too_big:
+            if (have_allrank or kind in LISTWISE) and not too_big:
                 peer = measure(f"allrank-{kind}", batch, length, allrank_path, device)
             results[(batch, length, kind)] = (ours, peer)
+            shown = cell(peer)
+            if kind in LISTWISE and not have_allrank:
+                shown = f"listNet formula: {shown}"
             print(
-                f"| {batch} x {length:,} | {label} | {cell(ours)} | {cell(peer)} | "
+                f"| {batch} x {length:,} | {label} | {cell(ours)} | {shown} | "
                 f"{ratio(ours, peer)} |",
                 flush=True,
             )

@@ -800,19 +800,40 @@ def xe_ndcg_loss(
     return XENDCG.loss(preds, target, mask, options, weight, noise, generator)
 
 
-def _check_noise(
-    preds: Tensor, target: Tensor, mask: Tensor | None, noise: Any, options: LossOptions
+def _listwise_checks(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    weight: Tensor | None,
+    noise: Any,
+    options: LossOptions,
 ) -> DeferredCheck | None:
-    """``noise`` is a floating tensor of ``preds``' shape, in ``[0, 1]`` on real items."""
+    """The checks of ``weight`` and ``noise``, made before `_prepare`'s and read back with them.
+
+    ``weight`` as `_prepare` checks it (`torch_ndcg._clicks.check_weight`); ``noise`` a floating
+    tensor of ``preds``' shape, in ``[0, 1]`` on real items. ``preds``, ``target`` and ``mask``
+    are checked first, as `_prepare` would.
+    """
     _validation.check_preds_target(preds, target)
     _validation.check_mask(mask, preds.shape)
-    _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
-    if not options.validate_args or noise.numel() == 0:
-        return None
     real = _validation.real_items(target, mask, options.ignore_index)
-    low, high = torch.aminmax(noise.detach() if real is None else noise.detach().where(real, 0))
-    message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
-    return _clicks.value_checks([((low >= 0) & (high <= 1), low.where(low < 0, high), message)])
+    checks = [_clicks.check_weight(weight, preds.shape, real, validate_args=options.validate_args)]
+    if noise is not None:
+        _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
+        if options.validate_args and noise.numel() > 0:
+            found = noise.detach() if real is None else noise.detach().where(real, 0)
+            low, high = torch.aminmax(found)
+            message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
+            ok, value = (low >= 0) & (high <= 1), low.where(low < 0, high)
+            checks.append(_clicks.value_checks([(ok, value, message)]))
+    present = [check for check in checks if check is not None]
+    if len(present) < 2:
+        return present[0] if present else None
+    split = present[0].values.numel()
+    return DeferredCheck(
+        torch.cat([check.values for check in present]),
+        lambda values: [present[0].judge(values[:split]), present[1].judge(values[split:])],
+    )
 
 
 def _softmax_cross_entropy(lists: _LossInput, options: LossOptions) -> Tensor:
@@ -1018,21 +1039,26 @@ class ListwiseLoss(Loss):
         generator: torch.Generator | None = None,
     ) -> Tensor:
         """The loss with checked ``options``; ``noise`` (or ``generator``) with ``noisy``."""
-        checks = None if noise is None else _check_noise(preds, target, mask, noise, options)
-        lists = _prepare(preds, target, mask, options, weight, checks)
-        length, acc = preds.shape[-1], _options.accumulate_dtype(preds.device)
-        gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
-        if self.noisy:
+        checks = None
+        if weight is not None or noise is not None:  # checked here: `_prepare` would weigh
+            checks = _listwise_checks(preds, target, mask, weight, noise, options)
+        lists = _prepare(preds, target, mask, options, extra_checks=checks)
+        length = preds.shape[-1]
+        if self.noisy:  # phi = G + 1 - gamma, from the gains (`_prepare` divided them by the top)
+            acc = _options.accumulate_dtype(preds.device)
+            gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
             if noise is None:
                 noise = torch.rand(gains.shape, generator=generator, dtype=acc, device=gains.device)
             gains = gains + 1 - _options.as_dtype(noise.detach().reshape(gains.shape), acc)
             gains = gains if lists.mask is None else gains.where(lists.mask, 0)
-        targets = (gains / gains.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
-        targets = targets.to(lists.scores.dtype)
+            targets = (gains / gains.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
+            targets = targets.to(lists.scores.dtype)
+        else:  # the gains over the largest (1): their sum is at least 1 where one is positive
+            scaled = lists.scaled_gains
+            targets = scaled / scaled.sum(-1, keepdim=True).clamp(min=1)
         if weight is not None:
-            targets = _clicks.weighted_gains(
-                targets, weight.reshape(-1, length).detach(), lists.mask
-            )
+            flat_weight = weight.reshape(-1, length).detach()
+            targets = _clicks.weighted_gains(targets, flat_weight, lists.mask)
         return self.core(lists._replace(scaled_gains=targets), options)
 
 
