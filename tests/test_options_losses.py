@@ -26,7 +26,9 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    SoftmaxLoss,
     UnbiasedLambdaRankLoss,
+    XENDCGLoss,
     approx_ndcg_loss,
     examination_probability,
     lambdarank_loss,
@@ -34,6 +36,8 @@ from torch_ndcg import (
     paired_randomization_test,
     paired_t_test,
     simulate_clicks,
+    softmax_loss,
+    xe_ndcg_loss,
 )
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -584,6 +588,111 @@ def test_neural_any_options_equal_the_loop_reference(
     )["module" if module else "function"]
     close(got[0], want[0])
     close(got[1], want[1])
+
+
+# --- SoftmaxLoss / XENDCGLoss (softmax_loss / xe_ndcg_loss) -------------------------------------
+
+SOFTMAX_VALUES: dict[str, list[Any]] = {
+    "gain": [DEFAULT, "linear", square_gain],
+    "reduction": [DEFAULT, "sum", "none"],
+}
+
+
+def softmax_reference(
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    real: torch.Tensor,
+    options: dict[str, Any],
+    weight: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None,
+) -> Pair:
+    """The loop reference of the normalised (noisy, with ``noise``) gains' cross-entropy."""
+    targets = ref.normalised_gains(
+        target.tolist(),
+        real.tolist(),
+        options.get("gain", "exponential"),
+        None if noise is None else noise.tolist(),
+    )
+    losses, grads = ref.cross_entropy_lists(
+        preds.tolist(), targets, real.tolist(), None if weight is None else weight.tolist()
+    )
+    counted = [any(value > 0 for value in row) for row in targets]
+    return reduced(losses, grads, counted, options.get("reduction", "mean"))
+
+
+def softmax_answers(
+    noisy: bool,
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    options: dict[str, Any],
+    mask: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    noise: torch.Tensor,
+) -> dict[str, Pair]:
+    """`function_and_module` of `softmax_loss`, or of `xe_ndcg_loss` with ``noise`` given."""
+    if not noisy:
+        return function_and_module(
+            softmax_loss, SoftmaxLoss, preds, target, options, mask=mask, weight=weight
+        )
+    answers = {}
+    for entry in ("function", "module"):
+        leaf = preds.clone().requires_grad_()
+        if entry == "function":
+            loss = xe_ndcg_loss(leaf, target, mask=mask, weight=weight, noise=noise, **options)
+        else:
+            loss = XENDCGLoss(**options)(leaf, target, mask, weight, noise=noise)
+        answers[entry] = (loss.detach(), grad_of(loss, leaf))
+    return answers
+
+
+@pytest.mark.parametrize("noisy", [False, True], ids=["softmax", "xe_ndcg"])
+@pytest.mark.parametrize(("varied", "options"), option_cases(SOFTMAX_VALUES, {"*": [{}]}))
+def test_softmax_losses_each_option_value_equals_the_loop_reference(
+    varied: str, options: dict[str, Any], noisy: bool
+) -> None:
+    preds, target, mask, _ = loss_lists(seed=21)
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(3), dtype=preds.dtype)
+
+    def reference(opts: dict[str, Any]) -> Pair:
+        return softmax_reference(preds, target, mask, opts, noise=noise if noisy else None)
+
+    want = reference(options)
+    for got in softmax_answers(noisy, preds, target, options, mask, None, noise).values():
+        close(got[0], want[0])
+        close(got[1], want[1])
+    assert_told_apart(options, SOFTMAX_VALUES, varied, reference, want)
+
+
+@pytest.mark.parametrize("noisy", [False, True], ids=["softmax", "xe_ndcg"])
+@pytest.mark.parametrize("how", PADDINGS)
+def test_softmax_losses_padding_and_weight_equal_the_loop_reference(how: str, noisy: bool) -> None:
+    preds, target, mask, weight = loss_lists(seed=22)
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(4), dtype=preds.dtype)
+    target, options, given_mask, given_weight, real = padded_call(how, preds, target, mask, weight)
+    want = softmax_reference(
+        preds, target, real, {}, weight=given_weight, noise=noise if noisy else None
+    )
+    answers = softmax_answers(noisy, preds, target, options, given_mask, given_weight, noise)
+    for got in answers.values():
+        close(got[0], want[0])
+        close(got[1], want[1])
+
+
+def test_softmax_losses_explicit_defaults_equal_the_defaults() -> None:
+    preds, target, mask, _ = loss_lists(seed=23)
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(5), dtype=preds.dtype)
+    named = {"gain": "exponential", "reduction": "mean", "ignore_index": None}
+    named["validate_args"] = True
+    for noisy in (False, True):
+        left_out = softmax_answers(noisy, preds, target, {}, mask, None, noise)
+        explicit = softmax_answers(noisy, preds, target, named, mask, None, noise)
+        for entry in ("function", "module"):
+            close(explicit[entry][0], left_out[entry][0])
+            close(explicit[entry][1], left_out[entry][1])
+        unchecked = softmax_answers(
+            noisy, preds, target, {"validate_args": False}, mask, None, noise
+        )
+        close(unchecked["function"][0], left_out["function"][0])
 
 
 # --- UnbiasedLambdaRankLoss: forward and aggregated, and the biases it learns -----------------
