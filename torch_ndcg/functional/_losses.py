@@ -665,8 +665,8 @@ def softmax_loss(
 
     ListNet's top-one probabilities (Cao et al., ICML 2007) are ``gain=torch.exp``; with
     ``gain="linear"`` it is TF-Ranking's ``SoftmaxLoss`` and Rax's ``softmax_loss`` with
-    normalised labels. Bruch, Wang, Bendersky & Najork (ICTIR 2019) show that on binary labels
-    it bounds nDCG: minimising it maximises a lower bound of $\log$ nDCG.
+    normalised labels. Bruch, Wang, Bendersky & Najork (ICTIR 2019) show that with binary labels
+    it bounds MRR and nDCG: minimising it maximises a lower bound of both.
 
     ``weight`` multiplies each item's term while the target stays the normalised unweighted
     gains, so inverse-propensity weights do not cancel on a list with one click (Rax and
@@ -750,11 +750,11 @@ def xe_ndcg_loss(
 
     With the default exponential gain $\phi_i = 2^{y_i} - \gamma_i$, the target of the
     paper ("An Alternative Cross Entropy Loss for Learning-to-Rank", arXiv 1911.09798) and of
-    LightGBM's ``rank_xendcg``; items of label 0 take part. Bruch shows that it bounds nDCG
-    and is convex in the scores, and that the noise makes equal labels no longer tie in the
-    target. The gradient is this loss's own, $q_i \sum_j w_j \rho_j - w_i \rho_i$ with
-    $q = \operatorname{softmax}(s)$; LightGBM's ``rank_xendcg`` adds higher-order terms to it
-    for its trees, and truncates labels to integers before $2^y$.
+    LightGBM's ``rank_xendcg``; items of label 0 take part. Bruch shows that it is a convex
+    bound on nDCG, consistent with it. The gradient is this loss's own,
+    $q_i \sum_j w_j \rho_j - w_i \rho_i$ with $q = \operatorname{softmax}(s)$; LightGBM's
+    ``rank_xendcg`` adds higher-order terms to it for its trees, and truncates labels to
+    integers before $2^y$.
 
     The noise is drawn at every call (from ``generator``, else torch's default generator)
     or passed in (``noise``). Lists without a positive gain (or only padding) have loss 0 and
