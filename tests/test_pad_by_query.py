@@ -6,6 +6,9 @@ and against `retrieval_ndcg`, which groups the same flat rows by itself.
 
 from __future__ import annotations
 
+import runpy
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +209,14 @@ def test_pad_errors_name_the_argument(args: tuple[Any, ...], error: type, match:
 def test_unpad_errors_name_the_argument(padded: Any, slots: Any, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         unpad_by_query(padded, slots)
+
+
+def test_benchmark_script_runs(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
+    monkeypatch.syspath_prepend(str(benchmarks))
+    monkeypatch.setattr(sys, "argv", ["bench_grouping.py", "--rows", "2000", "--queries", "20"])
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave the suite's
+    runpy.run_path(str(benchmarks / "bench_grouping.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "2,000 rows of 20 queries" in out
+    assert out.count("x (within 4x)") + out.count("x (OVER 4x)") == 2
