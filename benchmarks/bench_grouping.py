@@ -5,8 +5,9 @@ sizes vary, about 100 each), one float32 column: ``pad_by_query(ids, scores)`` l
 padded ``[Q, L]`` lists with their mask, and ``unpad_by_query`` gives the rows back (asserted
 exact). The floor is ``torch.argsort(ids, stable=True)``: grouping rows by query needs at least
 a sort of the ids. Measured with the ids ``0..Q-1`` and with the same queries under sparse ids
-spread over the whole int64 range (which take one more sort, in ``torch.unique``). One thread
-unless ``--threads`` says otherwise.
+spread over the whole int64 range (which take one more sort, in ``torch.unique``). The two are
+timed in rounds close in time (best of 3 each); the table shows the median times and the median
+of the per-round ratios. One thread unless ``--threads`` says otherwise.
 
 Run: ``python benchmarks/bench_grouping.py`` (``--device cuda`` on a GPU).
 """
@@ -14,6 +15,7 @@ Run: ``python benchmarks/bench_grouping.py`` (``--device cuda`` on a GPU).
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 from _timing import best_ms, describe
@@ -22,6 +24,8 @@ from torch_ndcg import pad_by_query, unpad_by_query
 
 # The issue's budget: padding takes at most this many times one stable argsort of the ids.
 BUDGET = 4.0
+# Rounds of (sort, pad) timings close in time: the machine's speed drifts between them.
+ROUNDS = 5
 
 
 def main() -> None:
@@ -52,10 +56,16 @@ def main() -> None:
         (lists,), mask, _, slots = pad_by_query(ids, scores)
         assert torch.equal(unpad_by_query(lists, slots), scores)
         assert int(mask.sum()) == args.rows
-        t_sort = best_ms(lambda ids=ids: torch.argsort(ids, stable=True), device=device)
-        t_pad = best_ms(lambda ids=ids: pad_by_query(ids, scores), device=device)
+        rounds = [
+            (
+                best_ms(lambda ids=ids: torch.argsort(ids, stable=True), repeats=3, device=device),
+                best_ms(lambda ids=ids: pad_by_query(ids, scores), repeats=3, device=device),
+            )
+            for _ in range(ROUNDS)
+        ]
+        t_sort, t_pad = (statistics.median(times) for times in zip(*rounds, strict=True))
+        ratio = statistics.median(pad / sort for sort, pad in rounds)
         t_unpad = best_ms(lambda lists=lists, slots=slots: unpad_by_query(lists, slots))
-        ratio = t_pad / t_sort
         verdict = "within" if ratio <= BUDGET else "OVER"
         print(
             f"| {name} | {t_sort:.1f} | {t_pad:.1f} | {ratio:.2f}x ({verdict} {BUDGET:.0f}x) "
