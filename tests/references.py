@@ -415,6 +415,13 @@ def ndcg_per_query(
     }
 
 
+def rows_by_query(query_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The row numbers of each query id, in row order; the ids in ascending order."""
+    queries: dict[int, list[int]] = {}
+    for row, query in enumerate(query_ids):
+        queries.setdefault(query, []).append(row)
+    return dict(sorted(queries.items()))
+
 # ---------------------------------------------------------------------------------------------
 # NeuralNDCG (Pobrotyn & Białobrzeski 2021), from the paper: NeuralSort, then Sinkhorn scaling
 

@@ -972,8 +972,8 @@ def is_integer_tensor(tensor: Tensor) -> bool:
     return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
 
 
-def check_query_ids(name: str, ids: Any) -> None:
-    """``ids`` is a 1-D integer tensor of query ids."""
+def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
+    """``ids`` is a 1-D integer tensor of query ids; ``scalar_hint`` ends the error on a 0-D one."""
     if not isinstance(ids, Tensor):
         raise TypeError(f"Expected `{name}` (query ids) to be a torch.Tensor, but got {ids!r}.")
     if not is_integer_tensor(ids):
@@ -981,11 +981,43 @@ def check_query_ids(name: str, ids: Any) -> None:
             f"Expected `{name}` (query ids) to be an integer tensor, but got dtype {ids.dtype}."
         )
     if ids.ndim != 1:
-        single = " (the result of a single query: a paired test needs 2 or more)"
         raise ValueError(
             f"Expected `{name}` (query ids) to be 1-D, but got shape {tuple(ids.shape)}"
-            f"{single if ids.ndim == 0 else ''}."
+            f"{scalar_hint if ids.ndim == 0 else ''}."
         )
+
+
+def check_rows_by_query(query_ids: Any, values: tuple[Any, ...]) -> None:
+    """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id."""
+    check_query_ids("query_ids", query_ids)
+    for i, value in enumerate(values):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Expected `values[{i}]` to be a torch.Tensor, but got {type(value).__name__}."
+            )
+        if value.ndim == 0 or value.shape[0] != query_ids.numel():
+            raise ValueError(
+                f"Expected `values[{i}]` to have a row per query id ({query_ids.numel()} rows), "
+                f"but got shape {tuple(value.shape)}."
+            )
+        if value.device != query_ids.device:
+            raise ValueError(
+                f"Expected `values[{i}]` on the device of `query_ids` ({query_ids.device}), "
+                f"but got {value.device}."
+            )
+
+
+def check_padded(padded: Any, slots: Any) -> None:
+    """``padded`` is ``[Q, L, ...]`` lists and ``slots`` the 1-D integer positions of rows in it."""
+    if not isinstance(padded, Tensor):
+        raise TypeError(f"Expected `padded` to be a torch.Tensor, but got {type(padded).__name__}.")
+    if padded.ndim < 2:
+        raise ValueError(
+            f"Expected `padded` to be [Q, L, ...] lists, but got shape {tuple(padded.shape)}."
+        )
+    if not (isinstance(slots, Tensor) and is_integer_tensor(slots) and slots.ndim == 1):
+        got = f"{slots.dtype} {tuple(slots.shape)}" if isinstance(slots, Tensor) else slots
+        raise TypeError(f"Expected `slots` to be a 1-D integer tensor, but got {got!r}.")
 
 
 def check_resampling(

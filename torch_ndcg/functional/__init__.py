@@ -8,6 +8,7 @@ from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
 from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
+from torch_ndcg.functional._padding import PaddedQueries, pad_by_query, unpad_by_query
 from torch_ndcg.functional._significance import (
     PairedTestResult,
     paired_randomization_test,
@@ -15,6 +16,7 @@ from torch_ndcg.functional._significance import (
 )
 
 __all__ = [
+    "PaddedQueries",
     "PairedTestResult",
     "approx_ndcg_loss",
     "catalog_ndcg",
@@ -23,8 +25,10 @@ __all__ = [
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
+    "pad_by_query",
     "paired_randomization_test",
     "paired_t_test",
     "retrieval_ndcg",
     "simulate_clicks",
+    "unpad_by_query",
 ]
