@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="u.data or .inter file (default: generated)")
     parser.add_argument("--split", choices=["loo", "ratio"], default="loo")
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--reg", type=float, default=1e-3, help="L2 weight of the embeddings")
