@@ -128,7 +128,7 @@ def split_interactions(rows: list[tuple[str, str, float]], split: str) -> Intera
 
 
 def write_generated(path: Path, *, users: int = 400, items: int = 300, seed: int = 0) -> Path:
-    """A small interaction file with structure to learn: ``u.data`` or (``.inter``) RecBole's.
+    """A small interaction file to learn from: ``u.data``'s format, RecBole's for ``.inter``.
 
     Users and items have random 4-d tastes; each user picks 10-24 distinct items, more often
     those close to their taste, at increasing timestamps.
