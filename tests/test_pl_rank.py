@@ -285,3 +285,41 @@ def test_torch_compile_at_two_lengths_equals_eager() -> None:
             value.backward()
             results.append((value.detach(), leaf.grad))
         torch.testing.assert_close(results[1], results[0])
+
+
+def test_lightning_trainer_fits_with_the_loss() -> None:
+    """A linear scorer trained by a real Trainer with PLRankLoss learns the relevant feature."""
+    lightning = pytest.importorskip("lightning")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tests.spawn import cpu_trainer
+
+    gen = seeded(0)
+    features = torch.randn(64, 10, 3, generator=gen)
+    labels = (features[..., 0] > 0).long() + (features[..., 0] > 1).long()
+
+    class Ranker(lightning.LightningModule):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 1, bias=False)
+            torch.nn.init.zeros_(self.linear.weight)
+            self.loss_fn = PLRankLoss(k=5, num_samples=16, generator=seeded(1))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            loss: torch.Tensor = self.loss_fn(self.linear(x).squeeze(-1), y)
+            return loss
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=2.0)
+
+    model = Ranker()
+    before = ndcg(model.linear(features).squeeze(-1).detach(), labels, k=5).mean()
+    trainer = cpu_trainer(1, max_epochs=4)
+    trainer.fit(model, DataLoader(TensorDataset(features, labels), batch_size=16))
+    assert trainer.global_step == 16
+    after = ndcg(model.linear(features).squeeze(-1).detach(), labels, k=5).mean()
+    weight = model.linear.weight[0]
+    assert weight[0] > 3 * weight[1:].abs().max()
+    assert before < 0.6
+    assert after > 0.9
