@@ -1153,7 +1153,8 @@ def sample_rankings(
 
     Returns:
         ``[..., num_samples, k]`` int64 item indices into the list, best first; ``-1`` at the
-        positions past a list's real items.
+        positions past a list's real items. For the same generator state these are the
+        rankings `pl_rank_loss` draws for the same scores, ``k`` and ``num_samples``.
 
     Raises:
         TypeError: ``preds`` not a floating tensor, a bad ``mask`` or ``generator``.
@@ -1177,7 +1178,9 @@ def sample_rankings(
     length = preds.shape[-1]
     kmax = length if kmax is None else min(kmax, length)
     flat_mask = None if mask is None else mask.reshape(-1, length)
-    scores = preds.detach().reshape(-1, length)
+    # Drawn in the losses' compute dtype: the same noise, so the same rankings, as they draw.
+    scores = _options.as_dtype(preds.detach(), _options.compute_dtype(preds.dtype))
+    scores = scores.reshape(-1, length)
     if flat_mask is not None:
         scores = torch.where(flat_mask, scores, 0)
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
