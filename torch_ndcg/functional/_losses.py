@@ -1117,9 +1117,9 @@ def _gumbel_top_k(
     standard Gumbel). Padded items get ``-inf`` keys: they come last, after every real item.
     """
     noise = scores.new_empty(scores.shape[0], num_samples, scores.shape[1])
-    keys = scores[:, None, :] - noise.exponential_(generator=generator).log_()
+    keys = noise.exponential_(generator=generator).log_().neg_().add_(scores[:, None, :])
     if real is not None:
-        keys = keys.masked_fill(~real[:, None, :], -torch.inf)
+        keys.masked_fill_(~real[:, None, :], -torch.inf)
     return keys.topk(kmax, dim=-1, sorted=True).indices
 
 
@@ -1319,26 +1319,26 @@ def _pl_rank_gradient(
     if real is not None:
         exps = torch.where(real, exps, 0)
     exps = exps[:, None, :].expand(n, samples, length)
-    ranked_exps = exps.gather(-1, order)
     theta = _kernels.position_discounts(kmax, discount, dtype=acc, device=scores.device)
-    reward = gains.to(acc)[:, None, :].expand(n, samples, length).gather(-1, order) * theta
-    to_go = reward.flip(-1).cumsum(-1).flip(-1)  # sum_{j >= i} theta_j rho_{y_j}
+    gains = gains.to(acc)[:, None, :]
+    reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
+    to_go = reward.flip(-1).cumsum_(-1).flip(-1)  # sum_{j >= i} theta_j rho_{y_j}
     # Each item's position in each ranking, kmax where it was not drawn.
     positions = torch.arange(kmax, device=scores.device).expand_as(order)
     slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
     # Sigma_i: the items drawn at i or below, plus those not drawn (summed, not subtracted).
-    denominators = ranked_exps.flip(-1).cumsum(-1).flip(-1)
+    denominators = exps.gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
     if kmax < length:
-        denominators = denominators + exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
-    inverse = torch.where(denominators > 0, denominators.reciprocal(), 0)
-    weight_sums = (theta * inverse).cumsum(-1)  # sum_{i <= r} theta_i / Sigma_i
-    reward_sums = (to_go * inverse).cumsum(-1)  # sum_{i <= r} to_go_i / Sigma_i
-    last = slot.clamp(max=kmax - 1)  # the last position an item was still to be drawn at
+        denominators += exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
+    # 1 / Sigma_i, 0 past the real items (Sigma = 0); the floor keeps it finite elsewhere.
+    inverse = denominators.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)
+    weight_sums = (inverse * theta).cumsum_(-1)  # sum_{i <= r} theta_i / Sigma_i
+    reward_sums = inverse.mul_(to_go).cumsum_(-1)  # sum_{i <= r} to_go_i / Sigma_i
+    last = slot.clamp_(max=kmax - 1)  # the last position an item was still to be drawn at
     following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
     estimate = torch.zeros_like(exps).scatter_(-1, order, following)
-    estimate += exps * (
-        gains.to(acc)[:, None, :] * weight_sums.gather(-1, last) - reward_sums.gather(-1, last)
-    )
+    terms = weight_sums.gather(-1, last).mul_(gains).sub_(reward_sums.gather(-1, last))
+    estimate.addcmul_(terms, exps)
     return estimate.mean(1), reward.sum(-1).mean(1)
 
 
