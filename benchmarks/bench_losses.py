@@ -1,9 +1,10 @@
 """Ranking losses, forward + backward: time and peak extra memory against allRank 1.4.3.
 
 Cases B x L = 64 x 128, 16 x 1,024 and 4 x 8,192; float32 scores (``requires_grad``) and graded
-0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()`` and
-``NeuralNDCGLoss()``; allRank: ``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``,
-``approxNDCGLoss`` (alpha 1) and ``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours),
+0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()``,
+``NeuralNDCGLoss()`` and ``PLRankLoss(num_samples=100)`` (allRank has no PL-Rank); allRank:
+``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``, ``approxNDCGLoss`` (alpha 1) and
+``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours),
 measured in the same run when allRank is importable (``pip install --no-deps allrank==1.4.3``;
 a private ``--target`` directory can be given with ``--allrank-path``).
 
@@ -59,11 +60,13 @@ LOSSES = (
     ("lambda", "LambdaRank (NDCG-Loss2++)"),
     ("approx", "ApproxNDCG"),
     ("neural", "NeuralNDCG"),
+    ("plrank", "PL-Rank-3 (100 samples)"),
 )
 ALLRANK_LIMIT_BYTES = 10 * 2**30
 # [B, L, L] tensors live at once in allRank's losses: about ten in lambdaLoss and approxNDCGLoss;
 # neuralNDCG keeps two per Sinkhorn iteration (50) for autograd, plus about ten.
 ALLRANK_TENSORS = {"lambda": 10, "approx": 10, "neural": 2 * 50 + 10}
+NO_ALLRANK = {"plrank"}  # allRank has no PL-Rank: ours alone
 
 
 def import_allrank(path: str, device: str = "cpu") -> Any:
@@ -106,6 +109,9 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         loss_fn = lambda: approx_ours(preds, target)  # noqa: E731
     elif name == "ours-neural":
         loss_fn = lambda: neural_ours(preds, target)  # noqa: E731
+    elif name == "ours-plrank":
+        pl_rank = torch_ndcg.PLRankLoss(num_samples=100, validate_args=False)
+        loss_fn = lambda: pl_rank(preds, target)  # noqa: E731
     elif name == "allrank-lambda":
         loss_fn = lambda: allrank.lambdaLoss(  # noqa: E731
             preds, target, weighing_scheme="ndcgLoss2PP_scheme"
@@ -188,8 +194,10 @@ def run_cases(
         for kind, label in LOSSES:
             if kinds is not None and kind not in kinds:
                 continue
-            tensors = ALLRANK_TENSORS[kind]
-            too_big = tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
+            tensors = ALLRANK_TENSORS.get(kind, 0)
+            too_big = (
+                kind in NO_ALLRANK or tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
+            )
             ours = measure(f"ours-{kind}", batch, length, allrank_path, device)
             peer = None
             if have_allrank and not too_big:

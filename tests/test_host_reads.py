@@ -24,6 +24,7 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     RetrievalNDCG,
     approx_ndcg_loss,
     dcg,
@@ -73,6 +74,13 @@ def _loss_step(loss: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor, b
     return step
 
 
+def run_pl_rank_step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    # A fresh generator per step: the same draws on every call (none on meta tensors).
+    gen = None if preds.is_meta else torch.Generator(preds.device).manual_seed(0)
+    loss = PLRankLoss(k=10, num_samples=8, generator=gen)
+    return _loss_step(loss)(preds, target, validate)
+
+
 HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "ndcg": run_ndcg,
     "dcg": run_dcg,
@@ -81,6 +89,7 @@ HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "LambdaRankLoss step": _loss_step(LambdaRankLoss(k=10, weighting="ndcg2pp")),
     "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
     "NeuralNDCGLoss step": _loss_step(NeuralNDCGLoss(k=10)),
+    "PLRankLoss step": run_pl_rank_step,
 }
 # On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
 # touching the top k, the labels' range) are read together, once. The losses' kernels and
@@ -93,6 +102,7 @@ CPU_READS_WITHOUT_CHECKS = {
     "LambdaRankLoss step": 0,
     "ApproxNDCGLoss step": 0,
     "NeuralNDCGLoss step": 0,
+    "PLRankLoss step": 0,
 }
 
 

@@ -19,6 +19,7 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     RetrievalNDCG,
     UnbiasedLambdaRankLoss,
 )
@@ -37,6 +38,8 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "bias_norm": 2.0,
     "momentum": 0.9,
     "match_exposure": True,
+    "num_samples": 100,
+    "generator": None,
     "gain": "exponential",
     "discount": "log2",
     "ties": "average",
@@ -91,6 +94,12 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
     "LambdaRankLoss": (LambdaRankLoss, LOSS_OPTIONS | {"sigma", "weighting", "mu"}),
     "ApproxNDCGLoss": (ApproxNDCGLoss, LOSS_OPTIONS | {"temperature"}),
     "NeuralNDCGLoss": (NeuralNDCGLoss, LOSS_OPTIONS | {"temperature", "max_iter", "tol"}),
+    "pl_rank_loss": (
+        torch_ndcg.pl_rank_loss,
+        LOSS_OPTIONS | {"mask", "weight", "num_samples", "generator"},
+    ),
+    "PLRankLoss": (PLRankLoss, LOSS_OPTIONS | {"num_samples", "generator"}),
+    "sample_rankings": (torch_ndcg.sample_rankings, {"k", "mask", "generator"}),
     "UnbiasedLambdaRankLoss": (
         UnbiasedLambdaRankLoss,
         LOSS_OPTIONS | {"sigma", "bias_norm", "momentum", "match_exposure"},

@@ -6,6 +6,7 @@ from torch_ndcg.losses import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     UnbiasedLambdaRankLoss,
 )
 from torch_ndcg.metrics import NDCG, RetrievalNDCG
@@ -18,6 +19,7 @@ __all__ = [
     "ApproxNDCGLoss",
     "LambdaRankLoss",
     "NeuralNDCGLoss",
+    "PLRankLoss",
     "RetrievalNDCG",
     "UnbiasedLambdaRankLoss",
     "__version__",

@@ -6,7 +6,13 @@ loss modules are thin layers over it.
 
 from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
-from torch_ndcg.functional._losses import approx_ndcg_loss, lambdarank_loss, neural_ndcg_loss
+from torch_ndcg.functional._losses import (
+    approx_ndcg_loss,
+    lambdarank_loss,
+    neural_ndcg_loss,
+    pl_rank_loss,
+    sample_rankings,
+)
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._padding import PaddedQueries, pad_by_query, unpad_by_query
 from torch_ndcg.functional._significance import (
@@ -28,7 +34,9 @@ __all__ = [
     "pad_by_query",
     "paired_randomization_test",
     "paired_t_test",
+    "pl_rank_loss",
     "retrieval_ndcg",
+    "sample_rankings",
     "simulate_clicks",
     "unpad_by_query",
 ]
