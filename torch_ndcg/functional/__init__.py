@@ -13,13 +13,16 @@ from torch_ndcg.functional._significance import (
     paired_randomization_test,
     paired_t_test,
 )
+from torch_ndcg.functional._trec import TrecRows, from_trec
 
 __all__ = [
     "PairedTestResult",
+    "TrecRows",
     "approx_ndcg_loss",
     "catalog_ndcg",
     "dcg",
     "examination_probability",
+    "from_trec",
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
