@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from tests.references import trec_ndcg_cut
 from tests.spawn import run_ranks
-from torch_ndcg import NDCG, RetrievalNDCG, from_trec, ndcg, retrieval_ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, dcg, from_trec, ndcg, retrieval_ndcg
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -127,11 +127,15 @@ def test_every_entry_point_gives_the_same_numbers(validate_args: bool) -> None:
     sparse = ndcg(preds, target.to_sparse(), mask=mask, retrieved=retrieved, **options)
     torch.testing.assert_close(sparse, values)
 
+    # The scores of documents not retrieved are never read: the metrics get large ones.
+    preds = preds.nan_to_num(1e6)
+    flat = (rows.preds.nan_to_num(1e6), rows.target, rows.indexes)
     metric = NDCG(**options)
     half = len(rows.query_ids) // 2
     step = metric(preds[:half], target[:half], mask[:half], retrieved=retrieved[:half])
     torch.testing.assert_close(torch.stack(list(step.values())), values[:half].mean(0).float())
-    metric.update(preds[half:], target[half:], mask=mask[half:], retrieved=retrieved[half:])
+    sparse_half = target[half:].to_sparse()
+    metric.update(preds[half:], sparse_half, mask=mask[half:], retrieved=retrieved[half:])
     torch.testing.assert_close(torch.stack(list(metric.compute().values())), means.float())
 
     stored = RetrievalNDCG(**options)
@@ -273,3 +277,42 @@ def test_under_ddp_every_rank_gets_the_value_of_one_process(tmp_path: Path) -> N
     for result in run_ranks(_ddp_worker, 2, tmp_path):
         got = [float(result["ndcg@3"]), float(result["ndcg@10"])]
         assert got == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("shape", "labels", "gain"),
+    [
+        ((4, 20), "int", "exponential"),  # a small batch
+        ((64, 200), "int", "exponential"),  # the ideal DCG from label counts
+        ((64, 200), "float", "linear"),  # from sorted labels
+        ((4, 20), "int", "callable"),
+        ((64, 200), "int", "callable"),
+        ((2, 20_000), "int", "linear"),  # long rows
+    ],
+)
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_ndcg_is_the_dcg_of_the_retrieved_over_the_ideal_dcg_of_the_judged(
+    shape: tuple[int, int], labels: str, gain: Any, ties: str
+) -> None:
+    gen = torch.Generator().manual_seed(shape[1])
+    relevant = torch.rand(shape, generator=gen) < 20 / shape[1]  # about 20 a list
+    target = torch.randint(1, 5, shape, generator=gen) * relevant
+    preds = torch.randint(0, 50, shape, generator=gen) + 20.0 * target  # ties, found
+    if labels == "float":
+        target = target * torch.rand(shape, generator=gen)
+    gain = (lambda y: y * y) if gain == "callable" else gain
+    mask = torch.rand(shape, generator=gen) < 0.9
+    retrieved = torch.rand(shape, generator=gen) < 0.3
+    retrieved[0] = False  # a list with nothing retrieved
+    target = torch.where(retrieved, target.clamp(max=3), target)  # the top grade: not retrieved
+    options: dict[str, Any] = {"k": [1, 10], "gain": gain, "ties": ties}
+    run = dcg(preds, target, mask=mask & retrieved, **options)
+    ideal = dcg(target.double(), target, mask=mask, **options)
+    expected = torch.where(ideal > 0, run / ideal, 0).float()
+    scores = preds.masked_fill(~retrieved, torch.nan)
+    for validate_args in (True, False):
+        got = ndcg(
+            scores, target, mask=mask, retrieved=retrieved, validate_args=validate_args, **options
+        )
+        torch.testing.assert_close(got, expected)
+    assert got[0].eq(0).all()
