@@ -368,12 +368,9 @@ def retrieval_ndcg(
     )
     _validation.check_row_metadata(preds, target, indexes)
     real = _validation.check_rows(preds, target, indexes, checked, retrieved=retrieved)
+    preds = _scored(preds.reshape(-1), retrieved)
     values, ids = _retrieval_values(
-        _scored(preds.reshape(-1), retrieved),
-        target.reshape(-1),
-        indexes.reshape(-1).to(torch.int64),
-        real,
-        checked,
+        preds, target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
     )
     values = values.to(_options.compute_dtype(preds.dtype))
     return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
