@@ -178,6 +178,16 @@ def test_what_takes_no_rank_and_what_wins() -> None:
     )
     assert got.tolist() == pytest.approx([1 / np.log2(3), 0.0])
     assert ids.tolist() == [4, 5]
+    # A row of ignore_index is dropped, its retrieved flag whatever it is.
+    with_padding = retrieval_ndcg(
+        preds[0],
+        torch.tensor([0, 1, 2, -1]),
+        torch.tensor([4, 4, 4, 4]),
+        retrieved=torch.tensor([True, True, False, False]),
+        gain="linear",
+        ignore_index=-1,
+    )
+    assert with_padding[0].tolist() == pytest.approx([expected])
 
 
 def test_an_excluded_relevant_item_stays_an_error() -> None:
