@@ -422,6 +422,7 @@ def rows_by_query(query_ids: Sequence[int]) -> dict[int, list[int]]:
         queries.setdefault(query, []).append(row)
     return dict(sorted(queries.items()))
 
+
 # ---------------------------------------------------------------------------------------------
 # NeuralNDCG (Pobrotyn & Białobrzeski 2021), from the paper: NeuralSort, then Sinkhorn scaling
 
@@ -776,3 +777,25 @@ def pl_expected_metric(
             value += discount(i + 1) * rho[d]
         total = total + probability * value
     return total
+
+
+def trec_ndcg_cut(
+    run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], k: int
+) -> dict[str, float]:
+    """trec_eval's ``ndcg_cut.k`` of every run query that the qrels judge.
+
+    From its definition (``m_ndcg_cut.c``): the run ranked by score descending, ties by docno
+    descending; gain = the qrels grade (negative as 0, unjudged 0), discount 1/log2(1 + rank);
+    the ideal DCG from every judged grade of the query, sorted descending; 0 where it is 0.
+    """
+    values = {}
+    for query, scores in run.items():
+        if query not in qrels:
+            continue
+        grades = {doc: max(grade, 0) for doc, grade in qrels[query].items()}
+        ranking = sorted(scores, key=lambda doc: (scores[doc], doc), reverse=True)
+        dcg = sum(grades.get(doc, 0) / math.log2(r + 2) for r, doc in enumerate(ranking[:k]))
+        best = sorted(grades.values(), reverse=True)[:k]
+        ideal = sum(grade / math.log2(r + 2) for r, grade in enumerate(best))
+        values[query] = dcg / ideal if ideal > 0 else 0.0
+    return values

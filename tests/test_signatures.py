@@ -27,6 +27,7 @@ from torch_ndcg import (
 DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "mask": None,
     "exclude": None,
+    "retrieved": None,
     "weight": None,
     "k": None,
     "sigma": 1.0,
@@ -61,9 +62,9 @@ LIST_OPTIONS = {"k", "gain", "discount", "ties", "empty_target_action", "validat
 LOSS_OPTIONS = {"k", "gain", "discount", "reduction", "ignore_index", "validate_args"}
 # Each entry point and the keywords it must list (each with its documented default).
 ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
-    "ndcg": (torch_ndcg.ndcg, LIST_OPTIONS | {"mask", "exclude", "ignore_index"}),
+    "ndcg": (torch_ndcg.ndcg, LIST_OPTIONS | {"mask", "exclude", "retrieved", "ignore_index"}),
     "dcg": (torch_ndcg.dcg, {"k", "gain", "discount", "ties", "mask", "exclude", "ignore_index"}),
-    "retrieval_ndcg": (torch_ndcg.retrieval_ndcg, LIST_OPTIONS | {"ignore_index"}),
+    "retrieval_ndcg": (torch_ndcg.retrieval_ndcg, LIST_OPTIONS | {"retrieved", "ignore_index"}),
     "catalog_ndcg": (
         torch_ndcg.catalog_ndcg,
         (LIST_OPTIONS - {"k"})

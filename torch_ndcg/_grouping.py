@@ -155,6 +155,7 @@ def grouped_dcg_and_ideal(
     target: Tensor,
     indexes: Tensor,
     options: ListOptions,
+    ranked: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
 
@@ -167,6 +168,8 @@ def grouped_dcg_and_ideal(
         target: ``[N]`` non-negative labels.
         indexes: ``[N]`` int64 query ids, any values, in any order.
         options: the checked options (``k=None``: each whole query).
+        ranked: ``[N]`` bool, ``False`` for rows that take no rank (judged, not retrieved:
+            in the ideal DCG only), or ``None`` (all rank).
 
     Returns:
         ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
@@ -184,6 +187,7 @@ def grouped_dcg_and_ideal(
             target.index_select(0, flat_rows).view(rows.shape),
             mask,
             options,
+            ranked=None if ranked is None else ranked.index_select(0, flat_rows).view(rows.shape),
         )
         dcg.index_copy_(0, queries, bucket_dcg)
         ideal.index_copy_(0, queries, bucket_ideal)

@@ -20,14 +20,17 @@ from torch_ndcg.functional._significance import (
     paired_randomization_test,
     paired_t_test,
 )
+from torch_ndcg.functional._trec import TrecRows, from_trec
 
 __all__ = [
     "PaddedQueries",
     "PairedTestResult",
+    "TrecRows",
     "approx_ndcg_loss",
     "catalog_ndcg",
     "dcg",
     "examination_probability",
+    "from_trec",
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
