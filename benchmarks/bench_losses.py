@@ -2,12 +2,13 @@
 
 Cases B x L = 64 x 128, 16 x 1,024 and 4 x 8,192; float32 scores (``requires_grad``) and graded
 0-4 labels. Ours: ``LambdaRankLoss(weighting="ndcg2pp")``, ``ApproxNDCGLoss()``,
-``NeuralNDCGLoss()``, ``SoftmaxLoss()`` and ``XENDCGLoss()``; allRank:
-``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``, ``approxNDCGLoss`` (alpha 1),
-``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours) and ``listNet`` (the peer of both
-softmax losses), measured in the same run when allRank is importable (``pip install --no-deps
-allrank==1.4.3``; a private ``--target`` directory can be given with ``--allrank-path``). Where
-it is not, the softmax losses are measured against listNet's formula in plain torch, labelled so.
+``NeuralNDCGLoss()``, ``SoftmaxLoss()``, ``XENDCGLoss()`` and ``PLRankLoss(num_samples=100)``
+(allRank has no PL-Rank); allRank: ``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``,
+``approxNDCGLoss`` (alpha 1), ``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours) and
+``listNet`` (the peer of both softmax losses), measured in the same run when allRank is importable
+(``pip install --no-deps allrank==1.4.3``; a private ``--target`` directory can be given with
+``--allrank-path``). Where it is not, the softmax losses are measured against listNet's formula
+in plain torch, labelled so.
 
 Method. Every (loss, case) runs in a fresh subprocess that first imports torch, torch_ndcg and
 allRank, builds its inputs and runs one trivial backward (autograd's one-off start-up); there its
@@ -63,6 +64,7 @@ LOSSES = (
     ("neural", "NeuralNDCG"),
     ("softmax", "Softmax (ListNet)"),
     ("xendcg", "XE-NDCG"),
+    ("plrank", "PL-Rank-3 (100 samples)"),
 )
 ALLRANK_LIMIT_BYTES = 10 * 2**30
 # [B, L, L] tensors live at once in allRank's losses: about ten in lambdaLoss and approxNDCGLoss;
@@ -85,6 +87,9 @@ def list_net_formula(y_pred: Any, y_true: Any, eps: float = 1e-10) -> Any:
     target = torch.softmax(y_true.masked_fill(padded, -torch.inf), dim=-1)
     log_q = torch.log(torch.softmax(y_pred.masked_fill(padded, -torch.inf), dim=-1) + eps)
     return (-(target * log_q).sum(-1)).mean()
+
+
+NO_ALLRANK = {"plrank"}  # allRank has no PL-Rank: ours alone
 
 
 def import_allrank(path: str, device: str = "cpu") -> Any:
@@ -130,6 +135,9 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         loss_fn = lambda: approx_ours(preds, target)  # noqa: E731
     elif name == "ours-neural":
         loss_fn = lambda: neural_ours(preds, target)  # noqa: E731
+    elif name == "ours-plrank":
+        pl_rank = torch_ndcg.PLRankLoss(num_samples=100, validate_args=False)
+        loss_fn = lambda: pl_rank(preds, target)  # noqa: E731
     elif name == "allrank-lambda":
         loss_fn = lambda: allrank.lambdaLoss(  # noqa: E731
             preds, target, weighing_scheme="ndcgLoss2PP_scheme"
@@ -220,8 +228,10 @@ def run_cases(
         for kind, label in LOSSES:
             if kinds is not None and kind not in kinds:
                 continue
-            tensors = ALLRANK_TENSORS[kind]
-            too_big = tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
+            tensors = ALLRANK_TENSORS.get(kind, 0)
+            too_big = (
+                kind in NO_ALLRANK or tensors * batch * length * length * 4 >= ALLRANK_LIMIT_BYTES
+            )
             ours = measure(f"ours-{kind}", batch, length, allrank_path, device)
             peer = None
             if (have_allrank or kind in LISTWISE) and not too_big:

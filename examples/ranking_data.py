@@ -2,7 +2,9 @@
 
 LightGBM's ``examples/lambdarank`` data (MIT licence, see ``examples/data/LICENSE``): SVMlight
 rows ``label feature:value ...`` with 300 features and graded labels 0-4; the ``.query`` files
-give how many consecutive rows each query has.
+give how many consecutive rows each query has. Files with ``qid:`` on each row (LETOR, MSLR,
+Yahoo, Istella) are read by ``load_svmlight_file(path, query_id=True)`` instead, and
+``torch_ndcg.pad_by_query`` lays the flat rows out as padded lists either way.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.datasets import load_svmlight_file
+
+from torch_ndcg import pad_by_query
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NUM_FEATURES = 300
@@ -28,7 +32,12 @@ class RankingSplit:
 
     def padded(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Features ``[Q, L, 300]``, labels ``[Q, L]`` and mask ``[Q, L]`` (True = real row)."""
-        return pad_by_query(torch.from_numpy(self.features), self.labels, self.query_sizes)
+        (features, labels), mask, _, _ = pad_by_query(
+            torch.from_numpy(self.query_ids()),
+            torch.from_numpy(self.features),
+            torch.from_numpy(self.labels.astype(np.float32)),
+        )
+        return features, labels, mask
 
     def padded_lists(self) -> PaddedLists:
         """The split laid out as padded lists, keeping the flat rows alongside."""
@@ -48,20 +57,6 @@ class PaddedLists:
     labels: torch.Tensor
     mask: torch.Tensor
     flat: RankingSplit
-
-
-def pad_by_query(
-    rows: torch.Tensor, labels: np.ndarray, query_sizes: np.ndarray
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Lay flat rows out as padded lists ``[Q, L, ...]``; ``L`` is the longest query."""
-    sizes = torch.from_numpy(np.asarray(query_sizes, dtype=np.int64))
-    longest = int(sizes.max())
-    mask = torch.arange(longest) < sizes[:, None]
-    padded_rows = rows.new_zeros((len(sizes), longest, *rows.shape[1:]))
-    padded_rows[mask] = rows
-    padded_labels = torch.zeros(len(sizes), longest, dtype=torch.float32)
-    padded_labels[mask] = torch.from_numpy(np.asarray(labels, dtype=np.float32))
-    return padded_rows, padded_labels, mask
 
 
 def load_split(name: str) -> RankingSplit:

@@ -415,6 +415,14 @@ def ndcg_per_query(
     }
 
 
+def rows_by_query(query_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The row numbers of each query id, in row order; the ids in ascending order."""
+    queries: dict[int, list[int]] = {}
+    for row, query in enumerate(query_ids):
+        queries.setdefault(query, []).append(row)
+    return dict(sorted(queries.items()))
+
+
 # ---------------------------------------------------------------------------------------------
 # NeuralNDCG (Pobrotyn & Białobrzeski 2021), from the paper: NeuralSort, then Sinkhorn scaling
 
@@ -834,3 +842,92 @@ def allrank_list_net(
         terms = zip(true, log_q, strict=True)
         losses.append(-sum(t * math.log(math.exp(lq) + eps) for t, lq in terms))
     return sum(losses) / len(losses)
+
+
+def pl_rank_estimate(
+    scores: Sequence[float],
+    rho: Sequence[float],
+    rankings: Sequence[Sequence[int]],
+    k: int,
+    discount: DiscountFn = log2_discount,
+) -> tuple[list[float], float]:
+    r"""PL-Rank's gradient estimate of a Plackett-Luce policy's expected metric, by loops.
+
+    Oosterhuis (SIGIR 2021), the PL-Rank-2 formula that PL-Rank-3 (SIGIR 2022) computes faster:
+    with $\theta_i$ = ``discount(i)`` for $i \le k$, rewards $\rho$ and each sampled
+    ranking $y$ (its top ``k`` real items, ``rankings``), item $d$ at rank $r_d$ ($> k$ if
+    not drawn) gets
+
+    $$
+    \sum_{i = r_d + 1}^{k} \theta_i \rho_{y_i}
+    + \sum_{i = 1}^{\min(r_d, k)} \pi(d \mid y_{1:i-1})
+      \Bigl(\theta_i \rho_d - \sum_{j \ge i} \theta_j \rho_{y_j}\Bigr),
+    $$
+
+    with $\pi(d \mid y_{1:i-1}) = e^{s_d} / \sum_{d' \notin y_{1:i-1}} e^{s_{d'}}$ summed
+    out loud. Returns the mean over the rankings of each item's estimate, and the mean metric.
+    """
+    n = len(scores)
+    estimate = [0.0] * n
+    metric = 0.0
+    for ranking in rankings:
+        ranking = list(ranking)[: min(k, n)]
+        reward = [discount(i + 1) * rho[d] for i, d in enumerate(ranking)]
+        metric += sum(reward)
+        for d in range(n):
+            rank = ranking.index(d) + 1 if d in ranking else len(ranking) + 1
+            value = sum(reward[rank:])  # positions rank + 1 .. k (0-based slice from rank)
+            for i in range(1, min(rank, len(ranking)) + 1):
+                remaining = [e for e in range(n) if e not in ranking[: i - 1]]
+                probability = math.exp(scores[d]) / sum(math.exp(scores[e]) for e in remaining)
+                value += probability * (discount(i) * rho[d] - sum(reward[i - 1 :]))
+            estimate[d] += value
+    count = len(rankings)
+    return [value / count for value in estimate], metric / count
+
+
+def pl_expected_metric(
+    scores: Tensor, rho: Sequence[float], k: int, discount: DiscountFn = log2_discount
+) -> Tensor:
+    r"""The exact expected $\sum_{i \le k} \theta_i \rho_{y_i}$ of the Plackett-Luce policy.
+
+    Every ordered top-``k`` of the 1-D ``scores``' items is enumerated with its probability
+    $\prod_i e^{s_{y_i}} / \sum_{d \notin y_{1:i-1}} e^{s_d}$ (differentiable: autograd of
+    the result is the exact gradient). For lists of a few items only.
+    """
+    import itertools
+
+    n = scores.shape[0]
+    total = scores.new_zeros(())
+    for prefix in itertools.permutations(range(n), min(k, n)):
+        probability = scores.new_ones(())
+        left = list(range(n))
+        value = 0.0
+        for i, d in enumerate(prefix):
+            probability = probability * torch.softmax(scores[left], 0)[left.index(d)]
+            left.remove(d)
+            value += discount(i + 1) * rho[d]
+        total = total + probability * value
+    return total
+
+
+def trec_ndcg_cut(
+    run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], k: int
+) -> dict[str, float]:
+    """trec_eval's ``ndcg_cut.k`` of every run query that the qrels judge.
+
+    From its definition (``m_ndcg_cut.c``): the run ranked by score descending, ties by docno
+    descending; gain = the qrels grade (negative as 0, unjudged 0), discount 1/log2(1 + rank);
+    the ideal DCG from every judged grade of the query, sorted descending; 0 where it is 0.
+    """
+    values = {}
+    for query, scores in run.items():
+        if query not in qrels:
+            continue
+        grades = {doc: max(grade, 0) for doc, grade in qrels[query].items()}
+        ranking = sorted(scores, key=lambda doc: (scores[doc], doc), reverse=True)
+        dcg = sum(grades.get(doc, 0) / math.log2(r + 2) for r, doc in enumerate(ranking[:k]))
+        best = sorted(grades.values(), reverse=True)[:k]
+        ideal = sum(grade / math.log2(r + 2) for r, grade in enumerate(best))
+        values[query] = dcg / ideal if ideal > 0 else 0.0
+    return values

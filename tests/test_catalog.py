@@ -529,6 +529,10 @@ def test_other_errors() -> None:
         catalog_ndcg(queries, items, torch.tensor([[1], [-1]]), k=3, empty_target_action="error")
     with pytest.raises(ValueError, match="`k`"):
         catalog_ndcg(queries, items, torch.tensor([[1], [2]]), k=0)
+    with pytest.raises(TypeError, match=r"`queries` and `items` of the same dtype.*float64"):
+        catalog_ndcg(queries, items.double(), torch.tensor([[1], [2]]), k=3)
+    with pytest.raises(TypeError, match=r"`queries` and `items` of the same dtype.*float64"):
+        NDCG(k=3).update_catalog(queries, items.double(), torch.tensor([[1], [2]]))
 
 
 class LivePeak(TorchDispatchMode):

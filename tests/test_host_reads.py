@@ -24,6 +24,7 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     RetrievalNDCG,
     SoftmaxLoss,
     XENDCGLoss,
@@ -65,6 +66,34 @@ def run_retrieval_update(preds: torch.Tensor, target: torch.Tensor, validate: bo
     return metric.target[0]
 
 
+def unretrieved(preds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A third of the items judged but not retrieved (``retrieved=``), their scores NaN."""
+    retrieved = (torch.arange(preds.numel(), device=preds.device) % 3 != 0).view(preds.shape)
+    return torch.where(retrieved, preds, torch.nan), retrieved
+
+
+def run_ndcg_retrieved(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    preds, retrieved = unretrieved(preds)
+    return ndcg(preds, target, retrieved=retrieved, k=10, validate_args=validate)
+
+
+def run_ndcg_update_retrieved(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    metric = NDCG(k=[1, 10], validate_args=validate).to(preds.device)
+    scores, retrieved = unretrieved(preds)
+    metric.update(scores, target, retrieved=retrieved)
+    return metric.sum_ndcg
+
+
+def run_retrieval_update_retrieved(
+    preds: torch.Tensor, target: torch.Tensor, validate: bool
+) -> Any:
+    metric = RetrievalNDCG(k=10, validate_args=validate).to(preds.device)
+    ids = torch.arange(N_LISTS, device=preds.device).repeat_interleave(LENGTH)
+    scores, retrieved = unretrieved(preds.reshape(-1))
+    metric.update(scores, target.reshape(-1), ids, retrieved)
+    return metric.preds[0]
+
+
 def _loss_step(loss: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor, bool], Any]:
     def step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
         leaf = preds.clone().requires_grad_()
@@ -92,17 +121,28 @@ def run_xe_ndcg_noise_step(preds: torch.Tensor, target: torch.Tensor, validate: 
     return leaf.grad
 
 
+def run_pl_rank_step(preds: torch.Tensor, target: torch.Tensor, validate: bool) -> Any:
+    # A fresh generator per step: the same draws on every call (none on meta tensors).
+    gen = None if preds.is_meta else torch.Generator(preds.device).manual_seed(0)
+    loss = PLRankLoss(k=10, num_samples=8, generator=gen)
+    return _loss_step(loss)(preds, target, validate)
+
+
 HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "ndcg": run_ndcg,
     "dcg": run_dcg,
     "NDCG.update": run_ndcg_update,
     "RetrievalNDCG.update": run_retrieval_update,
+    "ndcg retrieved": run_ndcg_retrieved,
+    "NDCG.update retrieved": run_ndcg_update_retrieved,
+    "RetrievalNDCG.update retrieved": run_retrieval_update_retrieved,
     "LambdaRankLoss step": _loss_step(LambdaRankLoss(k=10, weighting="ndcg2pp")),
     "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
     "NeuralNDCGLoss step": _loss_step(NeuralNDCGLoss(k=10)),
     "SoftmaxLoss step": _loss_step(SoftmaxLoss()),
     "XENDCGLoss step": run_xe_ndcg_step,
     "XENDCGLoss step, noise given": run_xe_ndcg_noise_step,
+    "PLRankLoss step": run_pl_rank_step,
 }
 # On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
 # touching the top k, the labels' range) are read together, once. The losses' kernels and
@@ -112,12 +152,16 @@ CPU_READS_WITHOUT_CHECKS = {
     "dcg": 1,
     "NDCG.update": 1,
     "RetrievalNDCG.update": 0,
+    "ndcg retrieved": 1,
+    "NDCG.update retrieved": 1,
+    "RetrievalNDCG.update retrieved": 0,
     "LambdaRankLoss step": 0,
     "ApproxNDCGLoss step": 0,
     "NeuralNDCGLoss step": 0,
     "SoftmaxLoss step": 0,
     "XENDCGLoss step": 0,
     "XENDCGLoss step, noise given": 0,
+    "PLRankLoss step": 0,
 }
 
 
@@ -176,23 +220,26 @@ def test_ndcg_compute_reads_nothing_back_on_an_accelerator(
     torch.testing.assert_close(got, expected)
 
 
-@pytest.mark.parametrize("ignore_index", [None, 3])
+@pytest.mark.parametrize(
+    ("ignore_index", "some_unretrieved"), [(None, False), (3, False), (3, True)]
+)
 @pytest.mark.budget
 def test_retrieval_compute_reads_back_a_constant_number_of_times_on_an_accelerator(
-    ignore_index: int | None, monkeypatch: pytest.MonkeyPatch
+    ignore_index: int | None, some_unretrieved: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Queries of 1 to 300 rows: nine size buckets, each a padded batch for the kernel.
     gen = torch.Generator().manual_seed(1)
     sizes = torch.randint(1, 300, (500,), generator=gen)
     ids = torch.arange(500).repeat_interleave(sizes)
     preds, target = torch.rand(ids.numel(), generator=gen), torch.randint(0, 4, ids.shape)
+    preds, retrieved = unretrieved(preds) if some_unretrieved else (preds, None)
     expected = RetrievalNDCG(k=10, ignore_index=ignore_index)
-    expected.update(preds, target, ids)
+    expected.update(preds, target, ids, retrieved)
     from tests.private_paths import take_accelerator_paths
 
     take_accelerator_paths(monkeypatch)
     metric = RetrievalNDCG(k=10, ignore_index=ignore_index)
-    metric.update(preds, target, ids)
+    metric.update(preds, target, ids, retrieved)
     with count_host_reads() as reads:
         value = metric.compute()
     # Dropping ignored rows, the ids' range, the query starts, the buckets' sizes, the check

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ranking_data import load_split, pad_by_query
+from ranking_data import load_split
 
-from torch_ndcg import ndcg
+from torch_ndcg import ndcg, pad_by_query
 
 lightgbm = pytest.importorskip("lightgbm")
 
@@ -26,7 +26,9 @@ def test_lightgbm_reported_ndcg_is_reproduced(device: torch.device) -> None:
     )
     reported = [ranker.evals_result_["valid_0"][f"ndcg@{k}"][-1] for k in cutoffs]
     scores = torch.from_numpy(ranker.predict(test.features)).double()
-    preds, target, mask = pad_by_query(scores, test.labels, test.query_sizes)
+    (preds, target), mask, _, _ = pad_by_query(
+        torch.from_numpy(test.query_ids()), scores, torch.from_numpy(test.labels)
+    )
     # LightGBM's eval: exponential gain, stable tie order, lists with no relevant item score 1.
     ours = ndcg(
         preds.to(device),

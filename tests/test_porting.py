@@ -13,6 +13,7 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     RetrievalNDCG,
     UnbiasedLambdaRankLoss,
     approx_ndcg_loss,
@@ -21,6 +22,7 @@ from torch_ndcg import (
     lambdarank_loss,
     ndcg,
     neural_ndcg_loss,
+    pl_rank_loss,
     retrieval_ndcg,
 )
 
@@ -95,6 +97,8 @@ KEYWORD_CALLS: dict[str, Callable[..., Any]] = {
     "neural_ndcg_loss": lambda **kw: neural_ndcg_loss(PREDS, TARGET, **kw),
     "NeuralNDCGLoss": lambda **kw: NeuralNDCGLoss(**kw),
     "UnbiasedLambdaRankLoss": lambda **kw: UnbiasedLambdaRankLoss(num_positions=3, **kw),
+    "pl_rank_loss": lambda **kw: pl_rank_loss(PREDS, TARGET, **kw),
+    "PLRankLoss": lambda **kw: PLRankLoss(**kw),
     "catalog_ndcg": lambda **kw: catalog_ndcg(PREDS, PREDS.T, TARGET, k=1, **kw),
     "NDCG.update_catalog": lambda **kw: NDCG().update_catalog(PREDS, PREDS.T, TARGET, **kw),
 }

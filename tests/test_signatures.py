@@ -19,6 +19,7 @@ from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
     NeuralNDCGLoss,
+    PLRankLoss,
     RetrievalNDCG,
     SoftmaxLoss,
     UnbiasedLambdaRankLoss,
@@ -28,6 +29,7 @@ from torch_ndcg import (
 DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "mask": None,
     "exclude": None,
+    "retrieved": None,
     "weight": None,
     "noise": None,
     "generator": None,
@@ -41,6 +43,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "bias_norm": 2.0,
     "momentum": 0.9,
     "match_exposure": True,
+    "num_samples": 100,
     "gain": "exponential",
     "discount": "log2",
     "ties": "average",
@@ -63,9 +66,9 @@ LOSS_OPTIONS = {"k", "gain", "discount", "reduction", "ignore_index", "validate_
 LISTWISE_OPTIONS = LOSS_OPTIONS - {"k", "discount"}  # the softmax losses: no cut-off, no discount
 # Each entry point and the keywords it must list (each with its documented default).
 ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
-    "ndcg": (torch_ndcg.ndcg, LIST_OPTIONS | {"mask", "exclude", "ignore_index"}),
+    "ndcg": (torch_ndcg.ndcg, LIST_OPTIONS | {"mask", "exclude", "retrieved", "ignore_index"}),
     "dcg": (torch_ndcg.dcg, {"k", "gain", "discount", "ties", "mask", "exclude", "ignore_index"}),
-    "retrieval_ndcg": (torch_ndcg.retrieval_ndcg, LIST_OPTIONS | {"ignore_index"}),
+    "retrieval_ndcg": (torch_ndcg.retrieval_ndcg, LIST_OPTIONS | {"retrieved", "ignore_index"}),
     "catalog_ndcg": (
         torch_ndcg.catalog_ndcg,
         (LIST_OPTIONS - {"k"})
@@ -101,6 +104,12 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
     "LambdaRankLoss": (LambdaRankLoss, LOSS_OPTIONS | {"sigma", "weighting", "mu"}),
     "ApproxNDCGLoss": (ApproxNDCGLoss, LOSS_OPTIONS | {"temperature"}),
     "NeuralNDCGLoss": (NeuralNDCGLoss, LOSS_OPTIONS | {"temperature", "max_iter", "tol"}),
+    "pl_rank_loss": (
+        torch_ndcg.pl_rank_loss,
+        LOSS_OPTIONS | {"mask", "weight", "num_samples", "generator"},
+    ),
+    "PLRankLoss": (PLRankLoss, LOSS_OPTIONS | {"num_samples", "generator"}),
+    "sample_rankings": (torch_ndcg.sample_rankings, {"k", "mask", "generator"}),
     "UnbiasedLambdaRankLoss": (
         UnbiasedLambdaRankLoss,
         LOSS_OPTIONS | {"sigma", "bias_norm", "momentum", "match_exposure"},

@@ -460,12 +460,14 @@ def _ranked(
     ties: Ties,
     check: DeferredCheck | None,
     probe_labels: bool,
+    judged: Tensor | None = None,
 ) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor, bool, list[float] | None]:
     """Keys, the top items, and the host values: the call's one read-back, where allowed.
 
     Where a read-back is allowed, the input ``check``, the tie flag and (``probe_labels``) the
-    labels' range are read together; the tie flag then spares tie-free batches the averaging.
-    Elsewhere nothing is read: ties are always averaged (the same numbers, branch-free).
+    labels' range (of the ``judged`` items) are read together; the tie flag then spares
+    tie-free batches the averaging. Elsewhere nothing is read: ties are always averaged (the
+    same numbers, branch-free).
     """
     keys = sort_keys(preds, mask)
     top: tuple[Tensor, Tensor] | None = None
@@ -482,7 +484,7 @@ def _ranked(
         return keys, top, order, True, None
     # The checks' largest label serves integer labels; float labels need their own probe.
     label_max_checked = check is not None and not target.is_floating_point()
-    probe = label_range_probe(target, mask) if probe_labels and not label_max_checked else None
+    probe = label_range_probe(target, judged) if probe_labels and not label_max_checked else None
     checked, tie_value, probe_values = read_together(
         [None if check is None else check.values, tie_flag, probe]
     )
@@ -546,6 +548,7 @@ def dcg_and_ideal(
     mask: Tensor | None,
     options: ListOptions,
     check: DeferredCheck | None = None,
+    ranked: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG of every list at every cut-off, each ``[N, len(k)]``.
 
@@ -563,14 +566,19 @@ def dcg_and_ideal(
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
         options: the checked options (cut-offs, gain, discount, ties).
         check: input checks to read back with the kernel's own values (see `._host`).
+        ranked: ``[N, L]`` bool, ``True`` for the real items that take a rank, or ``None``
+            (all): the others (judged, not retrieved) count in the ideal DCG only.
 
     Returns:
         Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
     gain, discount = options.gain, options.discount
+    judged = mask  # in the ideal DCG; `mask` from here on: the items that take a rank
+    if ranked is not None:
+        mask = ranked if mask is None else mask & ranked
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
     if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
-        return _long_row_dcg_and_ideal(preds, target, mask, options, check, ks, kmax)
+        return _long_row_dcg_and_ideal(preds, target, mask, judged, options, check, ks, kmax)
     small = preds.numel() <= SMALL_ELEMENTS
     keys, top, order, tied, probe_values = _ranked(
         preds,
@@ -580,6 +588,7 @@ def dcg_and_ideal(
         ties=options.ties,
         check=check,
         probe_labels=not (small or callable(gain)),
+        judged=judged,
     )
     dtype = compute_dtype(preds.dtype)
     if small:
@@ -587,8 +596,10 @@ def dcg_and_ideal(
         position_gains, _ = _position_gains(
             keys, target, mask, top, order, tied, gain, dtype, item_gains
         )
+        if ranked is not None:
+            item_gains = _kernels.list_gains(target, judged, gain, dtype)
         if callable(gain):  # its gains may be negative: padding is ranked apart
-            ideal_gains = _kernels.ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
+            ideal_gains = _kernels.ideal_ranked_gains(target, item_gains, judged, kmax, gain, dtype)
         else:  # padding's gain of 0 is the least: it never displaces a real item
             ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
         # Tie-averaged gains are in the accumulation dtype already: cat promotes the others.
@@ -603,11 +614,18 @@ def dcg_and_ideal(
         if levels is not None and not callable(gain):
             labels = target.to(torch.int64)
             ideal = ideal_dcg_from_label_counts(
-                labels, mask, levels, ks, kmax, gain, discount, dtype
+                labels, judged, levels, ks, kmax, gain, discount, dtype
             )
         else:
             ideal = _kernels.ideal_dcg(
-                target, mask, ks, kmax, gain, discount, dtype, item_gains=gains
+                target,
+                judged,
+                ks,
+                kmax,
+                gain,
+                discount,
+                dtype,
+                item_gains=gains if ranked is None else None,
             )
     return dcg, ideal
 
@@ -616,6 +634,7 @@ def _long_row_dcg_and_ideal(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
+    judged: Tensor | None,
     options: ListOptions,
     check: DeferredCheck | None,
     ks: Sequence[int],
@@ -623,8 +642,9 @@ def _long_row_dcg_and_ideal(
 ) -> tuple[Tensor, Tensor]:
     """`dcg_and_ideal` of long rows (`long_rows`) on the CPU: no histogram, no full-row copy.
 
-    The DCG from `_long_row_gains`; the ideal DCG of a named gain from the ``kmax`` largest
-    labels, selected by `grouped_top` (a callable gain's from its sorted gains, as elsewhere).
+    The DCG (of the ``mask`` items) from `_long_row_gains`; the ideal DCG (of the ``judged``
+    ones) of a named gain from the ``kmax`` largest labels, selected by `grouped_top` (a
+    callable gain's from its sorted gains, as elsewhere).
     """
     gain = options.gain
     dtype = compute_dtype(preds.dtype)
@@ -632,10 +652,10 @@ def _long_row_dcg_and_ideal(
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         if callable(gain):
-            ideal = _kernels.ideal_dcg(target, mask, ks, kmax, gain, options.discount, dtype)
+            ideal = _kernels.ideal_dcg(target, judged, ks, kmax, gain, options.discount, dtype)
         else:
             ideal_gains = _kernels.ideal_ranked_gains(
-                target, None, mask, kmax, gain, dtype, select=grouped_top
+                target, None, judged, kmax, gain, dtype, select=grouped_top
             )
             ideal = _kernels.cumulative_dcg(ideal_gains, ks, options.discount)
     return dcg, ideal

@@ -129,11 +129,33 @@ def group_rows(indexes: Tensor) -> Grouping:
     return Grouping(ids=unique_ids, order=order, first_row=first_row, sizes=sizes)
 
 
+def padded_slots(indexes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Flat rows laid out one query per row of ``[Q, L]`` lists (`group_rows`' order).
+
+    Returns:
+        ``(ids, slots, mask)``: the ``[Q]`` sorted unique ids, the ``[N]`` position of each row
+        in the flattened ``[Q * L]`` lists and the ``[Q, L]`` mask of real slots. ``L``, the
+        longest query, is read back to the host: it is the output's shape.
+    """
+    grouping = group_rows(indexes)
+    n_rows, sizes, device = indexes.numel(), grouping.sizes, indexes.device
+    width = int(sizes.max()) if n_rows else 0
+    # The p-th grouped row, of query q, goes to slot q * L + p - first_row[q].
+    shift = torch.arange(sizes.numel(), device=device) * width - grouping.first_row
+    grouped = torch.arange(n_rows, device=device) + shift.repeat_interleave(
+        sizes, output_size=n_rows
+    )
+    slots = torch.empty_like(grouped).index_copy_(0, grouping.order, grouped)
+    mask = torch.arange(width, device=device) < sizes[:, None]
+    return grouping.ids, slots, mask
+
+
 def grouped_dcg_and_ideal(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
     options: ListOptions,
+    ranked: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
 
@@ -146,6 +168,8 @@ def grouped_dcg_and_ideal(
         target: ``[N]`` non-negative labels.
         indexes: ``[N]`` int64 query ids, any values, in any order.
         options: the checked options (``k=None``: each whole query).
+        ranked: ``[N]`` bool, ``False`` for rows that take no rank (judged, not retrieved:
+            in the ideal DCG only), or ``None`` (all rank).
 
     Returns:
         ``(ids, dcg, ideal)``: the ``[Q]`` sorted unique query ids and two ``[Q, len(k)]``
@@ -163,6 +187,7 @@ def grouped_dcg_and_ideal(
             target.index_select(0, flat_rows).view(rows.shape),
             mask,
             options,
+            ranked=None if ranked is None else ranked.index_select(0, flat_rows).view(rows.shape),
         )
         dcg.index_copy_(0, queries, bucket_dcg)
         ideal.index_copy_(0, queries, bucket_ideal)

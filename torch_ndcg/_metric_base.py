@@ -585,7 +585,9 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
         self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
         self._partition_group: Any = None
 
-    def _store_rows(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+    def _store_rows(
+        self, preds: Tensor, target: Tensor, indexes: Tensor, retrieved: Tensor | None
+    ) -> None:
         rows = _rows_to_store(
             preds,
             target,
@@ -593,6 +595,7 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
             self.options.lists,
             compute_dtype(self.dtype),
             self.options_key.device,
+            retrieved,
         )
         for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
             state.append(row)

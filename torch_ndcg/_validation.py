@@ -231,19 +231,19 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
         )
 
 
-def check_mask(mask: Any, shape: torch.Size) -> None:
-    """``mask`` is ``None`` or a bool tensor of ``shape``."""
+def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
+    """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``."""
     if mask is None:
         return
     if not isinstance(mask, Tensor):
         raise TypeError(
-            f"Expected `mask` to be a bool torch.Tensor or None, but got {type(mask).__name__}."
+            f"Expected `{name}` to be a bool torch.Tensor or None, but got {type(mask).__name__}."
         )
     if mask.dtype != torch.bool:
-        raise TypeError(f"Expected `mask` to have dtype torch.bool, but got {mask.dtype}.")
+        raise TypeError(f"Expected `{name}` to have dtype torch.bool, but got {mask.dtype}.")
     if mask.shape != shape:
         raise ValueError(
-            f"Expected `mask` to have the shape of `preds` {tuple(shape)}, but got "
+            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
             f"{tuple(mask.shape)}."
         )
 
@@ -350,12 +350,14 @@ def check_values(
     ignore_index: int | None,
     finite_preds: bool = False,
     length: int | None = None,
+    ranked: Tensor | None = None,
 ) -> DeferredCheck | None:
     """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
     With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
     scores must be finite too. Padded items (``mask`` False) are not checked: their values
-    never count. ``length`` is the number of items whose gains are summed together (the list
+    never count; nor are the scores of items that take no rank (``ranked`` False: judged, not
+    retrieved). ``length`` is the number of items whose gains are summed together (the list
     length; the last dimension by default).
 
     The input is reduced to four values on its device (smallest and largest real score and
@@ -394,13 +396,14 @@ def check_values(
         rules = _traced_rules(
             gain, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
         )
-    if mask is None:
+    scored = mask if ranked is None else ranked if mask is None else mask & ranked
+    if scored is None:
         low_pred, high_pred = torch.aminmax(preds)
     else:
         # Padded scores are left out (not replaced by 0, which would widen the range); with
         # no real item the smallest real score comes out above the largest.
-        low_pred = torch.where(mask, preds, torch.inf).amin()
-        high_pred = torch.where(mask, preds, -torch.inf).amax()
+        low_pred = torch.where(scored, preds, torch.inf).amin()
+        high_pred = torch.where(scored, preds, -torch.inf).amax()
     low, high = torch.aminmax(real_target)
     if not read_back:
         for rule in rules:
@@ -417,7 +420,7 @@ def check_values(
     # read-back of their own) only for label-like scores.
     signs_read = not integer_labels and n_items < _fast_paths.LONG_ROW_LENGTH
     if signs_read:
-        parts.append(_swap_signs(preds, real_target, mask))
+        parts.append(_swap_signs(preds, real_target, scored))
     extremes = torch.cat(parts)
 
     def judge(values: list[float]) -> CheckedValues:
@@ -431,7 +434,7 @@ def check_values(
             if found is not None:
                 raise ValueError(rule.message.format(found=found))
         if not integer_labels and label_like(low_pred, high_pred):
-            signs = values[4:] if signs_read else _swap_signs(preds, real_target, mask).tolist()
+            signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
             _hint_swapped_arguments(signs, low_pred, high_pred)
         return CheckedValues(high, high_pred - low_pred)
 
@@ -972,8 +975,8 @@ def is_integer_tensor(tensor: Tensor) -> bool:
     return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
 
 
-def check_query_ids(name: str, ids: Any) -> None:
-    """``ids`` is a 1-D integer tensor of query ids."""
+def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
+    """``ids`` is a 1-D integer tensor of query ids; ``scalar_hint`` ends the error on a 0-D one."""
     if not isinstance(ids, Tensor):
         raise TypeError(f"Expected `{name}` (query ids) to be a torch.Tensor, but got {ids!r}.")
     if not is_integer_tensor(ids):
@@ -981,11 +984,43 @@ def check_query_ids(name: str, ids: Any) -> None:
             f"Expected `{name}` (query ids) to be an integer tensor, but got dtype {ids.dtype}."
         )
     if ids.ndim != 1:
-        single = " (the result of a single query: a paired test needs 2 or more)"
         raise ValueError(
             f"Expected `{name}` (query ids) to be 1-D, but got shape {tuple(ids.shape)}"
-            f"{single if ids.ndim == 0 else ''}."
+            f"{scalar_hint if ids.ndim == 0 else ''}."
         )
+
+
+def check_rows_by_query(query_ids: Any, values: tuple[Any, ...]) -> None:
+    """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id."""
+    check_query_ids("query_ids", query_ids)
+    for i, value in enumerate(values):
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Expected `values[{i}]` to be a torch.Tensor, but got {type(value).__name__}."
+            )
+        if value.ndim == 0 or value.shape[0] != query_ids.numel():
+            raise ValueError(
+                f"Expected `values[{i}]` to have a row per query id ({query_ids.numel()} rows), "
+                f"but got shape {tuple(value.shape)}."
+            )
+        if value.device != query_ids.device:
+            raise ValueError(
+                f"Expected `values[{i}]` on the device of `query_ids` ({query_ids.device}), "
+                f"but got {value.device}."
+            )
+
+
+def check_padded(padded: Any, slots: Any) -> None:
+    """``padded`` is ``[Q, L, ...]`` lists and ``slots`` the 1-D integer positions of rows in it."""
+    if not isinstance(padded, Tensor):
+        raise TypeError(f"Expected `padded` to be a torch.Tensor, but got {type(padded).__name__}.")
+    if padded.ndim < 2:
+        raise ValueError(
+            f"Expected `padded` to be [Q, L, ...] lists, but got shape {tuple(padded.shape)}."
+        )
+    if not (isinstance(slots, Tensor) and is_integer_tensor(slots) and slots.ndim == 1):
+        got = f"{slots.dtype} {tuple(slots.shape)}" if isinstance(slots, Tensor) else slots
+        raise TypeError(f"Expected `slots` to be a 1-D integer tensor, but got {got!r}.")
 
 
 def check_resampling(
@@ -1090,12 +1125,14 @@ def check_rows(
     options: ListOptions,
     *,
     scores: Tensor | None = None,
+    retrieved: Tensor | None = None,
 ) -> Tensor | None:
     """The value checks of flat query rows (see `check_row_metadata`); the mask of rows to keep.
 
     ``options`` are checked (their gain, ``ignore_index`` and ``validate_args`` apply).
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
-    gain limit applies), ``preds`` flattened by default. Each row's gain is checked alone
+    gain limit applies), ``preds`` flattened by default; those of rows not ``retrieved``
+    (checked by `check_mask`) are not read. Each row's gain is checked alone
     (``length=1``): a query may span batches, its sum is checked when it is scored. One
     read-back on the CPU, none elsewhere.
 
@@ -1103,12 +1140,20 @@ def check_rows(
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
     gain, ignore_index = options.gain, options.ignore_index
+    check_mask(retrieved, preds.shape, "retrieved")
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, ignore_index)
     if options.validate_args:
         flat_scores = preds.reshape(-1) if scores is None else scores
+        ranked = None if retrieved is None else retrieved.reshape(-1)
         check = check_values(
-            flat_scores, flat_target, real, gain=gain, ignore_index=ignore_index, length=1
+            flat_scores,
+            flat_target,
+            real,
+            gain=gain,
+            ignore_index=ignore_index,
+            length=1,
+            ranked=ranked,
         )
         if check is not None:
             check.resolve()
@@ -1119,7 +1164,7 @@ class CheckedLists(NamedTuple):
     """What `check_lists` made of its input.
 
     Attributes:
-        real: the mask of real items (``None``: all real).
+        real: the mask of real items (``None``: all real), retrieved or not.
         check: the value checks still to be read back (see `check_values`), or ``None``
             (not validated, an empty input, or checked on the device).
     """
@@ -1137,19 +1182,27 @@ def check_lists(
     ignore_index: int | None,
     validate_args: bool,
     finite_preds: bool = False,
+    retrieved: Tensor | None = None,
 ) -> CheckedLists:
     """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
 
     Types, dtypes and shapes are always checked (they read nothing back); with
     ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
-    `check_values`.
+    `check_values`; the scores of items not ``retrieved`` are not read.
     """
     check_preds_target(preds, target)
     check_mask(mask, preds.shape)
+    check_mask(retrieved, preds.shape, "retrieved")
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return CheckedLists(real, None)
     check = check_values(
-        preds, target, real, gain=gain, ignore_index=ignore_index, finite_preds=finite_preds
+        preds,
+        target,
+        real,
+        gain=gain,
+        ignore_index=ignore_index,
+        finite_preds=finite_preds,
+        ranked=retrieved,
     )
     return CheckedLists(real, check)

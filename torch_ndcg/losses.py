@@ -21,6 +21,8 @@ from torch_ndcg.functional._losses import (
     APPROX,
     LAMBDARANK,
     NEURAL,
+    PL_RANK,
+    PL_RANK_PORTED_NAMES,
     SOFTMAX,
     XENDCG,
     ListwiseLoss,
@@ -34,6 +36,7 @@ __all__ = [
     "ApproxNDCGLoss",
     "LambdaRankLoss",
     "NeuralNDCGLoss",
+    "PLRankLoss",
     "SoftmaxLoss",
     "UnbiasedLambdaRankLoss",
     "XENDCGLoss",
@@ -636,3 +639,61 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             f"bias_norm={self.bias_norm}, momentum={self.momentum}, "
             f"match_exposure={self.match_exposure}"
         )
+
+
+class PLRankLoss(_RankingLoss):
+    r"""PL-Rank-3 (Oosterhuis 2021, 2022): the expected nDCG@k of a Plackett-Luce policy.
+
+    The gradient is the PL-Rank-3 estimate of minus the gradient of
+    $\mathcal{R} = \mathbb{E}_{y \sim \pi}[\mathrm{nDCG@}k(y)]$ for the policy
+    $\pi(d \mid y_{1:i-1}) \propto e^{s_d}$, from ``num_samples`` rankings drawn by Gumbel
+    top-k; the value is $1 - $ their mean nDCG@k. See `pl_rank_loss`.
+
+    Keyword Args:
+        k: cut-off of the nDCG, a positive int, or ``None`` (the default) for the whole list.
+        num_samples: rankings drawn per list and step, a positive int; default 100.
+        generator: the ``torch.Generator`` the sampling draws from at every step (on the
+            scores' device), or ``None`` (the default) for the default one.
+        gain, discount, reduction, ignore_index, validate_args: as `lambdarank_loss` (defaults
+            ``"exponential"``, ``"log2"``, ``"mean"``, ``None``, ``True``).
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import PLRankLoss
+
+        Far-apart scores make the policy deterministic: every ranking drawn is the order of the
+        scores, of nDCG $(1 + 3 / \log_2 3) / (3 + 1 / \log_2 3) = 0.7967$, and the gradient
+        vanishes.
+
+        >>> loss_fn = PLRankLoss(generator=torch.Generator().manual_seed(0))
+        >>> preds = torch.tensor([[0.0, 50.0, 100.0]], requires_grad=True)
+        >>> loss = loss_fn(preds, torch.tensor([[0, 2, 1]]))
+        >>> round(loss.item(), 4)
+        0.2033
+        >>> loss.backward()
+        >>> preds.grad.abs().max() < 1e-6
+        tensor(True)
+    """
+
+    _loss = PL_RANK
+    _shown = ("k", "num_samples")
+    num_samples = _option("num_samples")
+    generator = _option("generator")
+
+    @_validation.names_ported_keywords(PL_RANK_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        k: int | None = None,
+        num_samples: int = 100,
+        generator: torch.Generator | None = None,
+        gain: Gain = "exponential",
+        discount: Discount = "log2",
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        options = PL_RANK.check(
+            k, num_samples, generator, gain, discount, reduction, ignore_index, validate_args
+        )
+        super().__init__(options)

@@ -177,6 +177,7 @@ class NDCG(CountedMean, Generic[ResultT]):
         target: Tensor,
         mask: Tensor | None = None,
         exclude: Tensor | None = None,
+        retrieved: Tensor | None = None,
     ) -> None:
         """Add the nDCG of every list of the batch.
 
@@ -186,13 +187,17 @@ class NDCG(CountedMean, Generic[ResultT]):
                 or CSR ``[B, N]`` tensor of grades (see `torch_ndcg.ndcg`).
             mask: ``[..., L]`` bool, ``True`` for real items, or ``None``.
             exclude: items that take no rank, for ``[B, N]`` scores (see `torch_ndcg.dcg`).
+            retrieved: ``[..., L]`` bool, ``False`` for items judged but not retrieved: in the
+                ideal DCG only (see `torch_ndcg.ndcg`), or ``None`` (all retrieved).
         """
         opt = self.options
         small = (
             None
-            if mask is not None or exclude is not None
+            if mask is not None or exclude is not None or retrieved is not None
             else _small_batch.plan(preds, target, opt.lists)
         )
+        if retrieved is not None and _catalog.is_sparse(target):
+            target = target.to_dense()  # as `ndcg`: the stream ranks every item it scores
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
@@ -211,7 +216,7 @@ class NDCG(CountedMean, Generic[ResultT]):
                 return
             if exclude is not None:
                 mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, opt.lists)
-            lists = _prepare_lists(preds, target, mask, opt.lists)
+            lists = _prepare_lists(preds, target, mask, opt.lists, retrieved)
             _validation.check_device(preds, self.sum_ndcg.device)
             values = _ndcg_of_lists(lists, opt.lists)
             self._add_values(values, lists.mask)
@@ -509,15 +514,21 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples
 
-    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+    def update(
+        self, preds: Tensor, target: Tensor, indexes: Tensor, retrieved: Tensor | None = None
+    ) -> None:
         """Store a batch of rows.
 
         Args:
             preds: floating scores, any shape (flattened).
             target: non-negative labels, the shape of ``preds``.
             indexes: integer query ids, the shape of ``preds``.
+            retrieved: bool, the shape of ``preds``: ``False`` for rows judged but not
+                retrieved, which count in their query's ideal DCG only (stored with a NaN
+                score: no extra state); ``None``: all retrieved. See
+                `torch_ndcg.functional.retrieval_ndcg`.
         """
-        self._store_rows(preds, target, indexes)
+        self._store_rows(preds, target, indexes, retrieved)
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.

@@ -10,29 +10,40 @@ from torch_ndcg.functional._losses import (
     approx_ndcg_loss,
     lambdarank_loss,
     neural_ndcg_loss,
+    pl_rank_loss,
+    sample_rankings,
     softmax_loss,
     xe_ndcg_loss,
 )
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
+from torch_ndcg.functional._padding import PaddedQueries, pad_by_query, unpad_by_query
 from torch_ndcg.functional._significance import (
     PairedTestResult,
     paired_randomization_test,
     paired_t_test,
 )
+from torch_ndcg.functional._trec import TrecRows, from_trec
 
 __all__ = [
+    "PaddedQueries",
     "PairedTestResult",
+    "TrecRows",
     "approx_ndcg_loss",
     "catalog_ndcg",
     "dcg",
     "examination_probability",
+    "from_trec",
     "lambdarank_loss",
     "ndcg",
     "neural_ndcg_loss",
+    "pad_by_query",
     "paired_randomization_test",
     "paired_t_test",
+    "pl_rank_loss",
     "retrieval_ndcg",
+    "sample_rankings",
     "simulate_clicks",
     "softmax_loss",
+    "unpad_by_query",
     "xe_ndcg_loss",
 ]

@@ -662,10 +662,15 @@ def catalog_ndcg_values(
         _check_int("chunk_size", chunk_size, minimum=1)
     if memory_budget is not None:
         _check_int("memory_budget", memory_budget, minimum=1)
-    if queries.shape[-1] != items.shape[-1] and score_fn is None:
+    if score_fn is None and queries.shape[-1] != items.shape[-1]:
         raise ValueError(
             "Expected `queries` and `items` of the same width d, but got "
             f"{queries.shape[-1]} and {items.shape[-1]}."
+        )
+    if score_fn is None and queries.dtype != items.dtype:
+        raise TypeError(
+            "Expected `queries` and `items` of the same dtype, but got "
+            f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
         )
     sharded = process_group is not None
     if sharded and ks is None:

@@ -23,6 +23,7 @@ class _Lists:
     mask: Tensor | None
     leading_shape: torch.Size
     check: DeferredCheck | None
+    ranked: Tensor | None = None
 
 
 def _shape_output(
@@ -38,7 +39,11 @@ def _shape_output(
 
 
 def _prepare_lists(
-    preds: Tensor, target: Tensor, mask: Tensor | None, options: ListOptions
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    options: ListOptions,
+    retrieved: Tensor | None = None,
 ) -> _Lists:
     """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``."""
     real, check = _validation.check_lists(
@@ -48,6 +53,7 @@ def _prepare_lists(
         gain=options.gain,
         ignore_index=options.ignore_index,
         validate_args=options.validate_args,
+        retrieved=retrieved,
     )
     length = preds.shape[-1]
     return _Lists(
@@ -56,6 +62,7 @@ def _prepare_lists(
         mask=None if real is None else real.reshape(-1, length),
         leading_shape=preds.shape[:-1],
         check=check,
+        ranked=None if retrieved is None else retrieved.reshape(-1, length),
     )
 
 
@@ -151,6 +158,7 @@ def ndcg(
     *,
     mask: Tensor | None = None,
     exclude: Tensor | None = None,
+    retrieved: Tensor | None = None,
     k: int | Sequence[int] | None = None,
     gain: Gain = "exponential",
     discount: Discount = "log2",
@@ -182,6 +190,12 @@ def ndcg(
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; default ``None``.
         exclude: items that take no rank, for ``[B, N]`` scores (see `dcg`); default ``None``.
+        retrieved: ``[..., L]`` bool, ``False`` for an item judged but not retrieved by the
+            run: it counts in the ideal DCG only, takes no rank and its score is never read
+            (NaN allowed). ``mask`` / ``ignore_index`` win (padding is not judged); an
+            excluded relevant item stays an error. Default ``None``: all retrieved. A run's
+            documents with the rest of its judged documents and ``gain="linear"`` give
+            trec_eval's ``ndcg_cut`` (tie-free scores); see `from_trec`.
         k: an int, a sequence of ints, or ``None`` (the default: the whole list).
         gain: as `dcg`.
         discount: as `dcg`.
@@ -218,13 +232,13 @@ def ndcg(
     )
     small = (
         None
-        if mask is not None or exclude is not None
+        if mask is not None or exclude is not None or retrieved is not None
         else _small_batch.plan(preds, target, checked)
     )
     values = None if small is None else _small_batch.small_ndcg(preds, target, small)
     if values is not None:
         return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
-    return _values(preds, target, mask, exclude, checked, normalize=True)
+    return _values(preds, target, mask, exclude, checked, normalize=True, retrieved=retrieved)
 
 
 def _values(
@@ -235,8 +249,14 @@ def _values(
     options: ListOptions,
     *,
     normalize: bool,
+    retrieved: Tensor | None = None,
 ) -> Tensor:
-    """`ndcg` (``normalize``) or `dcg`, options checked: a sparse target streamed, else lists."""
+    """`ndcg` (``normalize``) or `dcg`, options checked: a sparse target streamed, else lists.
+
+    With ``retrieved`` a sparse target is made dense: the stream ranks every item it scores.
+    """
+    if retrieved is not None and _catalog.is_sparse(target):
+        target = target.to_dense()
     if _catalog.is_sparse(target):
         values, _ = _catalog.sparse_values(
             preds, target, exclude, mask, options, normalize=normalize
@@ -244,7 +264,7 @@ def _values(
         return _catalog.shape_values(values, options.cutoffs, preds.dtype)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
-    lists = _prepare_lists(preds, target, mask, options)
+    lists = _prepare_lists(preds, target, mask, options, retrieved)
     if normalize:
         values = _ndcg_of_lists(lists, options)
     else:
@@ -261,7 +281,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     classes add them up as they are.
     """
     value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, lists.check
+        lists.preds, lists.target, lists.mask, options, lists.check, lists.ranked
     )
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, lists.mask).any()
@@ -281,6 +301,7 @@ def retrieval_ndcg(
     target: Tensor,
     indexes: Tensor,
     *,
+    retrieved: Tensor | None = None,
     k: int | Sequence[int] | None = None,
     gain: Gain = "exponential",
     discount: Discount = "log2",
@@ -309,6 +330,10 @@ def retrieval_ndcg(
         indexes: integer query ids, the shape of ``preds``.
 
     Keyword Args:
+        retrieved: bool, the shape of ``preds``: ``False`` for a row judged (in the qrels) but
+            not retrieved by the run, which counts in its query's ideal DCG only (see `ndcg`;
+            rows of ``ignore_index`` are dropped all the same). Default ``None``: all
+            retrieved. `from_trec` makes these rows from a run and its qrels.
         k: an int, a sequence of ints, or ``None`` (the default: each whole query).
         gain: as `ndcg`.
         discount: as `ndcg`.
@@ -342,12 +367,18 @@ def retrieval_ndcg(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
     _validation.check_row_metadata(preds, target, indexes)
-    real = _validation.check_rows(preds, target, indexes, checked)
+    real = _validation.check_rows(preds, target, indexes, checked, retrieved=retrieved)
+    preds = _scored(preds.reshape(-1), retrieved)
     values, ids = _retrieval_values(
-        preds.reshape(-1), target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
+        preds, target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
     )
     values = values.to(_options.compute_dtype(preds.dtype))
     return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
+
+
+def _scored(preds: Tensor, retrieved: Tensor | None) -> Tensor:
+    """Flat scores, NaN on the rows not ``retrieved``: how rows carry "judged, not retrieved"."""
+    return preds if retrieved is None else torch.where(retrieved.reshape(-1), preds, torch.nan)
 
 
 def _rows_to_store(
@@ -357,21 +388,25 @@ def _rows_to_store(
     options: ListOptions,
     dtype: torch.dtype,
     device: torch.device,
+    retrieved: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Checked flat rows as `torch_ndcg.RetrievalNDCG` stores them, its states on ``device``.
 
     Scores and labels in ``dtype``; rows whose label is ``ignore_index`` get a NaN label, which
     `_retrieval_values` drops (compared in the labels' own dtype, exactly: a stored float label
-    could round onto ``ignore_index`` or off it). Checked as stored: the gains' overflow limit
-    is that of ``dtype``.
+    could round onto ``ignore_index`` or off it), rows not ``retrieved`` a NaN score (`_scored`).
+    Checked as stored: the gains' overflow limit is that of ``dtype``.
     """
     _validation.check_row_metadata(preds, target, indexes)
     _validation.check_device(preds, device)
     stored_preds = preds.detach().reshape(-1).to(dtype)
-    real = _validation.check_rows(preds, target, indexes, options, scores=stored_preds)
+    real = _validation.check_rows(
+        preds, target, indexes, options, scores=stored_preds, retrieved=retrieved
+    )
     stored_target = target.detach().reshape(-1).to(dtype)
     if real is not None:
         stored_target = torch.where(real, stored_target, torch.nan)
+    stored_preds = _scored(stored_preds, retrieved)
     return stored_preds, stored_target, indexes.detach().reshape(-1).to(torch.int64)
 
 
@@ -380,13 +415,15 @@ def _retrieval_values(
 ) -> tuple[Tensor, Tensor]:
     """`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
 
-    ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back.
+    ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back. Rows
+    with a NaN score (`_scored`: not retrieved) count in the ideal DCG only.
     """
     if real is not None:
         kept = real.nonzero().squeeze(1)
         preds, target = preds.index_select(0, kept), target.index_select(0, kept)
         indexes = indexes.index_select(0, kept)
-    ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options)
+    ranked = ~preds.isnan()
+    ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):
         raise ValueError(
             "Expected the gains of each query to sum to a finite float64, but a query's "

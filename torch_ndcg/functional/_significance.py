@@ -242,7 +242,8 @@ def _split_sample(name: str, sample: object) -> tuple[object, Tensor | None]:
                 f"{len(sample)} items."
             )
         values, ids = sample
-        _validation.check_query_ids(f"{name}[1]", ids)
+        single = " (the result of a single query: a paired test needs 2 or more)"
+        _validation.check_query_ids(f"{name}[1]", ids, scalar_hint=single)
         return values, ids
     return sample, None
 

@@ -1,0 +1,129 @@
+"""Flat rows with query ids (as learning-to-rank files hold them) as padded lists, and back."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _grouping, _validation
+
+__all__ = ["PaddedQueries", "pad_by_query", "unpad_by_query"]
+
+
+class PaddedQueries(NamedTuple):
+    """Flat rows laid out as padded lists by `pad_by_query`.
+
+    Attributes:
+        values: each ``[N, ...]`` input as ``[Q, L, ...]`` lists, in the order of the input.
+        mask: ``[Q, L]`` bool, ``True`` for a real row, ``False`` for padding.
+        query_ids: ``[Q]`` int64 query id of each list, ascending.
+        slots: ``[N]`` int64 position of each input row in the lists flattened to ``[Q * L]``
+            (row ``i`` is ``padded.flatten(0, 1)[slots[i]]``): what `unpad_by_query` takes.
+    """
+
+    values: tuple[Tensor, ...]
+    mask: Tensor
+    query_ids: Tensor
+    slots: Tensor
+
+
+def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -> PaddedQueries:
+    r"""Lay flat rows with query ids out as padded ``[Q, L, ...]`` lists, one query per list.
+
+    With $x_i$ the ``i``-th row of a value, $i_{q,0} < i_{q,1} < \dots < i_{q,n_q - 1}$ the rows
+    whose id is the $q$-th smallest distinct id and $L = \max_q n_q$ the longest query:
+
+    $$
+    \mathrm{padded}[q, j] = x_{i_{q,j}} \ \text{ for } j < n_q, \qquad
+    \mathrm{padded}[q, j] = \mathrm{padding\_value} \ \text{ for } n_q \le j < L.
+    $$
+
+    This is the layout `ndcg`, `NDCG` and the losses take, from the flat rows that
+    learning-to-rank files hold (svmlight ``qid:`` rows, as
+    ``sklearn.datasets.load_svmlight_file(..., query_id=True)`` reads them). Ids may be any
+    integers (compared as int64: huge, negative, sparse), in any order; the rows of a query
+    keep their input order. The work is one stable sort of the ids (as `RetrievalNDCG`
+    groups rows) and one scatter per value, on the device of the ids, with no loop over
+    queries; gradients flow through to the values. The output's shape depends on the data,
+    so a few values are read back to the host (on an accelerator, synchronisations): the id
+    range, the number of queries and ``L`` (the unique ids too when they span 2^31 or more).
+
+    Args:
+        query_ids: ``[N]`` integer query id of each row.
+        *values: tensors of a row per id, ``[N, ...]`` (scores, labels, features), on the
+            device of ``query_ids``.
+        padding_value: the value of padded slots, in every value.
+
+    Returns:
+        `PaddedQueries`: the padded ``values`` (a tuple, one per input), the ``[Q, L]``
+        ``mask``, the ascending ``[Q]`` ``query_ids`` and the ``[N]`` ``slots`` that
+        `unpad_by_query` takes to give flat rows back.
+
+    Raises:
+        TypeError: ``query_ids`` not an integer tensor, a value not a tensor.
+        ValueError: ``query_ids`` not 1-D; a value without a row per id or on another device.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import ndcg, pad_by_query, unpad_by_query
+        >>> qid = torch.tensor([7, -2, 7, -2, -2])
+        >>> scores = torch.tensor([0.9, 0.2, 0.8, 0.1, 0.7])
+        >>> labels = torch.tensor([1, 1, 0, 0, 0])
+        >>> (preds, target), mask, ids, slots = pad_by_query(qid, scores, labels)
+        >>> preds
+        tensor([[0.2000, 0.1000, 0.7000],
+                [0.9000, 0.8000, 0.0000]])
+        >>> mask
+        tensor([[ True,  True,  True],
+                [ True,  True, False]])
+        >>> ids
+        tensor([-2,  7])
+        >>> ndcg(preds, target, k=2, mask=mask)
+        tensor([0.6309, 1.0000])
+        >>> unpad_by_query(preds, slots)  # back to the flat rows, in their input order
+        tensor([0.9000, 0.2000, 0.8000, 0.1000, 0.7000])
+    """
+    _validation.check_rows_by_query(query_ids, values)
+    ids, slots, mask = _grouping.padded_slots(query_ids.to(torch.int64))
+    padded = tuple(
+        value.new_full((mask.numel(), *value.shape[1:]), padding_value)
+        .index_copy(0, slots, value)
+        .view(*mask.shape, *value.shape[1:])
+        for value in values
+    )
+    return PaddedQueries(padded, mask, ids, slots)
+
+
+def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
+    r"""The flat rows of padded ``[Q, L, ...]`` lists, in the input order of `pad_by_query`.
+
+    $\mathrm{rows}[i] = \mathrm{padded.flatten}(0, 1)[\mathrm{slots}[i]]$: the inverse of
+    `pad_by_query` for any tensor laid out as its lists (a model's ``[Q, L]`` scores of its
+    ``[Q, L, F]`` features), one gather, differentiable; nothing is read back to the host.
+
+    Args:
+        padded: ``[Q, L, ...]`` lists, as `pad_by_query` laid them out.
+        slots: the ``[N]`` ``slots`` that `pad_by_query` returned.
+
+    Returns:
+        ``[N, ...]`` rows: row ``i`` is the row ``i`` given to `pad_by_query`.
+
+    Raises:
+        TypeError: ``padded`` not a tensor, ``slots`` not a 1-D integer tensor.
+        ValueError: ``padded`` with fewer than 2 dims.
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import pad_by_query, unpad_by_query
+        >>> qid = torch.tensor([3, 1, 3])
+        >>> (lists,), mask, ids, slots = pad_by_query(qid, torch.tensor([10, 20, 30]))
+        >>> lists
+        tensor([[20,  0],
+                [10, 30]])
+        >>> unpad_by_query(lists * 2, slots)
+        tensor([20, 40, 60])
+    """
+    _validation.check_padded(padded, slots)
+    return padded.flatten(0, 1).index_select(0, slots)
