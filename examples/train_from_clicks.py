@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ TOP_SHOWN = 10
 VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
 METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
 DIAGNOSTICS = ("learnt_paper",)  # run only when named in --methods
+SESSION_METHODS = ("full", "naive", "ips", "learnt")  # --protocol sessions
 
 
 @dataclass(frozen=True)
@@ -417,6 +419,79 @@ def best_epochs(curve: Curve) -> tuple[int, float]:
     return curve[best][0], smoothed[best]
 
 
+def session_step_losses(
+    log: ClickLog, lists: PaddedLists, seed: int, eta: float = 1.0, **unbiased: Any
+) -> dict[str, Any]:
+    """Every method's step loss on one random logged session per query; the learnt module.
+
+    Each call draws one of the ``S`` sessions of each query of the batch (the same draws for
+    every method: one generator per method, seeded alike) and takes the loss of its clicks, as
+    a click log is read. ``unbiased`` are options of `UnbiasedLambdaRankLoss` (its defaults
+    when none).
+    """
+    clicks = torch.where(log.positions >= 0, log.clicks, -1.0)  # -1: not shown (or padding)
+    weight = examination_probability(log.positions.clamp(min=0), eta=eta).reciprocal()
+    draws = torch.Generator().manual_seed(30_000 + seed)
+    labelled, clicked = LambdaRankLoss(), LambdaRankLoss(ignore_index=-1)
+    module = UnbiasedLambdaRankLoss(
+        num_positions=lists.mask.shape[-1], ignore_index=-1, **unbiased
+    )
+
+    def session(batch: Tensor) -> tuple[Tensor, Tensor]:
+        return batch, torch.randint(log.clicks.shape[1], batch.shape, generator=draws)
+
+    def naive(scores: Tensor, batch: Tensor) -> Tensor:
+        return clicked(scores, clicks[session(batch)])
+
+    def ips(scores: Tensor, batch: Tensor) -> Tensor:
+        at = session(batch)
+        return clicked(scores, clicks[at], weight=weight[at])
+
+    def learnt(scores: Tensor, batch: Tensor) -> Tensor:
+        at = session(batch)
+        return module(scores, clicks[at], log.positions[at])
+
+    return {
+        "full": lambda s, b: labelled(s, lists.labels[b], lists.mask[b]),
+        "naive": naive,
+        "ips": ips,
+        "learnt": learnt,
+        "module": module,
+    }
+
+
+def run_sessions_seed(
+    args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
+) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
+    """The per-session protocol: each method ``--epochs`` epochs on one session per query a step.
+
+    No hyper-parameter is chosen: every loss at its defaults, as a first use would.
+    """
+    logger = train_logger(train_lists, seed, args.logger_epochs)
+    with torch.no_grad():
+        logger_scores = logger(train_lists.features).squeeze(-1)
+        results = {"logger": per_query(logger(test.features).squeeze(-1), test)}
+    log = log_sessions(
+        logger_scores,
+        train_lists,
+        protocol="stochastic",
+        sessions=args.sessions,
+        seed=seed,
+        eta=args.eta,
+    )
+    module = None
+    for name in args.methods:
+        losses = session_step_losses(log, train_lists, seed, args.eta)
+        model, _ = train(losses[name], train_lists, seed=seed, epochs=args.epochs)
+        with torch.no_grad():
+            results[name] = per_query(model(test.features).squeeze(-1), test)
+        if name == "learnt" or module is None:
+            module = losses["module"]
+    assert module is not None
+    estimate = module.statistics[0] / module.statistics[2]  # (t+)^(p + 1): unshrunk
+    return results, torch.stack([module.t_plus, module.t_minus, estimate]), {}
+
+
 def run_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
 ) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
@@ -426,6 +501,8 @@ def run_seed(
     labels of a validation split of the training queries (`VAL_FRACTION`), then each method is
     retrained on all the training queries and scored once on the test queries.
     """
+    if args.protocol == "sessions":
+        return run_sessions_seed(args, train_lists, test, seed)
     logger = train_logger(train_lists, seed, args.logger_epochs)
     with torch.no_grad():
         logger_scores = logger(train_lists.features).squeeze(-1)
@@ -528,7 +605,9 @@ def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> boo
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     """Run the seeds, print the tables; each method's mean test nDCG@10 per seed."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
+    parser.add_argument(
+        "--protocol", choices=["stochastic", "sessions", "top10"], default="stochastic"
+    )
     parser.add_argument(
         "--seeds", type=int, nargs="*", default=[0, 1], help="none: only print --load's runs"
     )
@@ -572,8 +651,17 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     args = parser.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    if args.protocol == "top10" and "--sessions" not in (argv or []):
+    given = set(argv if argv is not None else sys.argv[1:])
+    if args.protocol == "top10" and "--sessions" not in given:
         args.sessions = 30
+    if args.protocol == "sessions":  # the per-session protocol: its own sizes, no trees
+        args.sessions = args.sessions if "--sessions" in given else 200
+        args.epochs = args.epochs if "--epochs" in given else 40
+        if "--methods" not in given:
+            args.methods = list(SESSION_METHODS)
+        if not set(args.methods) <= set(SESSION_METHODS):
+            parser.error(f"--protocol sessions trains {', '.join(SESSION_METHODS)} only")
+        args.no_trees = True
     if args.tiny:
         args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], EVAL_EVERY, 1
         args.sessions, args.tree_sessions, args.trees = 8, 2, 3
