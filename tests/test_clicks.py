@@ -426,7 +426,7 @@ def _steps_equal_the_reference(
         preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
-def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
+def test_momentum_discounts_the_summed_statistics_and_eval_mode_freezes_the_biases() -> None:
     loss_fn = UnbiasedLambdaRankLoss(num_positions=6, bias_norm=0.0, momentum=0.75).double()
     batches = [_sessions(seed) for seed in range(3)]
     t_plus, t_minus = [1.0] * 6, [1.0] * 6
@@ -436,7 +436,7 @@ def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> 
         _, statistics, _, _ = references.unbiased_lambdarank_step(
             preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus
         )
-        average = 0.75 * average + 0.25 * torch.tensor(statistics, dtype=torch.float64)
+        average = 0.75 * average + torch.tensor(statistics, dtype=torch.float64)
         t_plus = [float(v) for v in torch.where(average[0] > 0, average[0] / average[2], 1)]
         t_minus = [float(v) for v in torch.where(average[1] > 0, average[1] / average[3], 1)]
         torch.testing.assert_close(loss_fn.statistics, average)
@@ -533,7 +533,7 @@ def test_padding_and_unshown_items_are_not_checked() -> None:
     ("kwargs", "message"),
     [
         ({"num_positions": 0}, "Expected `num_positions` to be a positive int, but got 0"),
-        ({"num_positions": 3, "momentum": 1.0}, r"`momentum` to be in \[0, 1\)"),
+        ({"num_positions": 3, "momentum": 1.5}, r"`momentum` to be in \[0, 1\]"),
         ({"num_positions": 3, "bias_norm": -1.0}, "`bias_norm` to be a non-negative"),
         ({"num_positions": 3, "sigma": 0}, "`sigma` to be a positive"),
     ],

@@ -335,7 +335,7 @@ def test_unchecked_debiased_loss_still_checks_the_mask_shape() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("momentum", 1.5, "Expected `momentum` to be in [0, 1), but got 1.5."),
+        ("momentum", 1.5, "Expected `momentum` to be in [0, 1], but got 1.5."),
         ("momentum", -0.1, "Expected `momentum` to be a non-negative finite float, but got -0.1."),
         ("bias_norm", -1, "Expected `bias_norm` to be a non-negative finite float, but got -1."),
     ],

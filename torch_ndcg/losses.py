@@ -304,10 +304,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     only; when every list shows every position the two are the same.
 
     A boosting iteration of LambdaMART sees the whole data; a gradient step sees a batch, so the
-    statistics $S^\pm$ are an exponential moving average over steps (``momentum`` is the
-    weight of the past; 0 is the paper's update from this batch alone). Under
+    statistics $S^\pm, R^\pm$ are summed over the steps: by default over every step alike
+    (``momentum=1``), as the statistics of one click log read a batch at a time; below 1,
+    each earlier step's weighs ``momentum`` per step since (an exponential moving average: a
+    window of about $1 / (1 - m)$ steps), and 0 is the paper's update from this batch alone.
+    A deep position is clicked rarely: a window of a few small batches holds a handful of its
+    clicks, and the ratio of two such sums is too noisy to weight pairs with. Under
     ``torch.distributed`` the batch statistics are summed over the ranks before they are
-    averaged (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
+    added (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
     one process would learn from the whole batch. The biases and statistics are buffers:
     ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
     $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
@@ -318,7 +322,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
     as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
     for $t^-$; NaN at a position no list has shown yet): the rows of ``statistics`` are the
-    moving averages of $S^+, S^-, R^+, R^-$. The update holds ``[N, 5 * (num_positions + 1)]``
+    sums over the steps of $S^+, S^-, R^+, R^-$ (discounted by ``momentum``). The update holds ``[N, 5 * (num_positions + 1)]``
     floats for a batch of ``N`` lists.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
@@ -335,8 +339,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     Keyword Args:
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
-        momentum: weight in $[0, 1)$ of the past statistics in their moving average; default
-            0.9.
+        momentum: weight in $[0, 1]$ of the past statistics per step: 1 (the default) sums
+            every step's alike, below 1 an exponential moving average, 0 this batch's only.
         match_exposure: compare each position with the top one over the lists that show it
             (``True``, the default) or over every list (``False``, the paper's and XGBoost's
             update).
@@ -386,7 +390,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         k: int | None = None,
         sigma: float = 1.0,
         bias_norm: float = 2.0,
-        momentum: float = 0.9,
+        momentum: float = 1.0,
         match_exposure: bool = True,
         gain: Gain = "exponential",
         discount: Discount = "log2",
@@ -407,7 +411,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         self.match_exposure = match_exposure
         self.register_buffer("t_plus", torch.ones(num_positions))
         self.register_buffer("t_minus", torch.ones(num_positions))
-        # Moving averages per position of S+, S- and their references R+, R- (rows 0-3).
+        # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
         self.statistics: Tensor
         self.register_buffer("statistics", torch.zeros(4, num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
@@ -426,14 +430,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     @property
     def momentum(self) -> float:
-        """The weight in $[0, 1)$ of the past statistics; checked when set, as in ``__init__``."""
+        """The weight in $[0, 1]$ of the past statistics; checked when set, as in ``__init__``."""
         return self._momentum
 
     @momentum.setter
     def momentum(self, value: float) -> None:
         _validation.check_positive("momentum", value, allow_zero=True)
-        if not value < 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {value!r}.")
+        if not value <= 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1], but got {value!r}.")
         self._momentum = value
 
     def forward(  # type: ignore[override]

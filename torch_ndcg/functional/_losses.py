@@ -786,7 +786,7 @@ class _PositionBiases(Protocol):
     """What the Unbiased LambdaRank computations read of the module, and the buffers they update.
 
     `torch_ndcg.UnbiasedLambdaRankLoss` is one: ``t_plus``, ``t_minus`` (``[num_positions]``)
-    and ``statistics`` (``[4, num_positions]``: the moving averages of S+, S-, R+, R-) are its
+    and ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-, R+, R-) are its
     buffers, updated in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items
     not shown.
     """
@@ -1014,7 +1014,7 @@ def _check_click_counts(
 def _update_biases(
     biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor
 ) -> None:
-    """Add this batch's statistics to their moving averages; update the biases.
+    """Add this batch's statistics to their sums over the steps; update the biases.
 
     ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
     (its share of the debiased losses times its own bias); ``bins`` as in
@@ -1046,7 +1046,9 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     $R_i$ is the top position's statistic summed over the lists that show position $i$
     (``match_exposure``; over every list, $R_i = S_0$, the paper's and XGBoost's form; the
     two agree when every list shows every position). The four rows are summed over the
-    ranks (one all-reduce) and averaged over steps. A position with no statistic or no
+    ranks (one all-reduce) and added to their sums over the steps, each earlier step's
+    weighted by ``momentum`` per step since (1: every step alike). A position with no statistic
+    or no
     reference keeps its bias: there is nothing to estimate it from. Branch-free and in
     place: a handful of launches per step.
     """
@@ -1054,7 +1056,7 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
-    averaged = biases.statistics.lerp_(batch, 1 - biases.momentum)
+    averaged = biases.statistics.mul_(biases.momentum).add_(batch)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.minimum(statistic, reference) > 0
     estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
