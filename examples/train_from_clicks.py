@@ -249,12 +249,17 @@ def true_biases(num_positions: int, eta: float = 1.0) -> Tensor:
 
 
 def step_losses(
-    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0
+    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0, **unbiased_options: Any
 ) -> dict[str, Any]:
-    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module."""
+    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module.
+
+    ``unbiased_options``: more options of the learnt `UnbiasedLambdaRankLoss` (``momentum``).
+    """
     num_positions = sums.clicks.shape[-1]
     labelled, linear = LambdaRankLoss(), LambdaRankLoss(gain="linear")
-    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
+    unbiased = UnbiasedLambdaRankLoss(
+        num_positions=num_positions, bias_norm=bias_norm, **unbiased_options
+    )
     fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
     fixed.t_plus.copy_(true_biases(num_positions, eta))
     ctr, ips = sums.rates(), sums.rates(true_biases(num_positions, eta))
@@ -272,7 +277,7 @@ def step_losses(
     # Diagnostic: the paper's update, each position compared with the top of every list (with
     # lists of unequal length, deep positions come out too small: see `match_exposure`).
     paper = UnbiasedLambdaRankLoss(
-        num_positions=num_positions, bias_norm=bias_norm, match_exposure=False
+        num_positions=num_positions, bias_norm=bias_norm, match_exposure=False, **unbiased_options
     )
 
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
@@ -433,9 +438,7 @@ def session_step_losses(
     weight = examination_probability(log.positions.clamp(min=0), eta=eta).reciprocal()
     draws = torch.Generator().manual_seed(30_000 + seed)
     labelled, clicked = LambdaRankLoss(), LambdaRankLoss(ignore_index=-1)
-    module = UnbiasedLambdaRankLoss(
-        num_positions=lists.mask.shape[-1], ignore_index=-1, **unbiased
-    )
+    module = UnbiasedLambdaRankLoss(num_positions=lists.mask.shape[-1], ignore_index=-1, **unbiased)
 
     def session(batch: Tensor) -> tuple[Tensor, Tensor]:
         return batch, torch.randint(log.clicks.shape[1], batch.shape, generator=draws)
@@ -460,6 +463,11 @@ def session_step_losses(
     }
 
 
+def learnt_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Options of the learnt `UnbiasedLambdaRankLoss` given on the command line (``--momentum``)."""
+    return {} if args.momentum is None else {"momentum": args.momentum}
+
+
 def run_sessions_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
 ) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
@@ -481,7 +489,7 @@ def run_sessions_seed(
     )
     module = None
     for name in args.methods:
-        losses = session_step_losses(log, train_lists, seed, args.eta)
+        losses = session_step_losses(log, train_lists, seed, args.eta, **learnt_options(args))
         model, _ = train(losses[name], train_lists, seed=seed, epochs=args.epochs)
         with torch.no_grad():
             results[name] = per_query(model(test.features).squeeze(-1), test)
@@ -529,7 +537,7 @@ def run_seed(
         options = args.bias_norms if name.startswith("learnt") else [2.0]
         best = None
         for bias_norm in options:
-            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta)
+            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta, **learnt_options(args))
             _, curve = train(losses[name], fit_lists, seed=seed, epochs=args.epochs, val=val_lists)
             epochs, score = best_epochs(curve)
             if best is None or score > best[2]:
@@ -539,7 +547,7 @@ def run_seed(
         chosen[name] = {"epochs": epochs}
         if name.startswith("learnt"):
             chosen[name]["bias_norm"] = bias_norm
-        losses = step_losses(sums, train_lists, bias_norm, args.eta)
+        losses = step_losses(sums, train_lists, bias_norm, args.eta, **learnt_options(args))
         model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
             results[name] = per_query(model(test.features).squeeze(-1), test)
@@ -622,6 +630,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         choices=METHODS + DIAGNOSTICS,
         default=list(METHODS),
         help="networks trained",
+    )
+    parser.add_argument(
+        "--momentum",
+        type=float,
+        default=None,
+        help="momentum of the learnt UnbiasedLambdaRankLoss (default: the loss's, 1)",
     )
     parser.add_argument("--tree-sessions", type=int, default=50)
     parser.add_argument("--trees", type=int, default=200, help="most trees tried")

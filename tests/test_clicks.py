@@ -720,7 +720,8 @@ def test_aggregated_updates_equal_the_loop_reference(
 
 @pytest.mark.parametrize("k", [None, 3])
 def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
-    """One-hot counts times 1 / sqrt(ideal DCG of the clicks): the per-session loss and step."""
+    """One-hot counts times 1 / sqrt(ideal DCG of the clicks): the per-session loss; one-hot
+    counts: its statistics and biases (they count each click alike, without LambdaRank's 1 / Z)."""
     preds, clicks, positions = _sessions(4, n=6, length=6, positions=6)
     positions = positions.abs()  # every item shown
     per_session, summed = (
@@ -731,11 +732,13 @@ def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
     ideal = torch.cumsum(1 / torch.log2(torch.arange(2, 8, dtype=torch.float64)), 0)
     count = clicks.sum(-1).clamp(max=cut)
     scale = torch.where(count > 0, ideal[(count - 1).clamp(min=0)].rsqrt(), 0)[:, None, None]
-    views = torch.nn.functional.one_hot(positions, 6).double() * scale
+    one_hot = torch.nn.functional.one_hot(positions, 6).double()
+    views = one_hot * scale
     gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         expected = _loss_and_grad(per_session, preds, clicks, positions)
-        got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
+        got = _loss_and_grad(summed.eval().aggregated, preds, clicks[..., None] * views, views)
+        summed.train().aggregated(preds, clicks[..., None] * one_hot, one_hot)  # the update
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(summed.statistics, per_session.statistics)
         torch.testing.assert_close(summed.t_minus, per_session.t_minus)

@@ -60,6 +60,7 @@ class _LossInput(NamedTuple):
         score_range: largest minus smallest real score, when the input was checked.
         gain_scale: the largest real ``weight`` (a 0-d tensor), when one was given and the
             input is checked: the scaled gains are at most this, so the value bounds grow by it.
+        ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
     """
 
     scores: Tensor
@@ -70,6 +71,7 @@ class _LossInput(NamedTuple):
     leading_shape: torch.Size
     score_range: float | None
     gain_scale: Tensor | None = None
+    ideal: Tensor | None = None
 
 
 def _prepare(
@@ -178,6 +180,7 @@ def _prepare(
         leading_shape=preds.shape[:-1],
         score_range=score_range,
         gain_scale=gain_scale,
+        ideal=ideal,
     )
 
 
@@ -852,7 +855,11 @@ def _unbiased_lambdarank(
         lists, options, item_factor=item_factor, item_losses=biases.training
     )
     if shares is not None:
-        _update_biases(biases, shares, bins, shown_bins)
+        # Each click counts alike in the statistics, whatever the other clicks of its session:
+        # without LambdaRank's 1 / Z of the session (its clicks' ideal DCG), which would weigh
+        # down the clicks of sessions with many, where the deep clicks mostly come from.
+        assert lists.ideal is not None
+        _update_biases(biases, shares, bins, shown_bins, lists.ideal)
     return _reduce(
         per_list,
         _lists_with_a_click(lists, options, shown_bins, unclicked),
@@ -1012,16 +1019,17 @@ def _check_click_counts(
 
 @torch.no_grad()
 def _update_biases(
-    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor
+    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor, scale: Tensor
 ) -> None:
     """Add this batch's statistics to their sums over the steps; update the biases.
 
     ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
     (its share of the debiased losses times its own bias); ``bins`` as in
     `_unbiased_lambdarank`, ``shown_bins`` 1 + each item's position (0: not shown). Each list's
-    sums by bin give its ``S+`` and ``S-`` per position; its top position's sums count towards
-    the reference of each position it shows (`_add_statistics`). Five launches, all into one
-    buffer.
+    sums by bin, times its ``scale`` (``[N, 1]``: the list's ideal DCG, so that every click
+    counts alike), give its ``S+`` and ``S-`` per position; its top position's sums count
+    towards the reference of each position it shows (`_add_statistics`). Six launches, all
+    into one buffer.
     """
     n, rows = biases.num_positions, bins.shape[0]
     # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position], then
@@ -1029,6 +1037,7 @@ def _update_biases(
     buffer = statistic.new_zeros(rows, 5 * (n + 1), dtype=biases.statistics.dtype)
     sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
     sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, statistic.to(sums.dtype))
+    sums[:, 0].mul_(scale[:, :, None])
     shown = buffer[:, 4 * (n + 1) :]
     if biases.match_exposure:
         shown.scatter_(1, shown_bins, 1.0)
@@ -1056,7 +1065,7 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
-    averaged = biases.statistics.mul_(biases.momentum).add_(batch)
+    averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.minimum(statistic, reference) > 0
     estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
