@@ -575,6 +575,11 @@ LABELS = {
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
 }
+SESSION_LABELS = {  # --protocol sessions: the losses of one session's clicks
+    "naive": "LambdaRankLoss on the session's clicks (naive)",
+    "ips": "LambdaRankLoss on the session's clicks / true propensity (IPS)",
+    "learnt": "UnbiasedLambdaRankLoss on the session's clicks, at its defaults",
+}
 
 
 def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> bool:
@@ -813,7 +818,8 @@ def print_tables(
     print()
     print("| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |")
     print("|---|---:|---:|---:|")
-    for name in LABELS:
+    labels = LABELS | (SESSION_LABELS if args.protocol == "sessions" else {})
+    for name in labels:
         if name not in runs:
             continue
         means = runs[name].mean(-1)
@@ -827,7 +833,7 @@ def print_tables(
             closed, low, high = gap_closed(runs, name)
             closed_text = f"{closed:.0%} [{low:.0%}, {high:.0%}]"
         print(
-            f"| {LABELS[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
+            f"| {labels[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
             f"| {closed_text} |"
         )
     shown = min(TOP_SHOWN, biases.shape[-1])

@@ -801,3 +801,21 @@ def test_bad_aggregated_input_is_named(change: dict[str, Any], error: type, mess
     tensors.update(change)
     with pytest.raises(error, match=re.escape(message)):
         loss_fn.aggregated(**tensors)
+
+
+def test_learnt_click_ratios_approach_the_examination_ratios_by_default() -> None:
+    """Per-session clicks of the position-based model (examination 1 / (position + 1)) read a
+    batch at a time, a uniformly random logger and a fixed ranker: at its defaults the unshrunk
+    estimate ``statistics[0] / statistics[2]`` is within 20% of theta_i / theta_0 at every
+    position (a 0.9 moving average of the same batches was 24% off)."""
+    gen = torch.Generator().manual_seed(0)
+    n, length = 64, 10
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=length)
+    for _ in range(300):
+        labels = torch.randint(0, 5, (n, length), generator=gen)
+        preds = labels + torch.randn(n, length, generator=gen)
+        positions = torch.rand(n, length, generator=gen).argsort(-1)
+        loss_fn(preds, simulate_clicks(labels, positions, generator=gen), positions)
+    learnt = loss_fn.statistics[0] / loss_fn.statistics[2]
+    truth = examination_probability(torch.arange(length))
+    assert (learnt / truth - 1).abs().max() <= 0.2
