@@ -287,14 +287,18 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     (`lambdarank_loss` on the clicks with ``weighting="lambdarank"``, each pair's weight
     divided by the two biases). After each training step (``self.training``) the biases take
     the paper's closed-form update, with $L_{wl}$ the pair's LambdaRank loss (without the
-    biases) and $p$ = ``bias_norm``:
+    biases), $Z$ the ideal DCG@k of its session's clicks and $p$ = ``bias_norm``:
 
     $$
     t^+_i = \left(\frac{S^+_i}{R^+_i}\right)^{\frac{1}{p + 1}}, \quad
-    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{L_{wl}}{t^-_{j(l)}}, \qquad
+    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{Z L_{wl}}{t^-_{j(l)}}, \qquad
     t^-_j = \left(\frac{S^-_j}{R^-_j}\right)^{\frac{1}{p + 1}}, \quad
-    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{L_{wl}}{t^+_{i(w)}}.
+    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{Z L_{wl}}{t^+_{i(w)}}.
     $$
+
+    The statistics leave out LambdaRank's $1 / Z$ so that every click counts alike: the deep
+    clicks come mostly from sessions with many clicks (queries with many relevant items), whose
+    $1 / Z$ is small, and with it the learnt ratios of the deep positions were 20% low.
 
     The paper divides by the top position's statistic, $R^\pm_i = S^\pm_0$. With lists of
     unequal length that compares a deep position, shown only by the long lists, with the top
@@ -322,8 +326,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
     as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
     for $t^-$; NaN at a position no list has shown yet): the rows of ``statistics`` are the
-    sums over the steps of $S^+, S^-, R^+, R^-$ (discounted by ``momentum``). The update holds ``[N, 5 * (num_positions + 1)]``
-    floats for a batch of ``N`` lists.
+    sums over the steps of $S^+, S^-, R^+, R^-$ (discounted by ``momentum``). The update holds
+    ``[N, 5 * (num_positions + 1)]`` floats for a batch of ``N`` lists.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
     without a click take no part: ``reduction="mean"`` divides by the lists with a click on an
@@ -478,8 +482,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         with $|\Delta D_{wl}|$ the change of the DCG@k discount when $w$ and $l$ swap places
         in the current ranking. On one session whose counts (one-hot at each shown item's
         position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
-        `forward`'s loss exactly, and so are the bias updates,
-        $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
+        `forward`'s loss exactly; on the one-hot counts themselves, its bias updates are
+        `forward`'s, $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
         $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$;
         with ``match_exposure`` a list's top statistic counts towards $R_i$ times the share of
         its sessions that show position $i$, $\sum_w \mathrm{views}_{wi} / \sum_w
