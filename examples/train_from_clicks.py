@@ -14,6 +14,15 @@ The logged rankings come from a logging ranker, the 300 -> 64 -> 1 MLP trained w
   relevance can be told apart; ``--sessions`` sessions per query (2,000, the issue's size).
 - ``top10``: the logger's own ranking every session, only the top 10 shown (the others are
   never examined); 30 sessions per query unless ``--sessions`` says otherwise.
+- ``sessions``: the sessions of ``stochastic`` (200 per query unless ``--sessions`` says
+  otherwise) read as a click log is: each step takes one random session of each of its 16
+  queries, an epoch is one pass over the training queries, ``--epochs`` (40 here) are trained
+  with no hyper-parameter chosen, and the methods are full information, naive
+  (``LambdaRankLoss`` on the session's clicks), IPS with the true propensities (``weight=``)
+  and ``UnbiasedLambdaRankLoss(num_positions=<longest list>, ignore_index=-1)`` at its
+  defaults (`session_step_losses`).
+
+The rest describes the summed protocols.
 
 The sessions are summed per query, item and display position (`ClickSums`: clicks and views
 per session at each position), so the networks train at the cost of one list per query
@@ -47,8 +56,9 @@ bootstrap interval, and the position biases learnt against the simulation's exam
 ratios $\theta_i / \theta_0$; ``--plot`` draws them.
 
 Run: ``python examples/train_from_clicks.py`` (seeds 0 and 1, about 1.5 minutes a seed on a
-quiet CPU core); ``--seeds 0 1 2 3 4`` for the table of the docs; ``--tiny`` for a quick
-check.
+quiet CPU core); ``--seeds 0 1 2 3 4`` for the table of the docs; ``--protocol sessions
+--seeds 0 1 2 3 4`` for the per-session table (15 s a seed); ``--momentum`` sets the learnt
+loss's (0.9: the update the summed tables were run with); ``--tiny`` for a quick check.
 """
 
 from __future__ import annotations
