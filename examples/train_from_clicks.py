@@ -14,6 +14,15 @@ The logged rankings come from a logging ranker, the 300 -> 64 -> 1 MLP trained w
   relevance can be told apart; ``--sessions`` sessions per query (2,000, the issue's size).
 - ``top10``: the logger's own ranking every session, only the top 10 shown (the others are
   never examined); 30 sessions per query unless ``--sessions`` says otherwise.
+- ``sessions``: the sessions of ``stochastic`` (200 per query unless ``--sessions`` says
+  otherwise) read as a click log is: each step takes one random session of each of its 16
+  queries, an epoch is one pass over the training queries, ``--epochs`` (40 here) are trained
+  with no hyper-parameter chosen, and the methods are full information, naive
+  (``LambdaRankLoss`` on the session's clicks), IPS with the true propensities (``weight=``)
+  and ``UnbiasedLambdaRankLoss(num_positions=<longest list>, ignore_index=-1)`` at its
+  defaults (`session_step_losses`).
+
+The rest describes the summed protocols.
 
 The sessions are summed per query, item and display position (`ClickSums`: clicks and views
 per session at each position), so the networks train at the cost of one list per query
@@ -47,14 +56,16 @@ bootstrap interval, and the position biases learnt against the simulation's exam
 ratios $\theta_i / \theta_0$; ``--plot`` draws them.
 
 Run: ``python examples/train_from_clicks.py`` (seeds 0 and 1, about 1.5 minutes a seed on a
-quiet CPU core); ``--seeds 0 1 2 3 4`` for the table of the docs; ``--tiny`` for a quick
-check.
+quiet CPU core); ``--seeds 0 1 2 3 4`` for the table of the docs; ``--protocol sessions
+--seeds 0 1 2 3 4`` for the per-session table (15 s a seed); ``--momentum`` sets the learnt
+loss's (0.9: the update the summed tables were run with); ``--tiny`` for a quick check.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +93,7 @@ TOP_SHOWN = 10
 VAL_FRACTION = 0.2  # of the training queries, to choose hyper-parameters on
 METHODS = ("full", "naive", "ips", "ips_pairs", "learnt", "learnt_ips")
 DIAGNOSTICS = ("learnt_paper",)  # run only when named in --methods
+SESSION_METHODS = ("full", "naive", "ips", "learnt")  # --protocol sessions
 
 
 @dataclass(frozen=True)
@@ -247,12 +259,17 @@ def true_biases(num_positions: int, eta: float = 1.0) -> Tensor:
 
 
 def step_losses(
-    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0
+    sums: ClickSums, lists: PaddedLists, bias_norm: float, eta: float = 1.0, **unbiased_options: Any
 ) -> dict[str, Any]:
-    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module."""
+    """Every MLP method's step loss on ``lists`` and their click ``sums``; the learnt module.
+
+    ``unbiased_options``: more options of the learnt `UnbiasedLambdaRankLoss` (``momentum``).
+    """
     num_positions = sums.clicks.shape[-1]
     labelled, linear = LambdaRankLoss(), LambdaRankLoss(gain="linear")
-    unbiased = UnbiasedLambdaRankLoss(num_positions=num_positions, bias_norm=bias_norm)
+    unbiased = UnbiasedLambdaRankLoss(
+        num_positions=num_positions, bias_norm=bias_norm, **unbiased_options
+    )
     fixed = UnbiasedLambdaRankLoss(num_positions=num_positions).eval()  # biases stay as set
     fixed.t_plus.copy_(true_biases(num_positions, eta))
     ctr, ips = sums.rates(), sums.rates(true_biases(num_positions, eta))
@@ -270,7 +287,7 @@ def step_losses(
     # Diagnostic: the paper's update, each position compared with the top of every list (with
     # lists of unequal length, deep positions come out too small: see `match_exposure`).
     paper = UnbiasedLambdaRankLoss(
-        num_positions=num_positions, bias_norm=bias_norm, match_exposure=False
+        num_positions=num_positions, bias_norm=bias_norm, match_exposure=False, **unbiased_options
     )
 
     def learnt_ips(scores: Tensor, batch: Tensor) -> Tensor:
@@ -417,6 +434,82 @@ def best_epochs(curve: Curve) -> tuple[int, float]:
     return curve[best][0], smoothed[best]
 
 
+def session_step_losses(
+    log: ClickLog, lists: PaddedLists, seed: int, eta: float = 1.0, **unbiased: Any
+) -> dict[str, Any]:
+    """Every method's step loss on one random logged session per query; the learnt module.
+
+    Each call draws one of the ``S`` sessions of each query of the batch (the same draws for
+    every method: one generator per method, seeded alike) and takes the loss of its clicks, as
+    a click log is read. ``unbiased`` are options of `UnbiasedLambdaRankLoss` (its defaults
+    when none).
+    """
+    clicks = torch.where(log.positions >= 0, log.clicks, -1.0)  # -1: not shown (or padding)
+    weight = examination_probability(log.positions.clamp(min=0), eta=eta).reciprocal()
+    draws = torch.Generator().manual_seed(30_000 + seed)
+    labelled, clicked = LambdaRankLoss(), LambdaRankLoss(ignore_index=-1)
+    module = UnbiasedLambdaRankLoss(num_positions=lists.mask.shape[-1], ignore_index=-1, **unbiased)
+
+    def session(batch: Tensor) -> tuple[Tensor, Tensor]:
+        return batch, torch.randint(log.clicks.shape[1], batch.shape, generator=draws)
+
+    def naive(scores: Tensor, batch: Tensor) -> Tensor:
+        return clicked(scores, clicks[session(batch)])
+
+    def ips(scores: Tensor, batch: Tensor) -> Tensor:
+        at = session(batch)
+        return clicked(scores, clicks[at], weight=weight[at])
+
+    def learnt(scores: Tensor, batch: Tensor) -> Tensor:
+        at = session(batch)
+        return module(scores, clicks[at], log.positions[at])
+
+    return {
+        "full": lambda s, b: labelled(s, lists.labels[b], lists.mask[b]),
+        "naive": naive,
+        "ips": ips,
+        "learnt": learnt,
+        "module": module,
+    }
+
+
+def learnt_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Options of the learnt `UnbiasedLambdaRankLoss` given on the command line (``--momentum``)."""
+    return {} if args.momentum is None else {"momentum": args.momentum}
+
+
+def run_sessions_seed(
+    args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
+) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
+    """The per-session protocol: each method ``--epochs`` epochs on one session per query a step.
+
+    No hyper-parameter is chosen: every loss at its defaults, as a first use would.
+    """
+    logger = train_logger(train_lists, seed, args.logger_epochs)
+    with torch.no_grad():
+        logger_scores = logger(train_lists.features).squeeze(-1)
+        results = {"logger": per_query(logger(test.features).squeeze(-1), test)}
+    log = log_sessions(
+        logger_scores,
+        train_lists,
+        protocol="stochastic",
+        sessions=args.sessions,
+        seed=seed,
+        eta=args.eta,
+    )
+    module = None
+    for name in args.methods:
+        losses = session_step_losses(log, train_lists, seed, args.eta, **learnt_options(args))
+        model, _ = train(losses[name], train_lists, seed=seed, epochs=args.epochs)
+        with torch.no_grad():
+            results[name] = per_query(model(test.features).squeeze(-1), test)
+        if name == "learnt" or module is None:
+            module = losses["module"]
+    assert module is not None
+    estimate = module.statistics[0] / module.statistics[2]  # (t+)^(p + 1): unshrunk
+    return results, torch.stack([module.t_plus, module.t_minus, estimate]), {}
+
+
 def run_seed(
     args: argparse.Namespace, train_lists: PaddedLists, test: PaddedLists, seed: int
 ) -> tuple[dict[str, Tensor], Tensor, dict[str, Any]]:
@@ -426,6 +519,8 @@ def run_seed(
     labels of a validation split of the training queries (`VAL_FRACTION`), then each method is
     retrained on all the training queries and scored once on the test queries.
     """
+    if args.protocol == "sessions":
+        return run_sessions_seed(args, train_lists, test, seed)
     logger = train_logger(train_lists, seed, args.logger_epochs)
     with torch.no_grad():
         logger_scores = logger(train_lists.features).squeeze(-1)
@@ -452,7 +547,7 @@ def run_seed(
         options = args.bias_norms if name.startswith("learnt") else [2.0]
         best = None
         for bias_norm in options:
-            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta)
+            losses = step_losses(sums[fit], fit_lists, bias_norm, args.eta, **learnt_options(args))
             _, curve = train(losses[name], fit_lists, seed=seed, epochs=args.epochs, val=val_lists)
             epochs, score = best_epochs(curve)
             if best is None or score > best[2]:
@@ -462,7 +557,7 @@ def run_seed(
         chosen[name] = {"epochs": epochs}
         if name.startswith("learnt"):
             chosen[name]["bias_norm"] = bias_norm
-        losses = step_losses(sums, train_lists, bias_norm, args.eta)
+        losses = step_losses(sums, train_lists, bias_norm, args.eta, **learnt_options(args))
         model, _ = train(losses[name], train_lists, seed=seed, epochs=epochs)
         with torch.no_grad():
             results[name] = per_query(model(test.features).squeeze(-1), test)
@@ -489,6 +584,11 @@ LABELS = {
     "learnt_paper": "diagnostic: learnt biases, the paper's update (match_exposure=False)",
     "xgboost": "XGBoost rank:ndcg, lambdarank_unbiased=True",
     "lightgbm": "LightGBM lambdarank with the position column",
+}
+SESSION_LABELS = {  # --protocol sessions: the losses of one session's clicks
+    "naive": "LambdaRankLoss on the session's clicks (naive)",
+    "ips": "LambdaRankLoss on the session's clicks / true propensity (IPS)",
+    "learnt": "UnbiasedLambdaRankLoss on the session's clicks, at its defaults",
 }
 
 
@@ -528,7 +628,9 @@ def plot_biases(path: Path, biases: Tensor, shown: int, eta: float = 1.0) -> boo
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     """Run the seeds, print the tables; each method's mean test nDCG@10 per seed."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--protocol", choices=["stochastic", "top10"], default="stochastic")
+    parser.add_argument(
+        "--protocol", choices=["stochastic", "sessions", "top10"], default="stochastic"
+    )
     parser.add_argument(
         "--seeds", type=int, nargs="*", default=[0, 1], help="none: only print --load's runs"
     )
@@ -543,6 +645,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         choices=METHODS + DIAGNOSTICS,
         default=list(METHODS),
         help="networks trained",
+    )
+    parser.add_argument(
+        "--momentum",
+        type=float,
+        default=None,
+        help="momentum of the learnt UnbiasedLambdaRankLoss (default: the loss's, 1)",
     )
     parser.add_argument("--tree-sessions", type=int, default=50)
     parser.add_argument("--trees", type=int, default=200, help="most trees tried")
@@ -572,8 +680,17 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     args = parser.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    if args.protocol == "top10" and "--sessions" not in (argv or []):
+    given = set(argv if argv is not None else sys.argv[1:])
+    if args.protocol == "top10" and "--sessions" not in given:
         args.sessions = 30
+    if args.protocol == "sessions":  # the per-session protocol: its own sizes, no trees
+        args.sessions = args.sessions if "--sessions" in given else 200
+        args.epochs = args.epochs if "--epochs" in given else 40
+        if "--methods" not in given:
+            args.methods = list(SESSION_METHODS)
+        if not set(args.methods) <= set(SESSION_METHODS):
+            parser.error(f"--protocol sessions trains {', '.join(SESSION_METHODS)} only")
+        args.no_trees = True
     if args.tiny:
         args.seeds, args.epochs, args.logger_epochs = args.seeds[:1], EVAL_EVERY, 1
         args.sessions, args.tree_sessions, args.trees = 8, 2, 3
@@ -711,7 +828,8 @@ def print_tables(
     print()
     print("| method | test nDCG@10 (mean ± sd) | − naive (mean ± sd) | gap closed [90% interval] |")
     print("|---|---:|---:|---:|")
-    for name in LABELS:
+    labels = LABELS | (SESSION_LABELS if args.protocol == "sessions" else {})
+    for name in labels:
         if name not in runs:
             continue
         means = runs[name].mean(-1)
@@ -725,7 +843,7 @@ def print_tables(
             closed, low, high = gap_closed(runs, name)
             closed_text = f"{closed:.0%} [{low:.0%}, {high:.0%}]"
         print(
-            f"| {LABELS[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
+            f"| {labels[name]} | {float(means.mean()):.4f} ± {sd:.4f} | {difference_text} "
             f"| {closed_text} |"
         )
     shown = min(TOP_SHOWN, biases.shape[-1])

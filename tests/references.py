@@ -561,7 +561,8 @@ def unbiased_lambdarank_step(
     log2 discount, ideal DCG@k of the clicks), pair loss
     ``L = |delta nDCG| log(1 + exp(-sigma (s_w - s_l)))``. Returns the debiased loss of each
     list (``L / (t+[i] t-[j])`` summed), the statistics ``[S+, S-, R+, R-]`` with
-    ``S+[i] = sum L / t-[j]`` and ``S-[j] = sum L / t+[i]`` (`bias_step` for ``R``), and the
+    ``S+[i] = sum Z L / t-[j]`` and ``S-[j] = sum Z L / t+[i]`` (``Z`` the list's ideal DCG:
+    each click counts alike, whatever the session's other clicks; `bias_step` for ``R``), and the
     updated biases ``(S[i] / R[i]) ** (1 / (p + 1))`` (unchanged where ``S[i]`` or ``R[i]``
     is 0).
 
@@ -593,8 +594,8 @@ def unbiased_lambdarank_step(
                 pair = delta * math.log1p(math.exp(-sigma * (scores[w] - scores[lo])))
                 i, j = list_positions[w], list_positions[lo]
                 total += pair / (t_plus[i] * t_minus[j])
-                s_plus[i] += pair / t_minus[j]
-                s_minus[j] += pair / t_plus[i]
+                s_plus[i] += pair * ideal / t_minus[j]  # the statistics leave out 1 / ideal
+                s_minus[j] += pair * ideal / t_plus[i]
         losses.append(total)
         per_list.append((s_plus, s_minus, {list_positions[i]: 1.0 for i in shown}))
     return (losses, *bias_step(per_list, t_plus, t_minus, bias_norm, match_exposure))

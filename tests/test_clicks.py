@@ -426,7 +426,7 @@ def _steps_equal_the_reference(
         preds = preds + 0.3 * torch.randn(preds.shape, generator=gen, dtype=preds.dtype)
 
 
-def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> None:
+def test_momentum_discounts_the_summed_statistics_and_eval_mode_freezes_the_biases() -> None:
     loss_fn = UnbiasedLambdaRankLoss(num_positions=6, bias_norm=0.0, momentum=0.75).double()
     batches = [_sessions(seed) for seed in range(3)]
     t_plus, t_minus = [1.0] * 6, [1.0] * 6
@@ -436,7 +436,7 @@ def test_momentum_averages_the_statistics_and_eval_mode_freezes_the_biases() -> 
         _, statistics, _, _ = references.unbiased_lambdarank_step(
             preds.tolist(), clicks.tolist(), positions.tolist(), t_plus, t_minus
         )
-        average = 0.75 * average + 0.25 * torch.tensor(statistics, dtype=torch.float64)
+        average = 0.75 * average + torch.tensor(statistics, dtype=torch.float64)
         t_plus = [float(v) for v in torch.where(average[0] > 0, average[0] / average[2], 1)]
         t_minus = [float(v) for v in torch.where(average[1] > 0, average[1] / average[3], 1)]
         torch.testing.assert_close(loss_fn.statistics, average)
@@ -533,7 +533,7 @@ def test_padding_and_unshown_items_are_not_checked() -> None:
     ("kwargs", "message"),
     [
         ({"num_positions": 0}, "Expected `num_positions` to be a positive int, but got 0"),
-        ({"num_positions": 3, "momentum": 1.0}, r"`momentum` to be in \[0, 1\)"),
+        ({"num_positions": 3, "momentum": 1.5}, r"`momentum` to be in \[0, 1\]"),
         ({"num_positions": 3, "bias_norm": -1.0}, "`bias_norm` to be a non-negative"),
         ({"num_positions": 3, "sigma": 0}, "`sigma` to be a positive"),
     ],
@@ -720,7 +720,8 @@ def test_aggregated_updates_equal_the_loop_reference(
 
 @pytest.mark.parametrize("k", [None, 3])
 def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
-    """One-hot counts times 1 / sqrt(ideal DCG of the clicks): the per-session loss and step."""
+    """One-hot counts times 1 / sqrt(ideal DCG of the clicks): the per-session loss; one-hot
+    counts: its statistics and biases (they count each click alike, without LambdaRank's 1 / Z)."""
     preds, clicks, positions = _sessions(4, n=6, length=6, positions=6)
     positions = positions.abs()  # every item shown
     per_session, summed = (
@@ -731,11 +732,13 @@ def test_aggregated_on_one_session_is_forward(k: int | None) -> None:
     ideal = torch.cumsum(1 / torch.log2(torch.arange(2, 8, dtype=torch.float64)), 0)
     count = clicks.sum(-1).clamp(max=cut)
     scale = torch.where(count > 0, ideal[(count - 1).clamp(min=0)].rsqrt(), 0)[:, None, None]
-    views = torch.nn.functional.one_hot(positions, 6).double() * scale
+    one_hot = torch.nn.functional.one_hot(positions, 6).double()
+    views = one_hot * scale
     gen = torch.Generator().manual_seed(1)
     for _ in range(3):
         expected = _loss_and_grad(per_session, preds, clicks, positions)
-        got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
+        got = _loss_and_grad(summed.eval().aggregated, preds, clicks[..., None] * views, views)
+        summed.train().aggregated(preds, clicks[..., None] * one_hot, one_hot)  # the update
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(summed.statistics, per_session.statistics)
         torch.testing.assert_close(summed.t_minus, per_session.t_minus)
@@ -798,3 +801,21 @@ def test_bad_aggregated_input_is_named(change: dict[str, Any], error: type, mess
     tensors.update(change)
     with pytest.raises(error, match=re.escape(message)):
         loss_fn.aggregated(**tensors)
+
+
+def test_learnt_click_ratios_approach_the_examination_ratios_by_default() -> None:
+    """Per-session clicks of the position-based model (examination 1 / (position + 1)) read a
+    batch at a time, a uniformly random logger and a fixed ranker: at its defaults the unshrunk
+    estimate ``statistics[0] / statistics[2]`` is within 20% of theta_i / theta_0 at every
+    position (a 0.9 moving average of the same batches was 24% off)."""
+    gen = torch.Generator().manual_seed(0)
+    n, length = 64, 10
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=length)
+    for _ in range(300):
+        labels = torch.randint(0, 5, (n, length), generator=gen)
+        preds = labels + torch.randn(n, length, generator=gen)
+        positions = torch.rand(n, length, generator=gen).argsort(-1)
+        loss_fn(preds, simulate_clicks(labels, positions, generator=gen), positions)
+    learnt = loss_fn.statistics[0] / loss_fn.statistics[2]
+    truth = examination_probability(torch.arange(length))
+    assert (learnt / truth - 1).abs().max() <= 0.2

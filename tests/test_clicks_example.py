@@ -28,6 +28,50 @@ def test_train_from_clicks_tiny(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert plot.read_bytes().startswith(PNG_MAGIC)
 
 
+def test_train_from_clicks_per_session_protocol_tiny(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--protocol sessions``: one logged session per query a step, every loss at its defaults."""
+    import train_from_clicks
+
+    runs = train_from_clicks.main(["--protocol", "sessions", "--tiny"])
+    out = capsys.readouterr().out
+    assert set(runs) == {"logger", "full", "naive", "ips", "learnt"}
+    assert all(0 <= values[0] <= 1 for values in runs.values())
+    assert "UnbiasedLambdaRankLoss on the session's clicks, at its defaults" in out
+    assert "| position | true θ_i/θ_1 | learnt S+_i/R+_i (mean ± sd) |" in out
+
+
+def test_per_session_steps_read_one_logged_session_per_query() -> None:
+    """Each step takes, for each query of the batch, the clicks and positions of one of its
+    sessions, drawn alike for every method."""
+    import torch
+    import train_from_clicks
+    from ranking_data import PaddedLists
+
+    queries, sessions, length = 4, 5, 3
+    positions = torch.arange(length).expand(queries, sessions, length).clone()
+    clicks = torch.zeros(queries, sessions, length)
+    for q in range(queries):
+        clicks[q, q + 1 if q + 1 < sessions else 0, q % length] = 1  # one click per query
+    log = train_from_clicks.ClickLog(positions, clicks)
+    lists = PaddedLists(
+        torch.zeros(queries, length, 2),
+        torch.zeros(queries, length),
+        torch.ones(queries, length, dtype=torch.bool),
+        None,
+    )  # type: ignore[arg-type]
+    seen = {}
+    for name in ("naive", "learnt"):
+        losses = train_from_clicks.session_step_losses(log, lists, seed=0)
+        scores = torch.zeros(queries, length, requires_grad=True)
+        values = [float(losses[name](scores, torch.arange(queries)).detach()) for _ in range(6)]
+        seen[name] = [value > 0 for value in values]  # a loss only where a click was drawn
+    assert seen["naive"] == seen["learnt"]  # the same sessions for every method
+    assert any(seen["naive"])
+    assert not all(seen["naive"])
+    assert losses["module"].num_positions == length
+    assert losses["module"].momentum == 1.0  # the loss's defaults
+
+
 def test_summed_sessions_are_the_sessions_counts() -> None:
     """`sum_sessions`: per-position click and view rates; their IPS rates are the mean of c/θ."""
     import torch

@@ -109,6 +109,8 @@ def test_debiased_lambdarank_step_within_a_fifth_of_a_plain_one() -> None:
     base = launches(lambda: plain(preds, clicks, positions >= 0).backward())
     debiased = launches(lambda: unbiased(preds, clicks, positions).backward())
     assert debiased.launches <= 1.2 * base.launches
-    assert debiased.launches <= 99  # today's count (84 plain; 3 of them for the references R)
+    # today's count (84 plain; 3 of them for the references R, 1 to count each click alike:
+    # the statistics times each list's ideal DCG)
+    assert debiased.launches <= 100
     assert debiased.largest_output <= 2 * _pairwise.ACCELERATOR_BLOCK_ELEMENTS
     assert debiased.peak_bytes <= 1.05 * base.peak_bytes

@@ -697,12 +697,12 @@ def test_softmax_losses_explicit_defaults_equal_the_defaults() -> None:
 
 # --- UnbiasedLambdaRankLoss: forward and aggregated, and the biases it learns -----------------
 
-UNBIASED_DEFAULTS = {"bias_norm": 2.0, "momentum": 0.9, "match_exposure": True}
+UNBIASED_DEFAULTS = {"bias_norm": 2.0, "momentum": 1.0, "match_exposure": True}
 UNBIASED_VALUES: dict[str, list[Any]] = {
     "k": [DEFAULT, 2],
     "sigma": [DEFAULT, 0.5, 2.0],
     "bias_norm": [DEFAULT, 0.0, 1.0],
-    "momentum": [DEFAULT, 0.0, 0.5],
+    "momentum": [DEFAULT, 0.0, 0.5, 0.9],
     "match_exposure": [DEFAULT, False],
     "gain": [DEFAULT, "linear", plus_one_gain],
     "discount": [DEFAULT, "jarvelin", inverse_discount],
@@ -739,12 +739,12 @@ def unbiased_reference(
     num_positions: int = N_POSITIONS,
     aggregated: bool = False,
 ) -> list[tuple[torch.Tensor, torch.Tensor, list[float], list[float]]]:
-    """Each step's reduced loss, the moving averages of the statistics and the biases.
+    """Each step's reduced loss, the summed statistics and the biases.
 
     The batch statistics and losses of the loop references (`ref.unbiased_lambdarank_step`,
-    `ref.aggregated_unbiased_lambdarank_step`); the averages
-    ``momentum * old + (1 - momentum) * batch``; the biases Hu et al.'s closed form of the
-    averages (`ref.closed_form_update`). "mean" is over the lists with a click.
+    `ref.aggregated_unbiased_lambdarank_step`); the sums over the steps, discounted,
+    ``momentum * old + batch``; the biases Hu et al.'s closed form of the sums
+    (`ref.closed_form_update`). "mean" is over the lists with a click.
     """
     opts = {**UNBIASED_DEFAULTS, **options}
     momentum, reduction = opts.pop("momentum"), opts.pop("reduction", "mean")
@@ -768,7 +768,7 @@ def unbiased_reference(
                 for cs, ps in zip(clicks.tolist(), third.tolist(), strict=True)
             ]
         average = [
-            [momentum * old + (1 - momentum) * new for old, new in zip(a, s, strict=True)]
+            [momentum * old + new for old, new in zip(a, s, strict=True)]
             for a, s in zip(average, statistics, strict=True)
         ]
         bias_norm = opts["bias_norm"]

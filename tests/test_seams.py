@@ -281,9 +281,11 @@ def test_aggregated_ranks_only_the_items_shown_as_forward_does() -> None:
         UnbiasedLambdaRankLoss(num_positions=4, bias_norm=1.0, momentum=0.5).double()
         for _ in range(2)
     )
+    one_hot = (views > 0).double()  # the statistics count each click alike: unscaled counts
     for step in range(3):
         expected = _loss_and_grad(per_session, preds, clicks, positions)
-        got = _loss_and_grad(summed.aggregated, preds, clicks[..., None] * views, views)
+        got = _loss_and_grad(summed.eval().aggregated, preds, clicks[..., None] * views, views)
+        summed.train().aggregated(preds, clicks[..., None] * one_hot, one_hot)  # the update
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(summed.statistics, per_session.statistics)
         torch.testing.assert_close(summed.t_plus, per_session.t_plus)
@@ -335,7 +337,7 @@ def test_unchecked_debiased_loss_still_checks_the_mask_shape() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("momentum", 1.5, "Expected `momentum` to be in [0, 1), but got 1.5."),
+        ("momentum", 1.5, "Expected `momentum` to be in [0, 1], but got 1.5."),
         ("momentum", -0.1, "Expected `momentum` to be a non-negative finite float, but got -0.1."),
         ("bias_norm", -1, "Expected `bias_norm` to be a non-negative finite float, but got -1."),
     ],

@@ -41,7 +41,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "max_iter": 50,
     "tol": 1e-06,
     "bias_norm": 2.0,
-    "momentum": 0.9,
+    "momentum": 1.0,
     "match_exposure": True,
     "num_samples": 100,
     "gain": "exponential",

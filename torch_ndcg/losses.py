@@ -391,14 +391,18 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     (`lambdarank_loss` on the clicks with ``weighting="lambdarank"``, each pair's weight
     divided by the two biases). After each training step (``self.training``) the biases take
     the paper's closed-form update, with $L_{wl}$ the pair's LambdaRank loss (without the
-    biases) and $p$ = ``bias_norm``:
+    biases), $Z$ the ideal DCG@k of its session's clicks and $p$ = ``bias_norm``:
 
     $$
     t^+_i = \left(\frac{S^+_i}{R^+_i}\right)^{\frac{1}{p + 1}}, \quad
-    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{L_{wl}}{t^-_{j(l)}}, \qquad
+    S^+_i = \sum_{w \text{ at } i} \sum_l \frac{Z L_{wl}}{t^-_{j(l)}}, \qquad
     t^-_j = \left(\frac{S^-_j}{R^-_j}\right)^{\frac{1}{p + 1}}, \quad
-    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{L_{wl}}{t^+_{i(w)}}.
+    S^-_j = \sum_{l \text{ at } j} \sum_w \frac{Z L_{wl}}{t^+_{i(w)}}.
     $$
+
+    The statistics leave out LambdaRank's $1 / Z$ so that every click counts alike: the deep
+    clicks come mostly from sessions with many clicks (queries with many relevant items), whose
+    $1 / Z$ is small, and with it the learnt ratios of the deep positions were 20% low.
 
     The paper divides by the top position's statistic, $R^\pm_i = S^\pm_0$. With lists of
     unequal length that compares a deep position, shown only by the long lists, with the top
@@ -408,10 +412,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     only; when every list shows every position the two are the same.
 
     A boosting iteration of LambdaMART sees the whole data; a gradient step sees a batch, so the
-    statistics $S^\pm$ are an exponential moving average over steps (``momentum`` is the
-    weight of the past; 0 is the paper's update from this batch alone). Under
+    statistics $S^\pm, R^\pm$ are summed over the steps: by default over every step alike
+    (``momentum=1``), as the statistics of one click log read a batch at a time; below 1,
+    each earlier step's weighs ``momentum`` per step since (an exponential moving average: a
+    window of about $1 / (1 - m)$ steps), and 0 is the paper's update from this batch alone.
+    A deep position is clicked rarely: a window of a few small batches holds a handful of its
+    clicks, and the ratio of two such sums is too noisy to weight pairs with. Under
     ``torch.distributed`` the batch statistics are summed over the ranks before they are
-    averaged (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
+    added (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
     one process would learn from the whole batch. The biases and statistics are buffers:
     ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
     $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
@@ -422,8 +430,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     rarely clicked low positions from taking huge weights. The unshrunk estimate stays readable
     as ``statistics[0] / statistics[2]`` ($= (t^+)^{p + 1}$; ``statistics[1] / statistics[3]``
     for $t^-$; NaN at a position no list has shown yet): the rows of ``statistics`` are the
-    moving averages of $S^+, S^-, R^+, R^-$. The update holds ``[N, 5 * (num_positions + 1)]``
-    floats for a batch of ``N`` lists.
+    sums over the steps of $S^+, S^-, R^+, R^-$ (discounted by ``momentum``). The update holds
+    ``[N, 5 * (num_positions + 1)]`` floats for a batch of ``N`` lists.
 
     Items at position `NOT_SHOWN` (-1), padded items (``mask``, ``ignore_index``) and lists
     without a click take no part: ``reduction="mean"`` divides by the lists with a click on an
@@ -439,8 +447,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     Keyword Args:
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
-        momentum: weight in $[0, 1)$ of the past statistics in their moving average; default
-            0.9.
+        momentum: weight in $[0, 1]$ of the past statistics per step: 1 (the default) sums
+            every step's alike, below 1 an exponential moving average, 0 this batch's only.
         match_exposure: compare each position with the top one over the lists that show it
             (``True``, the default) or over every list (``False``, the paper's and XGBoost's
             update).
@@ -490,7 +498,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         k: int | None = None,
         sigma: float = 1.0,
         bias_norm: float = 2.0,
-        momentum: float = 0.9,
+        momentum: float = 1.0,
         match_exposure: bool = True,
         gain: Gain = "exponential",
         discount: Discount = "log2",
@@ -511,7 +519,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         self.match_exposure = match_exposure
         self.register_buffer("t_plus", torch.ones(num_positions))
         self.register_buffer("t_minus", torch.ones(num_positions))
-        # Moving averages per position of S+, S- and their references R+, R- (rows 0-3).
+        # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
         self.statistics: Tensor
         self.register_buffer("statistics", torch.zeros(4, num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
@@ -530,14 +538,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     @property
     def momentum(self) -> float:
-        """The weight in $[0, 1)$ of the past statistics; checked when set, as in ``__init__``."""
+        """The weight in $[0, 1]$ of the past statistics; checked when set, as in ``__init__``."""
         return self._momentum
 
     @momentum.setter
     def momentum(self, value: float) -> None:
         _validation.check_positive("momentum", value, allow_zero=True)
-        if not value < 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1), but got {value!r}.")
+        if not value <= 1:
+            raise ValueError(f"Expected `momentum` to be in [0, 1], but got {value!r}.")
         self._momentum = value
 
     def forward(  # type: ignore[override]
@@ -578,8 +586,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         with $|\Delta D_{wl}|$ the change of the DCG@k discount when $w$ and $l$ swap places
         in the current ranking. On one session whose counts (one-hot at each shown item's
         position) are multiplied by $1 / \sqrt{Z}$, $Z$ the ideal DCG@k of its clicks, this is
-        `forward`'s loss exactly, and so are the bias updates,
-        $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
+        `forward`'s loss exactly; on the one-hot counts themselves, its bias updates are
+        `forward`'s, $S^+_i = \sum_w \mathrm{clicks}_{wi} \sum_l B_l L_{wl}$ and
         $S^-_j = \sum_l (\mathrm{views}_{lj} - \mathrm{clicks}_{lj}) \sum_w A_w L_{wl}$;
         with ``match_exposure`` a list's top statistic counts towards $R_i$ times the share of
         its sessions that show position $i$, $\sum_w \mathrm{views}_{wi} / \sum_w

@@ -66,6 +66,7 @@ class _LossInput(NamedTuple):
         score_range: largest minus smallest real score, when the input was checked.
         gain_scale: the largest real ``weight`` (a 0-d tensor), when one was given and the
             input is checked: the scaled gains are at most this, so the value bounds grow by it.
+        ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
     """
 
     scores: Tensor
@@ -76,6 +77,7 @@ class _LossInput(NamedTuple):
     leading_shape: torch.Size
     score_range: float | None
     gain_scale: Tensor | None = None
+    ideal: Tensor | None = None
 
 
 def _prepare(
@@ -184,6 +186,7 @@ def _prepare(
         leading_shape=preds.shape[:-1],
         score_range=score_range,
         gain_scale=gain_scale,
+        ideal=ideal,
     )
 
 
@@ -1083,7 +1086,7 @@ class _PositionBiases(Protocol):
     """What the Unbiased LambdaRank computations read of the module, and the buffers they update.
 
     `torch_ndcg.UnbiasedLambdaRankLoss` is one: ``t_plus``, ``t_minus`` (``[num_positions]``)
-    and ``statistics`` (``[4, num_positions]``: the moving averages of S+, S-, R+, R-) are its
+    and ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-, R+, R-) are its
     buffers, updated in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items
     not shown.
     """
@@ -1149,7 +1152,11 @@ def _unbiased_lambdarank(
         lists, options, item_factor=item_factor, item_losses=biases.training
     )
     if shares is not None:
-        _update_biases(biases, shares, bins, shown_bins)
+        # Each click counts alike in the statistics, whatever the other clicks of its session:
+        # without LambdaRank's 1 / Z of the session (its clicks' ideal DCG), which would weigh
+        # down the clicks of sessions with many, where the deep clicks mostly come from.
+        assert lists.ideal is not None
+        _update_biases(biases, shares, bins, shown_bins, lists.ideal)
     return _reduce(
         per_list,
         _lists_with_a_click(lists, options, shown_bins, unclicked),
@@ -1309,16 +1316,17 @@ def _check_click_counts(
 
 @torch.no_grad()
 def _update_biases(
-    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor
+    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor, scale: Tensor
 ) -> None:
-    """Add this batch's statistics to their moving averages; update the biases.
+    """Add this batch's statistics to their sums over the steps; update the biases.
 
     ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
     (its share of the debiased losses times its own bias); ``bins`` as in
     `_unbiased_lambdarank`, ``shown_bins`` 1 + each item's position (0: not shown). Each list's
-    sums by bin give its ``S+`` and ``S-`` per position; its top position's sums count towards
-    the reference of each position it shows (`_add_statistics`). Five launches, all into one
-    buffer.
+    sums by bin, times its ``scale`` (``[N, 1]``: the list's ideal DCG, so that every click
+    counts alike), give its ``S+`` and ``S-`` per position; its top position's sums count
+    towards the reference of each position it shows (`_add_statistics`). Six launches, all
+    into one buffer.
     """
     n, rows = biases.num_positions, bins.shape[0]
     # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position], then
@@ -1326,6 +1334,7 @@ def _update_biases(
     buffer = statistic.new_zeros(rows, 5 * (n + 1), dtype=biases.statistics.dtype)
     sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
     sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, statistic.to(sums.dtype))
+    sums[:, 0].mul_(scale[:, :, None])
     shown = buffer[:, 4 * (n + 1) :]
     if biases.match_exposure:
         shown.scatter_(1, shown_bins, 1.0)
@@ -1343,7 +1352,9 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     $R_i$ is the top position's statistic summed over the lists that show position $i$
     (``match_exposure``; over every list, $R_i = S_0$, the paper's and XGBoost's form; the
     two agree when every list shows every position). The four rows are summed over the
-    ranks (one all-reduce) and averaged over steps. A position with no statistic or no
+    ranks (one all-reduce) and added to their sums over the steps, each earlier step's
+    weighted by ``momentum`` per step since (1: every step alike). A position with no statistic
+    or no
     reference keeps its bias: there is nothing to estimate it from. Branch-free and in
     place: a handful of launches per step.
     """
@@ -1351,7 +1362,7 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
-    averaged = biases.statistics.lerp_(batch, 1 - biases.momentum)
+    averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.minimum(statistic, reference) > 0
     estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
