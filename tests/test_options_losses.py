@@ -251,7 +251,7 @@ def test_explicit_defaults_equal_the_defaults() -> None:
             close(explicit[entry][1], left_out[entry][1])
     # The unbiased loss: left-out options equal the documented defaults.
     loss_fn = UnbiasedLambdaRankLoss(num_positions=3)
-    assert (loss_fn.bias_norm, loss_fn.momentum, loss_fn.match_exposure) == (2.0, 0.9, True)
+    assert (loss_fn.bias_norm, loss_fn.momentum, loss_fn.match_exposure) == (2.0, 1.0, True)
     assert (loss_fn.k, loss_fn.sigma, loss_fn.gain, loss_fn.discount) == (
         None,
         1.0,
