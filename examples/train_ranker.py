@@ -31,7 +31,14 @@ import torch
 from ranking_data import NUM_FEATURES, PaddedLists, load_split
 from torch import Tensor, nn
 
-from torch_ndcg import NDCG, ApproxNDCGLoss, LambdaRankLoss, NeuralNDCGLoss
+from torch_ndcg import (
+    NDCG,
+    ApproxNDCGLoss,
+    LambdaRankLoss,
+    NeuralNDCGLoss,
+    PairedTestResult,
+    paired_t_test,
+)
 
 CUTOFFS = (1, 3, 5, 10)
 LossFn = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -139,17 +146,26 @@ def train_and_track(
     seed: int,
     epochs: int,
     log_every: int,
-) -> tuple[list[float], list[float]]:
-    """Final test nDCG at :data:`CUTOFFS` and test nDCG@10 after each epoch (0 = untrained).
+) -> tuple[list[float], list[float], float]:
+    """Final test nDCG at :data:`CUTOFFS`, test nDCG@10 per epoch and seconds per epoch.
+
+    The curve starts at epoch 0 (untrained); the time per epoch leaves the evaluation out.
 
     Prints a progress line before training (epoch 0), after epoch 1, every ``log_every`` epochs
     and after the last one.
     """
     curve: list[float] = []
     started = time.perf_counter()
+    evaluating = 0.0
     width = len(str(epochs))
 
     def on_epoch(epoch: int, model: nn.Module, mean_loss: float) -> None:
+        nonlocal evaluating
+        evaluation_started = time.perf_counter()
+        evaluate(epoch, model, mean_loss)
+        evaluating += time.perf_counter() - evaluation_started
+
+    def evaluate(epoch: int, model: nn.Module, mean_loss: float) -> None:
         curve.append(test_ndcg(model(test.features).squeeze(-1), test)[-1])
         if log_every > 0 and (epoch == 1 or epoch == epochs or epoch % log_every == 0):
             loss = "-" if epoch == 0 else f"{mean_loss:.4f}"
@@ -161,22 +177,65 @@ def train_and_track(
             )
 
     model = train_mlp(loss_fn, train, seed=seed, epochs=epochs, on_epoch=on_epoch)
+    seconds_per_epoch = (time.perf_counter() - started - evaluating) / max(epochs, 1)
     with torch.no_grad():
         values = test_ndcg(model(test.features).squeeze(-1), test)
-    return values, curve
+    return values, curve, seconds_per_epoch
 
 
-def lightgbm_scores(train: PaddedLists, test: PaddedLists) -> Tensor | None:
-    """``LGBMRanker(n_estimators=100)`` test scores, padded like ``test``; None without lightgbm."""
+LIGHTGBM_OBJECTIVES = ("lambdarank", "rank_xendcg")
+
+
+def lightgbm_scores(
+    train: PaddedLists, test: PaddedLists, objective: str = "lambdarank", seed: int = 0
+) -> tuple[Tensor, float] | None:
+    """``LGBMRanker(n_estimators=100)`` test scores (padded like ``test``) and fit seconds.
+
+    None without lightgbm.
+    ``seed`` is LightGBM's ``random_state``: ``rank_xendcg`` draws its target noise from it,
+    ``lambdarank`` at its defaults draws nothing (every seed gives the same trees).
+    """
     try:
         from lightgbm import LGBMRanker
     except ImportError:
         return None
-    ranker = LGBMRanker(n_estimators=100, verbose=-1)
+    ranker = LGBMRanker(n_estimators=100, objective=objective, random_state=seed, verbose=-1)
+    started = time.perf_counter()
     ranker.fit(train.flat.features, train.flat.labels, group=train.flat.query_sizes)
+    seconds = time.perf_counter() - started
     scores = torch.zeros(test.mask.shape)
     scores[test.mask] = torch.from_numpy(ranker.predict(test.flat.features)).float()
-    return scores
+    return scores, seconds
+
+
+def seed_summary(runs: dict[str, list[float]], seconds: dict[str, float]) -> list[str]:
+    """Markdown lines: test nDCG@10 (mean ± sd over seeds) and training time of each model.
+
+    Each model is set against the best by a paired t-test over seeds (the same seeds give every
+    loss the same initialisation and batch order): what the seeds can separate.
+    """
+    best = max(runs, key=lambda name: float(np.mean(runs[name])))
+    lines = [
+        f"| model | test nDCG@10, mean ± sd over {len(runs[best])} seed(s) | "
+        f"against {best}: difference [95% CI], p | training time |",
+        "|---|---:|---|---:|",
+    ]
+    for name, values in runs.items():
+        cell = "(best)"
+        if name != best and len(values) > 1:
+            test = paired_t_test(torch.tensor(values), torch.tensor(runs[best]))
+            assert isinstance(test, PairedTestResult)
+            low, high = float(test.low), float(test.high)
+            verdict = "separated" if float(test.pvalue) < 0.05 else "not separated"
+            difference, p = float(test.mean_difference), float(test.pvalue)
+            cell = f"{difference:+.4f} [{low:+.4f}, {high:+.4f}], p {p:.3f}: {verdict}"
+        elif name != best:
+            cell = "one seed: no test"
+        sd = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+        lines.append(
+            f"| {name} | {np.mean(values):.4f} ± {sd:.4f} | {cell} | {seconds[name]:.2f} s |"
+        )
+    return lines
 
 
 def plot_curves(
@@ -268,25 +327,34 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     rows: list[str] = []
     means: dict[str, list[float]] = {}
     curves: dict[str, list[list[float]]] = {}
+    at_10: dict[str, list[float]] = {}
+    seconds: dict[str, float] = {}
     for name, loss_fn in losses.items():
-        runs = []
+        runs, times = [], []
         curves[name] = []
         for seed in args.seeds:
-            values, curve = train_and_track(
+            values, curve, per_epoch = train_and_track(
                 name, loss_fn, train, test, seed=seed, epochs=args.epochs, log_every=args.log_every
             )
             runs.append(values)
+            times.append(per_epoch)
             curves[name].append(curve)
             cells = " | ".join(f"{v:.4f}" for v in runs[-1])
             rows.append(f"| MLP + {name} | {seed} | {cells} |")
         means[name] = [float(v) for v in np.mean(runs, axis=0)]
+        at_10[name] = [run[-1] for run in runs]
+        seconds[name] = float(np.mean(times))
     reference = None
-    if not args.no_lightgbm:
-        scores = lightgbm_scores(train, test)
-        if scores is not None:
-            name = "LightGBM LGBMRanker(n_estimators=100)"
-            means[name] = test_ndcg(scores, test)
-            reference = (name, means[name][-1])
+    for objective in () if args.no_lightgbm else LIGHTGBM_OBJECTIVES:
+        name = f"LightGBM LGBMRanker(objective={objective!r})"
+        fits = [lightgbm_scores(train, test, objective, seed) for seed in args.seeds]
+        if fits[0] is None:
+            break
+        runs = [test_ndcg(fit[0], test) for fit in fits if fit is not None]
+        means[name] = [float(v) for v in np.mean(runs, axis=0)]
+        at_10[name] = [run[-1] for run in runs]
+        seconds[name] = float(np.mean([fit[1] for fit in fits if fit is not None]))
+        reference = reference or (name, means[name][-1])
     if args.log_every > 0:
         print()
     print(f"| model | seed | {header} |")
@@ -297,6 +365,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     print("|---|" + "---:|" * len(CUTOFFS))
     for name, values in means.items():
         print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+    print()
+    print("training time: per epoch for the MLPs (evaluation left out), per fit for LightGBM")
+    print("\n".join(seed_summary(at_10, seconds)))
     print()
     if not args.no_plot:
         if plot_curves(args.plot, curves, args.seeds, reference):

@@ -45,6 +45,8 @@ def test_train_ranker_progress_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
         for epoch in (1, 2):
             assert f"{name} | seed 0 | epoch {epoch}/2 | train loss " in out
     assert "| model (mean over seeds) | nDCG@1 | nDCG@3 | nDCG@5 | nDCG@10 |" in out
+    assert "| model | test nDCG@10, mean ± sd over 1 seed(s) | against " in out
+    assert out.count("one seed: no test") == len(train_ranker.LOSSES) - 1
     assert "total run time" in out
     data = plot.read_bytes()
     assert len(data) > 1000
@@ -100,3 +102,19 @@ def test_train_ranker_sets_threads_only_when_asked() -> None:
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_train_ranker_seed_summary_separates_what_the_seeds_can() -> None:
+    import train_ranker
+    from scipy.stats import ttest_rel
+
+    best, close, far = [0.70, 0.72, 0.71, 0.73], [0.71, 0.70, 0.72, 0.72], [0.60, 0.61, 0.63, 0.62]
+    lines = train_ranker.seed_summary(
+        {"best": best, "close": close, "far": far}, {"best": 1.0, "close": 2.0, "far": 0.5}
+    )
+    rows = {line.split(" | ")[0][2:]: line for line in lines[2:]}
+    assert "(best)" in rows["best"]
+    assert f"p {ttest_rel(close, best).pvalue:.3f}: not separated" in rows["close"]
+    assert f"p {ttest_rel(far, best).pvalue:.3f}: separated" in rows["far"]
+    assert "0.6150 ± 0.0129" in rows["far"]
+    assert rows["far"].endswith("| 0.50 s |")
