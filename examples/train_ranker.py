@@ -70,8 +70,8 @@ LOSSES: dict[str, LossFn] = {
     "NeuralNDCGLoss": NeuralNDCGLoss(validate_args=False),
     "SoftmaxLoss": SoftmaxLoss(validate_args=False),
     "XENDCGLoss": XENDCGLoss(validate_args=False),
-    # PL-Rank optimises the expected nDCG at the cut-off the table reports: k=10 (9x faster a step
-    # than the whole list here, and what the PL-Rank papers train for).
+    # PL-Rank optimises the expected nDCG at a cut-off: the one the table reports (as the PL-Rank
+    # papers train for theirs); 100 sampled rankings a list, its default.
     "PLRankLoss (k=10)": PLRankLoss(k=10, validate_args=False),
     "MSE (pointwise)": mse_loss,
 }
