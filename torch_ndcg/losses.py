@@ -59,6 +59,18 @@ def _option(name: str) -> Any:
     return property(get, set_, doc=f"``{name}``, as checked into `options`.")
 
 
+def _no_option(name: str) -> Any:
+    """A hyper-parameter the softmax losses lack: ``None``; setting it raises, naming it."""
+
+    def set_(self: nn.Module, value: Any) -> None:
+        raise AttributeError(
+            f"`{type(self).__name__}` takes no `{name}` (no cut-off and no discount), but was "
+            f"given {value!r}."
+        )
+
+    return property(lambda self: None, set_, doc="``None``: no cut-off and no discount.")
+
+
 class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
@@ -230,7 +242,7 @@ class _ListwiseModule(_RankingLoss):
 
     _loss: ClassVar[ListwiseLoss]
     _shown = ("gain",)
-    k = discount = property(lambda self: None, doc="``None``: no cut-off and no discount.")
+    k, discount = _no_option("k"), _no_option("discount")
 
     @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
