@@ -326,3 +326,20 @@ def test_ndcg_is_the_dcg_of_the_retrieved_over_the_ideal_dcg_of_the_judged(
         )
         torch.testing.assert_close(got, expected)
     assert got[0].eq(0).all()
+
+
+def test_a_metric_collection_passes_retrieved_to_both_metrics() -> None:
+    # torchmetrics hands every keyword to every metric of a collection (filtered by signature):
+    # NDCG (one list) and RetrievalNDCG (one query) agree with the functional value.
+    from torchmetrics import MetricCollection
+
+    preds = torch.tensor([0.9, 0.5, float("nan")])
+    target, retrieved = torch.tensor([0, 1, 2]), torch.tensor([True, True, False])
+    indexes = torch.zeros(3, dtype=torch.int64)
+    expected = ndcg(preds, target, retrieved=retrieved, gain="linear")
+    collection = MetricCollection(
+        {"lists": NDCG(gain="linear"), "rows": RetrievalNDCG(gain="linear")}
+    )
+    forward = collection(preds, target, indexes=indexes, retrieved=retrieved)
+    for value in (*forward.values(), *collection.compute().values()):
+        torch.testing.assert_close(value, expected.float())
