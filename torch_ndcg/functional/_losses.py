@@ -1382,7 +1382,7 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.minimum(statistic, reference) > 0
-    estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
+    estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm)).to(biases.t_plus.dtype)
     for row, bias in enumerate((biases.t_plus, biases.t_minus)):
         torch.where(known[row], estimate[row], bias, out=bias)
 
