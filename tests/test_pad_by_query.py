@@ -252,6 +252,8 @@ def test_padding_values_the_dtype_holds_and_other_types() -> None:
     assert scores[0, 1] == -math.inf
     (flags,), _, _, _ = pad_by_query(qid, torch.ones(3, dtype=torch.bool), padding_value=False)
     assert not flags[0, 1]
+    (waves,), _, _, _ = pad_by_query(qid, torch.ones(3, dtype=torch.complex64), padding_value=2)
+    assert waves[0, 1] == 2
     with pytest.raises(TypeError, match="`padding_value` to be a real number"):
         pad_by_query(qid, torch.ones(3), padding_value="0")  # type: ignore[arg-type]
 

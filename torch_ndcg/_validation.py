@@ -1018,7 +1018,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
         dtype = value.dtype
         if not (
             (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
-            if dtype.is_floating_point
+            if dtype.is_floating_point or dtype.is_complex
             else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
         ):
             raise ValueError(
