@@ -447,6 +447,28 @@ def test_momentum_discounts_the_summed_statistics_and_eval_mode_freezes_the_bias
         assert torch.equal(value, before[name]), name
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_summed_statistics_stay_float32_in_a_half_precision_model(dtype: torch.dtype) -> None:
+    # momentum=1 sums every step: cast to float16 (`.half()`, Lightning's "16-true") the sums
+    # of 1e5 became inf and the next step failed naming `sigma`; in bfloat16 they stop adding.
+    loss_fn = UnbiasedLambdaRankLoss(num_positions=6)
+    loss_fn.statistics.fill_(1e5)
+    model = torch.nn.ModuleDict({"loss": loss_fn}).to(dtype)
+    assert loss_fn.statistics.dtype == torch.float32
+    assert loss_fn.t_plus.dtype == dtype
+    preds, clicks, positions = _sessions(0)
+    reference = UnbiasedLambdaRankLoss(num_positions=6)
+    reference.statistics.fill_(1e5)
+    reference(preds.float(), clicks, positions)
+    loss = model["loss"](preds.to(dtype), clicks, positions)
+    assert torch.isfinite(loss)
+    torch.testing.assert_close(loss_fn.statistics, reference.statistics, rtol=1e-2, atol=0)
+    assert not torch.equal(loss_fn.statistics, torch.full_like(loss_fn.statistics, 1e5))
+    fresh = UnbiasedLambdaRankLoss(num_positions=6)
+    fresh.load_state_dict(loss_fn.state_dict())  # and the checkpoint loads in float32
+    assert torch.equal(fresh.statistics, loss_fn.statistics)
+
+
 def test_gradient_is_the_debiased_lambdarank_gradient() -> None:
     """The gradient equals autograd through the reference's debiased loss (float64)."""
     preds, clicks, positions = _sessions(4)

@@ -6,6 +6,7 @@ and against `retrieval_ndcg`, which groups the same flat rows by itself.
 
 from __future__ import annotations
 
+import math
 import runpy
 import sys
 from pathlib import Path
@@ -220,3 +221,45 @@ def test_benchmark_script_runs(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> 
     out = capsys.readouterr().out
     assert "2,000 rows of 20 queries" in out
     assert out.count("x (within 4x)") + out.count("x (OVER 4x)") == 2
+
+
+# --- Review: a padding value the values' dtype cannot hold -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "padding_value"),
+    [
+        (torch.tensor([1, 0, 2], dtype=torch.uint8), -1),  # was 255: a relevant label
+        (torch.tensor([True, False, True]), -1),  # was True
+        (torch.tensor([1, 0, 2]), 0.5),  # was 0
+        (torch.tensor([1, 0, 2]), float("nan")),  # was torch's RuntimeError
+        (torch.tensor([1.0, 0.0, 2.0], dtype=torch.float16), 1e6),  # was torch's RuntimeError
+    ],
+)
+def test_a_padding_value_the_dtype_cannot_hold_is_named(value: Any, padding_value: Any) -> None:
+    qid = torch.tensor([3, 1, 3])
+    with pytest.raises(ValueError, match=r"`padding_value` to be a value of .*`values\[1\]`"):
+        pad_by_query(qid, torch.zeros(3), value, padding_value=padding_value)
+
+
+def test_padding_values_the_dtype_holds_and_other_types() -> None:
+    qid = torch.tensor([3, 1, 3])
+    labels = torch.tensor([1, 0, 2], dtype=torch.int8)
+    (padded,), mask, _, _ = pad_by_query(qid, labels, padding_value=-1)
+    assert padded.tolist() == [[0, -1], [1, 2]]
+    assert not mask[0, 1]
+    (scores,), _, _, _ = pad_by_query(qid, torch.ones(3), padding_value=float("-inf"))
+    assert scores[0, 1] == -math.inf
+    (flags,), _, _, _ = pad_by_query(qid, torch.ones(3, dtype=torch.bool), padding_value=False)
+    assert not flags[0, 1]
+    (waves,), _, _, _ = pad_by_query(qid, torch.ones(3, dtype=torch.complex64), padding_value=2)
+    assert waves[0, 1] == 2
+    with pytest.raises(TypeError, match="`padding_value` to be a real number"):
+        pad_by_query(qid, torch.ones(3), padding_value="0")  # type: ignore[arg-type]
+
+
+def test_unpad_by_query_takes_slots_of_any_integer_dtype() -> None:
+    # Before: uint8 slots passed the check and met index_select's RuntimeError.
+    (lists,), _, _, slots = pad_by_query(torch.tensor([3, 1, 3]), torch.tensor([10, 20, 30]))
+    for dtype in (torch.uint8, torch.int16, torch.int32):
+        assert unpad_by_query(lists, slots.to(dtype)).tolist() == [10, 20, 30]

@@ -323,3 +323,30 @@ def test_lightning_trainer_fits_with_the_loss() -> None:
     assert weight[0] > 3 * weight[1:].abs().max()
     assert before < 0.6
     assert after > 0.9
+
+
+# --- Review: the weight's scale, non-finite scores of sample_rankings --------------------------
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_weight_near_the_largest_float_is_named_not_inf(reduction: str) -> None:
+    # Before: 3e38 weights gave -2.7e38 and four such lists summed to -inf, silently.
+    preds, target = torch.tensor([[0.0, 1.0, 2.0]] * 4), torch.tensor([[1, 0, 2]] * 4)
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(RuntimeError, match="`weight` to keep the loss and its gradient finite"):
+        pl_rank_loss(preds, target, weight=torch.full((4, 3), 1e38), reduction=reduction)
+    loss = pl_rank_loss(
+        preds, target, weight=torch.full((4, 3), 1e30), reduction=reduction, generator=gen
+    )
+    assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_sample_rankings_names_a_score_that_is_not_finite(bad: float) -> None:
+    # Before: a NaN or inf score was drawn first in every ranking, silently.
+    preds = torch.tensor([[1.0, bad, 0.0]])
+    with pytest.raises(ValueError, match="Expected `preds` to be finite on real items"):
+        sample_rankings(preds, 4, generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([[True, False, True]])  # padded scores are never read
+    drawn = sample_rankings(preds, 4, mask=mask, generator=torch.Generator().manual_seed(0))
+    assert set(drawn[..., :2].flatten().tolist()) == {0, 2}

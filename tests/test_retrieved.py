@@ -267,6 +267,24 @@ def test_from_trec_reads_trec_files(tmp_path: Path) -> None:
         from_trec(run_file, qrels)
 
 
+@pytest.mark.parametrize(
+    ("run_line", "qrels_line", "found"),
+    [
+        ("q1 Q0 d1 1 high tag", "q1 0 d1 1", "a score in the run file .* line 1 is"),
+        ("q1 Q0 d1 1 0.5 tag", "q1 0 d1 1.5", "an integer grade in the qrels file .* line 1"),
+    ],
+)
+def test_from_trec_names_the_line_of_a_value_that_is_not_a_number(
+    tmp_path: Path, run_line: str, qrels_line: str, found: str
+) -> None:
+    # Before: Python's bare "could not convert string to float: 'high'", no file, no line.
+    run_file, qrels_file = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    run_file.write_text(run_line + "\n")
+    qrels_file.write_text(qrels_line + "\n")
+    with pytest.raises(ValueError, match=f"Expected {found}"):
+        from_trec(run_file, qrels_file)
+
+
 def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(60))
@@ -326,3 +344,20 @@ def test_ndcg_is_the_dcg_of_the_retrieved_over_the_ideal_dcg_of_the_judged(
         )
         torch.testing.assert_close(got, expected)
     assert got[0].eq(0).all()
+
+
+def test_a_metric_collection_passes_retrieved_to_both_metrics() -> None:
+    # torchmetrics hands every keyword to every metric of a collection (filtered by signature):
+    # NDCG (one list) and RetrievalNDCG (one query) agree with the functional value.
+    from torchmetrics import MetricCollection
+
+    preds = torch.tensor([0.9, 0.5, float("nan")])
+    target, retrieved = torch.tensor([0, 1, 2]), torch.tensor([True, True, False])
+    indexes = torch.zeros(3, dtype=torch.int64)
+    expected = ndcg(preds, target, retrieved=retrieved, gain="linear")
+    collection = MetricCollection(
+        {"lists": NDCG(gain="linear"), "rows": RetrievalNDCG(gain="linear")}
+    )
+    forward = collection(preds, target, indexes=indexes, retrieved=retrieved)
+    for value in (*forward.values(), *collection.compute().values()):
+        torch.testing.assert_close(value, expected.float())

@@ -533,3 +533,55 @@ def test_lightning_trainer_fits_and_ranks_better(loss_name: str) -> None:
     assert after > before + 0.05, (before, after)
     assert model.linear.weight[0, 0] > 0
     assert math.isfinite(after)
+
+
+# --- Review: scale checks, the generator, options that do not exist ----------------------------
+
+
+@pytest.mark.parametrize("loss", [softmax_loss, xe_ndcg_loss])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_weight_near_the_largest_float_is_named_not_inf(loss: Any, reduction: str) -> None:
+    # Before: 3e38 weights gave a finite loss only by luck and 4 lists summed to inf; the
+    # other losses name `weight` here.
+    preds, target = torch.tensor([[0.0, 1.0, 2.0]] * 4), torch.tensor([[1, 0, 2]] * 4)
+    weight = torch.full((4, 3), 1e38)
+    with pytest.raises(RuntimeError, match="`weight` to keep the loss and its gradient finite"):
+        loss(preds, target, weight=weight, reduction=reduction)
+    finite = loss(preds, target, weight=torch.full((4, 3), 1e30), reduction=reduction)
+    assert torch.isfinite(finite)
+
+
+@pytest.mark.parametrize("loss", [softmax_loss, xe_ndcg_loss])
+def test_scores_that_span_past_the_largest_float_are_named(loss: Any) -> None:
+    # Before: finite scores 6e38 apart gave an inf loss in float32, silently.
+    preds = torch.tensor([[-3e38, 3e38], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="`preds` to keep the loss finite in torch"):
+        loss(preds, torch.tensor([[1, 0], [1, 0]]))
+    mask = torch.tensor([[True, True], [True, True]])
+    with pytest.raises(ValueError, match="`preds` to keep the loss finite"):
+        loss(preds, torch.tensor([[1, 0], [1, 0]]), mask=mask)
+    unchecked = loss(preds, torch.tensor([[1, 0], [1, 0]]), validate_args=False)
+    assert unchecked.isinf()  # validate_args=False skips the check, as for the other losses
+
+
+def test_xe_ndcg_names_a_generator_that_is_not_one() -> None:
+    # Before: torch.rand's own TypeError, a list of its overloads.
+    preds, target = torch.tensor([0.0, 1.0]), torch.tensor([1, 0])
+    with pytest.raises(TypeError, match="Expected `generator` to be a torch"):
+        xe_ndcg_loss(preds, target, generator=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Expected `generator` to be a torch"):
+        XENDCGLoss()(preds, target, generator="seed")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", [SoftmaxLoss, XENDCGLoss])
+@pytest.mark.parametrize("name", ["k", "discount"])
+def test_setting_an_option_the_softmax_losses_lack_names_it(module: Any, name: str) -> None:
+    # Before: `loss_fn.k = 5` raised "property 'discount' ... has no setter".
+    loss_fn = module()
+    with pytest.raises(AttributeError, match=f"`{module.__name__}` takes no `{name}`"):
+        setattr(loss_fn, name, 5)
+    assert getattr(loss_fn, name) is None
+    loss_fn.gain = "linear"  # the options it has are set and checked as in __init__
+    assert repr(loss_fn) == f"{module.__name__}(gain='linear')"
+    with pytest.raises(ValueError, match="`reduction`"):
+        loss_fn.reduction = "avg"

@@ -990,9 +990,16 @@ def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
         )
 
 
-def check_rows_by_query(query_ids: Any, values: tuple[Any, ...]) -> None:
-    """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id."""
+def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: Any) -> None:
+    """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id.
+
+    ``padding_value`` is a number that each value's dtype holds (no -1 wrapped to 255 in uint8
+    or to ``True`` in bool, no 0.5 truncated to 0, no float16 overflow to inf).
+    """
     check_query_ids("query_ids", query_ids)
+    if not isinstance(padding_value, numbers.Real):
+        raise TypeError(f"Expected `padding_value` to be a real number, but got {padding_value!r}.")
+    fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
         if not isinstance(value, Tensor):
             raise TypeError(
@@ -1007,6 +1014,16 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...]) -> None:
             raise ValueError(
                 f"Expected `values[{i}]` on the device of `query_ids` ({query_ids.device}), "
                 f"but got {value.device}."
+            )
+        dtype = value.dtype
+        if not (
+            (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
+            if dtype.is_floating_point or dtype.is_complex
+            else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
+        ):
+            raise ValueError(
+                f"Expected `padding_value` to be a value of {dtype} (the dtype of `values[{i}]`), "
+                f"but got {padding_value!r}."
             )
 
 

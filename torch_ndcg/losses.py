@@ -59,6 +59,18 @@ def _option(name: str) -> Any:
     return property(get, set_, doc=f"``{name}``, as checked into `options`.")
 
 
+def _no_option(name: str) -> Any:
+    """A hyper-parameter the softmax losses lack: ``None``; setting it raises, naming it."""
+
+    def set_(self: nn.Module, value: Any) -> None:
+        raise AttributeError(
+            f"`{type(self).__name__}` takes no `{name}` (no cut-off and no discount), but was "
+            f"given {value!r}."
+        )
+
+    return property(lambda self: None, set_, doc="``None``: no cut-off and no discount.")
+
+
 class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
@@ -230,7 +242,7 @@ class _ListwiseModule(_RankingLoss):
 
     _loss: ClassVar[ListwiseLoss]
     _shown = ("gain",)
-    k = discount = property(lambda self: None, doc="``None``: no cut-off and no discount.")
+    k, discount = _no_option("k"), _no_option("discount")
 
     @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
@@ -421,8 +433,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     ``torch.distributed`` the batch statistics are summed over the ranks before they are
     added (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
     one process would learn from the whole batch. The biases and statistics are buffers:
-    ``state_dict`` checkpoints them and ``.to()`` moves them. Positions are 0-based (0 = top),
-    $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the start).
+    ``state_dict`` checkpoints them and ``.to()`` moves them (a cast to float16 or bfloat16 leaves
+    the sums ``statistics`` in float32). Positions are 0-based (0 = top), $t^\pm_0 = 1$; a
+    position whose statistic is still 0 keeps its bias (1 at the start).
 
     ``bias_norm`` is the $p$ of the paper's $L_p$ regulariser of the biases (XGBoost's
     ``lambdarank_bias_norm``; 2 by default, as XGBoost's): $p = 0$ weights the pairs by the
@@ -639,6 +652,21 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             tensor(1.9387)
         """
         return _aggregated_unbiased_lambdarank(preds, clicks, views, mask, self.options, self)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "UnbiasedLambdaRankLoss":
+        """``.to()``, ``.half()``, ...; ``statistics`` keeps at least float32 (and its values).
+
+        They are sums over every step: float16 would overflow to inf in a few thousand steps
+        (a model cast by ``.half()`` or Lightning's ``precision="16-true"``), bfloat16 stop
+        adding once they reach 256 batches' worth.
+        """
+        statistics = self.statistics
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        if self.statistics.dtype in (torch.float16, torch.bfloat16):
+            self.statistics = statistics.to(
+                self.statistics.device, torch.promote_types(statistics.dtype, torch.float32)
+            )
+        return self
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""

@@ -10,6 +10,7 @@ position: Hu et al., WWW 2019): its loss, its pair statistics by position and th
 update of its biases, summed over the ranks under ``torch.distributed``.
 """
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -28,7 +29,7 @@ from torch_ndcg import (
     _sinkhorn,
     _validation,
 )
-from torch_ndcg._host import DeferredCheck
+from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     ApproxOptions,
     Discount,
@@ -1043,10 +1044,26 @@ class ListwiseLoss(Loss):
     ) -> Tensor:
         """The loss with checked ``options``; ``noise`` (or ``generator``) with ``noisy``."""
         checks = None
+        if self.noisy:
+            _check_generator(generator)
         if weight is not None or noise is not None:  # checked here: `_prepare` would weigh
             checks = _listwise_checks(preds, target, mask, weight, noise, options)
         lists = _prepare(preds, target, mask, options, extra_checks=checks)
         length = preds.shape[-1]
+        if options.validate_args and preds.numel() > 0:
+            # -log q_i is at most the score range + log L, so a list's loss is at most that
+            # times its largest weight (targets sum to 1), and its slopes at most the weight.
+            bound = _score_range(lists) + math.log(length)
+            dtype, largest = lists.scores.dtype, torch.finfo(lists.scores.dtype).max
+            message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
+            if isinstance(bound, Tensor):
+                assert_on_device(bound < largest, message + "span too much; rescale them.")
+            elif not bound < largest:
+                raise ValueError(message + f"span {bound:.3g}; rescale them.")
+            if weight is not None:
+                scale = weight.detach().reshape(-1, length)
+                scale = scale if lists.mask is None else scale.where(lists.mask, 0)
+                _validation.check_weight_scale(scale.amax().double() * (bound + 1), dtype)
         if self.noisy:  # phi = G + 1 - gamma, from the gains (`_prepare` divided them by the top)
             acc = _options.accumulate_dtype(preds.device)
             gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
@@ -1365,7 +1382,7 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
     averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.minimum(statistic, reference) > 0
-    estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm))
+    estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm)).to(biases.t_plus.dtype)
     for row, bias in enumerate((biases.t_plus, biases.t_minus)):
         torch.where(known[row], estimate[row], bias, out=bias)
 
@@ -1466,7 +1483,8 @@ def sample_rankings(
 
     Raises:
         TypeError: ``preds`` not a floating tensor, a bad ``mask`` or ``generator``.
-        ValueError: bad ``num_samples`` or ``k``, or shapes that disagree.
+        ValueError: bad ``num_samples`` or ``k``, shapes that disagree, or NaN or infinite
+            ``preds`` on real items.
 
     Example:
         >>> import torch
@@ -1491,6 +1509,12 @@ def sample_rankings(
     scores = scores.reshape(-1, length)
     if flat_mask is not None:
         scores = torch.where(flat_mask, scores, 0)
+    if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
+        largest = scores.abs().amax()
+        message = "Expected `preds` to be finite on real items, but found {found}."
+        check = _clicks.value_checks([(largest < torch.inf, largest, message)])
+        if check is not None:
+            check.resolve()
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)
@@ -1598,6 +1622,8 @@ def pl_rank_loss(
 def _pl_rank(lists: _LossInput, options: PLRankOptions) -> Tensor:
     """`pl_rank_loss` of checked input, reduced: its value plus a surrogate of value 0."""
     scores, real = lists.scores, lists.mask
+    if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
+        _validation.check_weight_scale(lists.gain_scale, scores.dtype, count=scores.shape[-1] + 1)
     detached = scores.detach()
     order = _gumbel_top_k(detached, real, lists.kmax, options.num_samples, options.generator)
     estimate, dcg = _pl_rank_gradient(

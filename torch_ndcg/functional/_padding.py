@@ -62,8 +62,11 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
         `unpad_by_query` takes to give flat rows back.
 
     Raises:
-        TypeError: ``query_ids`` not an integer tensor, a value not a tensor.
-        ValueError: ``query_ids`` not 1-D; a value without a row per id or on another device.
+        TypeError: ``query_ids`` not an integer tensor, a value not a tensor, ``padding_value``
+            not a real number.
+        ValueError: ``query_ids`` not 1-D; a value without a row per id or on another device;
+            a ``padding_value`` that a value's dtype does not hold (-1 in uint8 or bool, 0.5 in
+            an integer dtype, 1e6 in float16).
 
     Example:
         >>> import torch
@@ -85,7 +88,7 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
         >>> unpad_by_query(preds, slots)  # back to the flat rows, in their input order
         tensor([0.9000, 0.2000, 0.8000, 0.1000, 0.7000])
     """
-    _validation.check_rows_by_query(query_ids, values)
+    _validation.check_rows_by_query(query_ids, values, padding_value)
     ids, slots, mask = _grouping.padded_slots(query_ids.to(torch.int64))
     padded = tuple(
         value.new_full((mask.numel(), *value.shape[1:]), padding_value)
@@ -126,4 +129,4 @@ def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
         tensor([20, 40, 60])
     """
     _validation.check_padded(padded, slots)
-    return padded.flatten(0, 1).index_select(0, slots)
+    return padded.flatten(0, 1).index_select(0, slots.long())  # uint8/int16 too

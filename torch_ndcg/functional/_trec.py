@@ -54,7 +54,13 @@ def _read(source: Table | str | os.PathLike[str], run: bool) -> Table:
                     f"Expected each document once per query in the {kind} file {source}, but "
                     f"line {number} lists {fields[2]!r} again for query {fields[0]!r}."
                 )
-            docs[fields[2]] = float(fields[4]) if run else int(fields[3])
+            try:
+                docs[fields[2]] = float(fields[4]) if run else int(fields[3])
+            except ValueError:
+                raise ValueError(
+                    f"Expected {'a score' if run else 'an integer grade'} in the {kind} file "
+                    f"{source}, but line {number} is {line.strip()!r}."
+                ) from None
     return table
 
 
@@ -89,7 +95,8 @@ def from_trec(
         (query ``ids[j]`` of `retrieval_ndcg`'s result is ``query_ids[ids[j]]``).
 
     Raises:
-        ValueError: a file line without its columns; a document listed twice for a query.
+        ValueError: a file line without its columns, or whose score (run) or integer grade
+            (qrels) is not a number; a document listed twice for a query.
 
     Example:
         Query q1 retrieves d1 (grade 0) above d2 (grade 1); d3 (grade 2) is judged, not
