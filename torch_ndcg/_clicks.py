@@ -17,7 +17,7 @@ from torch import Tensor
 
 from torch_ndcg import _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
-from torch_ndcg._validation import is_integer_tensor
+from torch_ndcg._options import is_integer_tensor
 
 # The position of an item that was not shown: it takes no part in the clicked/unclicked pairs.
 NOT_SHOWN = -1

@@ -31,6 +31,7 @@ from torch import Tensor
 from torch_ndcg import _host, _kernels, _tables
 from torch_ndcg._host import DeferredCheck, read_together
 from torch_ndcg._options import (
+    LONG_ROW_LENGTH,
     Discount,
     Gain,
     ListOptions,
@@ -369,10 +370,9 @@ def group_members(n_groups: int, device: torch.device, group: int = GROUP) -> Te
     return torch.arange(0, n_groups * group, n_groups, device=device)
 
 
-# Rows of at least this many items, with at most 1/`_LONG_ROW_SHARE` of their groups wanted,
-# are long (`long_rows`): their top items and labels are selected from group maxima, and their
-# scores serve as their own keys.
-LONG_ROW_LENGTH = 1 << 14
+# Rows of at least `LONG_ROW_LENGTH` items (declared in `torch_ndcg._options`), with at most
+# 1/`_LONG_ROW_SHARE` of their groups wanted, are long (`long_rows`): their top items and labels
+# are selected from group maxima, and their scores serve as their own keys.
 _LONG_ROW_SHARE = 4
 
 

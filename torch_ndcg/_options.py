@@ -28,6 +28,17 @@ Weighting: TypeAlias = Literal["lambdarank", "ndcg2", "ndcg2pp"]
 Reduction: TypeAlias = Literal["mean", "sum", "none"]
 AggregationFn: TypeAlias = Callable[[Tensor], Tensor]
 Aggregated: TypeAlias = Literal["mean", "median", "min", "max"] | AggregationFn
+
+# Rows of at least this many items may take the long-row path (`torch_ndcg._fast_paths`), where
+# the value checks read fewer signs (`torch_ndcg._validation`): one number both read.
+LONG_ROW_LENGTH = 1 << 14
+
+
+def is_integer_tensor(tensor: Tensor) -> bool:
+    """An integer dtype: not floating, complex or bool (query ids, item ids)."""
+    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
 Aggregation: TypeAlias = Aggregated | Literal["none"]
 
 GAIN_NAMES: tuple[str, ...] = ("exponential", "linear")

@@ -24,13 +24,14 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _host
+from torch_ndcg import _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
+    LONG_ROW_LENGTH,
     REDUCTIONS,
     TIES_NAMES,
     WEIGHTINGS,
@@ -41,6 +42,7 @@ from torch_ndcg._options import (
     NeuralOptions,
     accumulate_dtype,
     compute_dtype,
+    is_integer_tensor,
 )
 
 
@@ -366,7 +368,7 @@ def check_values(
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
     Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
-    except on lists of `torch_ndcg._fast_paths.LONG_ROW_LENGTH` items or more: there only
+    except on lists of `torch_ndcg._options.LONG_ROW_LENGTH` items or more: there only
     label-like score extremes (`label_like`) lead to its two passes, with a read of their own.
 
     Returns:
@@ -418,7 +420,7 @@ def check_values(
     # The swap hint's two passes are read with the extremes, except on long lists: there
     # they would cost more than the checks and the ranking together, and are taken (with a
     # read-back of their own) only for label-like scores.
-    signs_read = not integer_labels and n_items < _fast_paths.LONG_ROW_LENGTH
+    signs_read = not integer_labels and n_items < LONG_ROW_LENGTH
     if signs_read:
         parts.append(_swap_signs(preds, real_target, scored))
     extremes = torch.cat(parts)
@@ -968,11 +970,6 @@ def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
             f"Expected the ids of `{name}` to have the shape of its values, "
             f"{tuple(values.shape)}, but got {tuple(ids.shape)}."
         )
-
-
-def is_integer_tensor(tensor: Tensor) -> bool:
-    """An integer dtype: not floating, complex or bool (query ids, item ids)."""
-    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
 
 
 def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:

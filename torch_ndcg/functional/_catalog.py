@@ -140,7 +140,7 @@ def relevance_target(
         ids, grades = _padded(rows, cols, values.to(dtype), users, -1)
         return ids, grades
     if relevant.is_floating_point() or relevant.dtype == torch.bool or relevant.dim() != 2:
-        ids_of_one_item = relevant.dim() == 1 and _validation.is_integer_tensor(relevant)
+        ids_of_one_item = relevant.dim() == 1 and _options.is_integer_tensor(relevant)
         hint = (
             "pass one item id per user as `relevant[:, None]`"
             if ids_of_one_item
