@@ -20,7 +20,6 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 
 from torch_ndcg import _host, _validation
-from torch_ndcg._distributed import PartitionedRows, sum_states_over_ranks
 from torch_ndcg._options import (
     Discount,
     EmptyTargetAction,
@@ -30,6 +29,7 @@ from torch_ndcg._options import (
     as_dtype,
     compute_dtype,
 )
+from torch_ndcg.functional._distributed import PartitionedRows, sum_states_over_ranks
 from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
 from torch_ndcg.functional._significance import (
     REDUCE_LAST_DIM,
@@ -568,8 +568,8 @@ class QueryRows(NDCGMetricBase, PartitionedRows):
     """Flat rows ``(preds, target, indexes)`` in list states, scored and aggregated per query.
 
     The rows are stored checked, in the metric's float dtype (ids as int64), and exchanged
-    under DDP by `torch_ndcg._distributed.PartitionedRows`; `_aggregated` scores them with
-    `torch_ndcg.functional.retrieval_ndcg`'s kernel and reduces the per-query values by
+    under DDP by `torch_ndcg.functional._distributed.PartitionedRows`; `_aggregated` scores
+    them with `torch_ndcg.functional.retrieval_ndcg`'s kernel and reduces the per-query values by
     ``aggregation`` (with its interval). `torch_ndcg.RetrievalNDCG` is this state.
     """
 

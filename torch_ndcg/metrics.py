@@ -2,7 +2,7 @@
 
 Both classes only store options and state; the numbers come from `torch_ndcg.ndcg`, the
 torchmetrics machinery from `torch_ndcg._metric_base` and the DDP protocol of the rows from
-`torch_ndcg._distributed`.
+`torch_ndcg.functional._distributed`.
 """
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ from torch import Tensor
 from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar, Unpack
 
-from torch_ndcg import _host, _small_batch, _validation
+from torch_ndcg import _host, _validation
 from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
 from torch_ndcg._options import (
     Aggregated,
@@ -24,8 +24,7 @@ from torch_ndcg._options import (
     ScoreFn,
     Ties,
 )
-from torch_ndcg.functional import _catalog
-from torch_ndcg.functional._ndcg import _ndcg_of_lists, _prepare_lists
+from torch_ndcg.functional import _catalog, _ndcg
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -190,36 +189,14 @@ class NDCG(CountedMean, Generic[ResultT]):
             retrieved: ``[..., L]`` bool, ``False`` for items judged but not retrieved: in the
                 ideal DCG only (see `torch_ndcg.ndcg`), or ``None`` (all retrieved).
         """
-        opt = self.options
-        small = (
-            None
-            if mask is not None or exclude is not None or retrieved is not None
-            else _small_batch.plan(preds, target, opt.lists)
-        )
-        if retrieved is not None and _catalog.is_sparse(target):
-            target = target.to_dense()  # as `ndcg`: the stream ranks every item it scores
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            if small is not None:
-                _validation.check_device(preds, self.sum_ndcg.device)
-                values = _small_batch.small_ndcg(preds, target, small)
-                if values is not None:
-                    self._add_values(values, None)
-                    return
-            if _catalog.is_sparse(target):  # a sparse target: streamed, see `ndcg`
-                _validation.check_device(preds, self.sum_ndcg.device)
-                values, listed = _catalog.sparse_values(
-                    preds, target, exclude, mask, opt.lists, normalize=True
-                )
-                self._add_values(values, listed)  # a row of padding only is no list
-                return
-            if exclude is not None:
-                mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, opt.lists)
-            lists = _prepare_lists(preds, target, mask, opt.lists, retrieved)
+            values, listed = _ndcg.list_values(
+                preds, target, mask, exclude, retrieved, self.options.lists
+            )
             _validation.check_device(preds, self.sum_ndcg.device)
-            values = _ndcg_of_lists(lists, opt.lists)
-            self._add_values(values, lists.mask)
+            self._add_values(values, listed)  # a row of padding only is no list
 
     @_validation.names_ported_keywords({})
     def update_catalog(
@@ -534,7 +511,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        `torch_ndcg._distributed.PartitionedRows`): it scores them, one all-reduce of an
+        `torch_ndcg.functional._distributed.PartitionedRows`): it scores them, one all-reduce of an
         error flag raises an error on every rank together, and one all-reduce of the sums
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.

@@ -29,8 +29,11 @@ class _Lists:
 def _shape_output(
     per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
 ) -> Tensor:
-    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``)."""
-    out = per_list.to(dtype)
+    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
+
+    In the result dtype of ``dtype`` scores (float64 stays, else float32).
+    """
+    out = per_list.to(_options.compute_dtype(dtype))
     if not cutoffs.is_sequence:
         out = out.squeeze(-1)
     if len(leading_shape) == 1:  # a batch of lists: [N, len(k)] already
@@ -148,7 +151,8 @@ def dcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
-    return _values(preds, target, mask, exclude, checked, normalize=False)
+    values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
+    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -230,38 +234,40 @@ def ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    small = (
-        None
-        if mask is not None or exclude is not None or retrieved is not None
-        else _small_batch.plan(preds, target, checked)
-    )
-    values = None if small is None else _small_batch.small_ndcg(preds, target, small)
-    if values is not None:
-        return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
-    return _values(preds, target, mask, exclude, checked, normalize=True, retrieved=retrieved)
+    values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
+    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
 
 
-def _values(
+def list_values(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
     exclude: Tensor | None,
+    retrieved: Tensor | None,
     options: ListOptions,
     *,
-    normalize: bool,
-    retrieved: Tensor | None = None,
-) -> Tensor:
-    """`ndcg` (``normalize``) or `dcg`, options checked: a sparse target streamed, else lists.
+    normalize: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """The one dispatch of `ndcg` (``normalize``), `dcg` and `torch_ndcg.NDCG.update`.
 
-    With ``retrieved`` a sparse target is made dense: the stream ranks every item it scores.
+    Checks the tensors (the options are checked) and takes the path their metadata picks: the
+    small-batch path, a sparse target streamed (`torch_ndcg.functional._catalog`; with
+    ``retrieved`` made dense first: the stream ranks every item it scores), else the lists,
+    ``exclude`` joining the padding.
+
+    Returns:
+        ``[N, len(k)]`` values in the accumulation dtype, and what marks the lists that count
+        (a row of padding only is no list): ``[N, ...]`` bool, or ``None`` for all.
     """
+    if normalize and mask is None and exclude is None and retrieved is None:
+        plan = _small_batch.plan(preds, target, options)
+        values = None if plan is None else _small_batch.small_ndcg(preds, target, plan)
+        if values is not None:
+            return values, None
     if retrieved is not None and _catalog.is_sparse(target):
         target = target.to_dense()
     if _catalog.is_sparse(target):
-        values, _ = _catalog.sparse_values(
-            preds, target, exclude, mask, options, normalize=normalize
-        )
-        return _catalog.shape_values(values, options.cutoffs, preds.dtype)
+        return _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
     lists = _prepare_lists(preds, target, mask, options, retrieved)
@@ -269,9 +275,7 @@ def _values(
         values = _ndcg_of_lists(lists, options)
     else:
         values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
-    return _shape_output(
-        values, lists.leading_shape, options.cutoffs, _options.compute_dtype(preds.dtype)
-    )
+    return values, lists.mask
 
 
 def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
