@@ -340,10 +340,11 @@ def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit()
 # and 1,943 before; the losses' small batches take dense pair tensors since), with a few to
 # spare for torch's own Python. Since the small-batch paths (`torch_ndcg._small_batch`, one
 # autograd Function per small-batch loss, `_losses._small_checks`, NeuralNDCG's unmasked
-# Sinkhorn iterations): 20, 26, 32, 61, 54 and 310.
+# Sinkhorn iterations): 20, 26, 32, 61, 54 and 310. Since the one dispatch of `ndcg` and
+# `NDCG.update` (issue 26: checks judged at the edge, no kept plans): ndcg 27, NDCG.update 34.
 PYTHON_CALL_BUDGET = {
-    "ndcg": 22,
-    "NDCG.update": 28,
+    "ndcg": 28,
+    "NDCG.update": 35,
     "RetrievalNDCG.update": 35,
     "LambdaRankLoss": 63,
     "ApproxNDCGLoss": 56,

@@ -144,8 +144,9 @@ HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "XENDCGLoss step, noise given": run_xe_ndcg_noise_step,
     "PLRankLoss step": run_pl_rank_step,
 }
-# On the CPU a read-back is free: the checks' values and the kernel's fast-path flags (a tie
-# touching the top k, the labels' range) are read together, once. The losses' kernels and
+# On the CPU a read-back is cheap: the value checks read back once where they run (at the
+# edge, issue 26), and the kernel once for its fast-path flags (a tie touching the top k, the
+# labels' range); the small-batch path reads both in one. The losses' kernels and
 # RetrievalNDCG.update have no fast path to pick.
 CPU_READS_WITHOUT_CHECKS = {
     "ndcg": 1,
@@ -172,7 +173,7 @@ def test_cpu_reads_back_at_most_once_per_call(name: str, validate: bool) -> None
     preds, target = inputs()
     with count_host_reads() as reads:
         HOT_PATHS[name](preds, target, validate)
-    assert len(reads) <= (1 if validate else CPU_READS_WITHOUT_CHECKS[name]), reads
+    assert len(reads) <= CPU_READS_WITHOUT_CHECKS[name] + validate, reads
 
 
 @pytest.mark.parametrize("validate", [True, False], ids=["checked", "unchecked"])

@@ -181,11 +181,14 @@ def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties
 
 
 @pytest.mark.budget
-def test_one_read_back() -> None:
+def test_one_read_back_besides_the_checks() -> None:
     preds, target = data(5)
     with count_host_reads() as reads:
-        ndcg(preds, target, k=10)
+        ndcg(preds, target, k=10, validate_args=False)
     assert len(reads) == 1
+    with count_host_reads() as reads:
+        ndcg(preds, target, k=10)
+    assert len(reads) == 2  # the value checks' own, at the edge
 
 
 def test_value_checks() -> None:

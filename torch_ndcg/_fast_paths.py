@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _host, _kernels, _tables
-from torch_ndcg._host import DeferredCheck, read_together
+from torch_ndcg._host import read_together
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
     Discount,
@@ -417,28 +417,23 @@ def _long_row_gains(
     *,
     kmax: int,
     options: ListOptions,
-    check: DeferredCheck | None,
 ) -> Tensor:
     """``[N, kmax]`` gains credited to the top positions of long rows (`long_rows`, CPU only).
 
     The scores themselves are the keys (padding ``-inf``): `grouped_top` selects the best
-    ``kmax + 1``, and the call's one read-back brings the input ``check`` and whether the
-    selection settles the ranking: no two equal values among them (no tie touches the top
-    ``kmax``, under either tie rule), no ``-inf`` among the top ``kmax`` (padding could be
-    there) and no NaN. Then the gains are those of the selected items. Otherwise (ties at the
-    top, mostly) the whole batch takes the general path without a read: integer keys, and the
-    ties averaged or ordered by item index.
+    ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
+    equal values among them (no tie touches the top ``kmax``, under either tie rule), no
+    ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the gains are
+    those of the selected items. Otherwise (ties at the top, mostly) the whole batch takes the
+    general path without a read: integer keys, and the ties averaged or ordered by item index.
     """
     scores = preds.to(compute_dtype(preds.dtype))
     keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
     top_keys, top_index = grouped_top(keys, kmax + 1)
     unsettled = top_keys.narrow(-1, 1, kmax).eq(top_keys.narrow(-1, 0, kmax)).any()
     unsettled |= top_keys.narrow(-1, kmax - 1, 1).isneginf().any() | top_keys.isnan().any()
-    checked, unsettled_value = read_together([None if check is None else check.values, unsettled])
-    if check is not None:
-        check.judge(checked)
     dtype = compute_dtype(preds.dtype)
-    if not unsettled_value[0]:
+    if not bool(unsettled):
         order = top_index.narrow(-1, 0, kmax)
         return _kernels.ranked_gains(target, mask, order, options.gain, dtype)
     int_keys = ranking_keys(preds, mask)
@@ -458,14 +453,15 @@ def _ranked(
     *,
     kmax: int,
     ties: Ties,
-    check: DeferredCheck | None,
+    max_label: float | None,
     probe_labels: bool,
     judged: Tensor | None = None,
 ) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor, bool, list[float] | None]:
     """Keys, the top items, and the host values: the call's one read-back, where allowed.
 
-    Where a read-back is allowed, the input ``check``, the tie flag and (``probe_labels``) the
-    labels' range (of the ``judged`` items) are read together; the tie flag then spares
+    Where a read-back is allowed, the tie flag and (``probe_labels``) the labels' range (of the
+    ``judged`` items; for integer labels the checks' ``max_label`` serves) are read together,
+    the call's one read-back besides the checks'; the tie flag then spares
     tie-free batches the averaging. Elsewhere nothing is read: ties are always averaged (the
     same numbers, branch-free).
     """
@@ -483,15 +479,11 @@ def _ranked(
     if not read_back:  # ties are averaged whether there are any or not
         return keys, top, order, True, None
     # The checks' largest label serves integer labels; float labels need their own probe.
-    label_max_checked = check is not None and not target.is_floating_point()
+    label_max_checked = max_label is not None and not target.is_floating_point()
     probe = label_range_probe(target, judged) if probe_labels and not label_max_checked else None
-    checked, tie_value, probe_values = read_together(
-        [None if check is None else check.values, tie_flag, probe]
-    )
-    if check is not None:
-        max_label = check.judge(checked).max_label
-        if probe_labels and label_max_checked:
-            probe_values = [0.0, float(max_label)]
+    tie_value, probe_values = read_together([tie_flag, probe])
+    if probe_labels and label_max_checked:
+        probe_values = [0.0, float(max_label)]  # type: ignore[arg-type]
     tied = bool(tie_value and tie_value[0])
     return keys, top, order, tied, probe_values
 
@@ -525,16 +517,15 @@ def ranked_dcg(
     target: Tensor,
     mask: Tensor | None,
     options: ListOptions,
-    check: DeferredCheck | None = None,
 ) -> Tensor:
     """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
     if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
-        gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options, check=check)
+        gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options)
         with _host.full_precision(preds.device):
             return _kernels.cumulative_dcg(gains, ks, options.discount)
     keys, top, order, tied, _ = _ranked(
-        preds, target, mask, kmax=kmax, ties=options.ties, check=check, probe_labels=False
+        preds, target, mask, kmax=kmax, ties=options.ties, max_label=None, probe_labels=False
     )
     dtype = compute_dtype(preds.dtype)
     position_gains, _ = _position_gains(keys, target, mask, top, order, tied, options.gain, dtype)
@@ -547,14 +538,14 @@ def dcg_and_ideal(
     target: Tensor,
     mask: Tensor | None,
     options: ListOptions,
-    check: DeferredCheck | None = None,
+    max_label: float | None = None,
     ranked: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG of every list at every cut-off, each ``[N, len(k)]``.
 
-    At most one host read-back, and only on the CPU (see `torch_ndcg._host`): the input
-    ``check``, whether a tie touches the top k, and the labels' range (for the label-count
-    ideal DCG of integer labels) are read together. Ties are averaged only where a tie
+    At most one host read-back, and only on the CPU (see `torch_ndcg._host`): whether a tie
+    touches the top k and the labels' range (for the label-count ideal DCG of integer labels)
+    are read together. Ties are averaged only where a tie
     touches the top k (always, where nothing is read back). The ideal DCG of a small batch
     (`SMALL_ELEMENTS`) comes from its sorted gains, with the DCG in one product; of a larger
     one from label counts (`ideal_dcg_from_label_counts`) for small integer labels and a named
@@ -565,7 +556,7 @@ def dcg_and_ideal(
         target: ``[N, L]`` labels.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
         options: the checked options (cut-offs, gain, discount, ties).
-        check: input checks to read back with the kernel's own values (see `._host`).
+        max_label: the largest real label, where the checks read it (``None``: not known).
         ranked: ``[N, L]`` bool, ``True`` for the real items that take a rank, or ``None``
             (all): the others (judged, not retrieved) count in the ideal DCG only.
 
@@ -578,7 +569,7 @@ def dcg_and_ideal(
         mask = ranked if mask is None else mask & ranked
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
     if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
-        return _long_row_dcg_and_ideal(preds, target, mask, judged, options, check, ks, kmax)
+        return _long_row_dcg_and_ideal(preds, target, mask, judged, options, ks, kmax)
     small = preds.numel() <= SMALL_ELEMENTS
     keys, top, order, tied, probe_values = _ranked(
         preds,
@@ -586,7 +577,7 @@ def dcg_and_ideal(
         mask,
         kmax=kmax,
         ties=options.ties,
-        check=check,
+        max_label=max_label,
         probe_labels=not (small or callable(gain)),
         judged=judged,
     )
@@ -636,7 +627,6 @@ def _long_row_dcg_and_ideal(
     mask: Tensor | None,
     judged: Tensor | None,
     options: ListOptions,
-    check: DeferredCheck | None,
     ks: Sequence[int],
     kmax: int,
 ) -> tuple[Tensor, Tensor]:
@@ -648,7 +638,7 @@ def _long_row_dcg_and_ideal(
     """
     gain = options.gain
     dtype = compute_dtype(preds.dtype)
-    position_gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options, check=check)
+    position_gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options)
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         if callable(gain):

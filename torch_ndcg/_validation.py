@@ -462,6 +462,26 @@ def rules_hold(
     return True
 
 
+def small_batch_holds(
+    extremes: Sequence[float], gain: str, preds: Tensor, target: Tensor
+) -> bool:
+    """Whether the extremes a small path read back break no value check and need no hint.
+
+    ``extremes``: smallest and largest score and label of a dense CPU batch whose rules are
+    those of `check_values` (no padding, no ``ignore_index``). Where they fail, the caller
+    takes the general path, whose checks raise the error (or warn) naming the exact value.
+    """
+    low_pred, high_pred, low, high = extremes
+    float_labels = target.is_floating_point()
+    rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, False, float_labels)
+    return rules_hold(rules, low_pred, high_pred, low, high) and not (
+        float_labels and label_like(low_pred, high_pred)
+    )
+
+
+_CPU = torch.device("cpu")
+
+
 def label_like(low_pred: float, high_pred: float) -> bool:
     """Whether real scores from ``low_pred`` to ``high_pred`` could all be graded labels.
 

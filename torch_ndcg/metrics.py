@@ -79,8 +79,8 @@ class NDCG(CountedMean, Generic[ResultT]):
         empty_target_action: ``"neg"`` (the default), ``"pos"``, ``"skip"`` or ``"error"``.
         ignore_index: label value that marks padded items; default ``None``.
         validate_args: check every batch (the default ``True``): one read-back per ``update``
-            on the CPU, device-side assertions (``RuntimeError``, no read-back) on an
-            accelerator.
+            on the CPU (besides the kernel's own, for its fast-path flags), device-side
+            assertions (``RuntimeError``, no read-back) on an accelerator.
 
     Result:
         From ``compute()`` and ``forward``: a scalar tensor for an int ``k`` or ``None``; for a

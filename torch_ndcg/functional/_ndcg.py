@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
-from torch_ndcg._host import DeferredCheck, assert_on_device, may_read_back
+from torch_ndcg._host import assert_on_device, may_read_back
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
@@ -22,7 +22,7 @@ class _Lists:
     target: Tensor
     mask: Tensor | None
     leading_shape: torch.Size
-    check: DeferredCheck | None
+    max_label: float | None
     ranked: Tensor | None = None
 
 
@@ -48,7 +48,11 @@ def _prepare_lists(
     options: ListOptions,
     retrieved: Tensor | None = None,
 ) -> _Lists:
-    """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``."""
+    """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``.
+
+    The value checks raise here (on the CPU one read-back; on an accelerator device-side
+    assertions); what they read of the labels (the largest) is handed to the engine.
+    """
     real, check = _validation.check_lists(
         preds,
         target,
@@ -58,13 +62,14 @@ def _prepare_lists(
         validate_args=options.validate_args,
         retrieved=retrieved,
     )
+    checked = None if check is None else check.resolve()
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
         leading_shape=preds.shape[:-1],
-        check=check,
+        max_label=None if checked is None else checked.max_label,
         ranked=None if retrieved is None else retrieved.reshape(-1, length),
     )
 
@@ -119,10 +124,11 @@ def dcg(
         ignore_index: label value that marks padded items (for example ``-1``); default
             ``None``.
         validate_args: check the values (NaN, negative labels, gain overflow; the default
-            ``True``). On the CPU the checks and the kernel's fast-path flags (a tie touching
-            the top ``k``, the labels' range) are read back together, once per call; on an
-            accelerator and under ``torch.compile`` nothing is read back: the checks are
-            device-side assertions (``RuntimeError``) and ties are averaged branch-free.
+            ``True``). On the CPU the checks read back once per call, and the kernel its
+            fast-path flags (a tie touching the top ``k``, the labels' range) once (a small
+            batch reads both together); on an accelerator and under ``torch.compile``
+            nothing is read back: the checks are device-side assertions (``RuntimeError``)
+            and ties are averaged branch-free.
             ``False`` skips the checks that read values.
 
     Returns:
@@ -259,10 +265,17 @@ def list_values(
         ``[N, len(k)]`` values in the accumulation dtype, and what marks the lists that count
         (a row of padding only is no list): ``[N, ...]`` bool, or ``None`` for all.
     """
-    if normalize and mask is None and exclude is None and retrieved is None:
-        plan = _small_batch.plan(preds, target, options)
-        values = None if plan is None else _small_batch.small_ndcg(preds, target, plan)
-        if values is not None:
+    if (
+        normalize
+        and mask is None
+        and exclude is None
+        and retrieved is None
+        and _small_batch.takes_small_path(preds, target, options)
+    ):
+        values, extremes = _small_batch.small_ndcg(preds, target, options)
+        if extremes is None or _validation.small_batch_holds(
+            extremes, options.gain, preds, target  # type: ignore[arg-type]
+        ):
             return values, None
     if retrieved is not None and _catalog.is_sparse(target):
         target = target.to_dense()
@@ -274,7 +287,7 @@ def list_values(
     if normalize:
         values = _ndcg_of_lists(lists, options)
     else:
-        values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options, lists.check)
+        values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options)
     return values, lists.mask
 
 
@@ -285,7 +298,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     classes add them up as they are.
     """
     value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, lists.check, lists.ranked
+        lists.preds, lists.target, lists.mask, options, lists.max_label, lists.ranked
     )
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, lists.mask).any()
