@@ -436,25 +436,8 @@ def dcg_and_ideal(
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
     if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
         return _long_row_dcg_and_ideal(preds, target, mask, judged, options, ks, kmax)
-    small = preds.numel() <= SMALL_ELEMENTS
     keys, top, order, tied = _ranked(preds, target, mask, kmax=kmax, ties=options.ties)
     dtype = compute_dtype(preds.dtype)
-    if small:
-        item_gains = _kernels.list_gains(target, mask, gain, dtype)
-        position_gains, _ = _position_gains(
-            keys, target, mask, top, order, tied, gain, dtype, item_gains
-        )
-        if ranked is not None:
-            item_gains = _kernels.list_gains(target, judged, gain, dtype)
-        if callable(gain):  # its gains may be negative: padding is ranked apart
-            ideal_gains = _kernels.ideal_ranked_gains(target, item_gains, judged, kmax, gain, dtype)
-        else:  # padding's gain of 0 is the least: it never displaces a real item
-            ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
-        # Tie-averaged gains are in the accumulation dtype already: cat promotes the others.
-        both = torch.cat([position_gains, ideal_gains]).to(accumulate_dtype(preds.device))
-        with _host.full_precision(preds.device):
-            dcg, ideal = _kernels.cumulative_dcg(both, ks, discount).chunk(2)
-        return dcg, ideal
     position_gains, gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, discount)

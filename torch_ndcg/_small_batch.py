@@ -20,7 +20,7 @@ table cache (`torch_ndcg._tables`):
    edge: this module imports no check);
 3. the gains $g(y)$; the top positions' gains, tie-averaged where a tie was found
    (`torch_ndcg._kernels.tie_averaged_gains`); the ideal gains, the ``k`` largest;
-4. both DCGs in one product with the cut-off discount matrix,
+4. both DCGs by products with the cut-off discount matrix,
    $\mathrm{DCG@}k = \sum_{r \le k} g_r \, d(r)$, and nDCG as their quotient
    (`torch_ndcg._kernels.normalize`).
 
@@ -133,5 +133,6 @@ def small_ndcg(
         position_gains = item_gains.gather(-1, top_index.narrow(-1, 0, kmax))
     ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
     weights = _kernels.cutoff_matrix(kmax, ks, options.discount, torch.float64, _CPU)
-    dcg, ideal = torch.cat([position_gains, ideal_gains]).to(torch.float64).mm(weights).chunk(2)
+    dcg = position_gains.to(torch.float64).mm(weights)
+    ideal = ideal_gains.to(torch.float64).mm(weights)
     return _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain), extremes
