@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 import torch
 from torch import Tensor
@@ -20,14 +20,17 @@ from torch import Tensor
 GainFn: TypeAlias = Callable[[Tensor], Tensor]
 DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
 ScoreFn: TypeAlias = Callable[[Tensor, Tensor], Tensor]
-Gain: TypeAlias = Literal["exponential", "linear"] | GainFn
-Discount: TypeAlias = Literal["log2", "jarvelin"] | DiscountFn
+GainName: TypeAlias = Literal["exponential", "linear"]
+DiscountName: TypeAlias = Literal["log2", "jarvelin"]
+Gain: TypeAlias = GainName | GainFn
+Discount: TypeAlias = DiscountName | DiscountFn
 Ties: TypeAlias = Literal["average", "first"]
 EmptyTargetAction: TypeAlias = Literal["neg", "pos", "skip", "error"]
 Weighting: TypeAlias = Literal["lambdarank", "ndcg2", "ndcg2pp"]
 Reduction: TypeAlias = Literal["mean", "sum", "none"]
 AggregationFn: TypeAlias = Callable[[Tensor], Tensor]
-Aggregated: TypeAlias = Literal["mean", "median", "min", "max"] | AggregationFn
+AggregationName: TypeAlias = Literal["mean", "median", "min", "max"]
+Aggregated: TypeAlias = AggregationName | AggregationFn
 
 # Rows of at least this many items may take the long-row path (`torch_ndcg._fast_paths`), where
 # the value checks read fewer signs (`torch_ndcg._validation`): one number both read.
@@ -41,13 +44,14 @@ def is_integer_tensor(tensor: Tensor) -> bool:
 
 Aggregation: TypeAlias = Aggregated | Literal["none"]
 
-GAIN_NAMES: tuple[str, ...] = ("exponential", "linear")
-DISCOUNT_NAMES: tuple[str, ...] = ("log2", "jarvelin")
-TIES_NAMES: tuple[str, ...] = ("average", "first")
-EMPTY_TARGET_ACTIONS: tuple[str, ...] = ("neg", "pos", "skip", "error")
-WEIGHTINGS: tuple[str, ...] = ("lambdarank", "ndcg2", "ndcg2pp")
-REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
-AGGREGATIONS: tuple[str, ...] = ("mean", "median", "min", "max", "none")
+# The names each option takes, read off its literal: declared once.
+GAIN_NAMES: tuple[str, ...] = get_args(GainName)
+DISCOUNT_NAMES: tuple[str, ...] = get_args(DiscountName)
+TIES_NAMES: tuple[str, ...] = get_args(Ties)
+EMPTY_TARGET_ACTIONS: tuple[str, ...] = get_args(EmptyTargetAction)
+WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
+REDUCTIONS: tuple[str, ...] = get_args(Reduction)
+AGGREGATIONS: tuple[str, ...] = (*get_args(AggregationName), "none")
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
