@@ -1194,6 +1194,22 @@ def check_rows(
     return real
 
 
+def check_no_empty_target(empty: Tensor, noun: str) -> None:
+    """Raise for ``empty_target_action="error"`` where a ``noun`` (list, query, user) is empty.
+
+    ``empty`` (bool, any shape) marks those with no relevant item (ideal DCG 0). One read-back
+    on the CPU; a device-side assertion elsewhere.
+    """
+    found = empty.any()
+    message = (
+        f"Found a {noun} with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
+    )
+    if not _host.may_read_back(found.device):
+        assert_on_device(~found, message)
+    elif bool(found):
+        raise ValueError(message)
+
+
 class CheckedLists(NamedTuple):
     """What `check_lists` made of its input.
 

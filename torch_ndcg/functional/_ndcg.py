@@ -7,7 +7,6 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
-from torch_ndcg._host import assert_on_device, may_read_back
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
@@ -300,14 +299,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
         lists.preds, lists.target, lists.mask, options, ranked=lists.ranked
     )
     if options.empty_target_action == "error":
-        empty = _kernels.empty_lists(ideal, lists.mask).any()
-        message = (
-            "Found a list with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
-        )
-        if not may_read_back(empty.device):
-            assert_on_device(~empty, message)
-        elif bool(empty):
-            raise ValueError(message)
+        _validation.check_no_empty_target(_kernels.empty_lists(ideal, lists.mask), "list")
     return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
@@ -445,8 +437,6 @@ def _retrieval_values(
             "Expected the gains of each query to sum to a finite float64, but a query's "
             "ideal DCG overflows; rescale the labels (or use `gain`='linear')."
         )
-    if options.empty_target_action == "error" and bool((ideal == 0).any()):
-        raise ValueError(
-            "Found a query with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
-        )
+    if options.empty_target_action == "error":
+        _validation.check_no_empty_target(ideal == 0, "query")
     return _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain), ids
