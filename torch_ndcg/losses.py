@@ -1,21 +1,13 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
 import math
-from dataclasses import fields
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from torch_ndcg import _validation
-from torch_ndcg._options import (
-    Discount,
-    Gain,
-    LambdaRankOptions,
-    LossOptions,
-    Reduction,
-    Weighting,
-)
+from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 from torch_ndcg.functional._losses import (
     _CROSS_ENTROPY_PORTED_NAMES,
     APPROX,
@@ -27,9 +19,9 @@ from torch_ndcg.functional._losses import (
     XENDCG,
     ListwiseLoss,
     Loss,
+    LossOptions,
     _aggregated_unbiased_lambdarank,
     _unbiased_lambdarank,
-    check_cross_entropy_options,
 )
 
 __all__ = [
@@ -53,8 +45,7 @@ def _option(name: str) -> Any:
         return getattr(self.options, name)
 
     def set_(self: "_RankingLoss", value: Any) -> None:
-        given = {field.name: getattr(self.options, field.name) for field in fields(self.options)}
-        self.options = self._loss.check(**{**given, name: value})
+        self.options = self._loss.check({**vars(self.options), name: value})
 
     return property(get, set_, doc=f"``{name}``, as checked into `options`.")
 
@@ -75,8 +66,9 @@ class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
     Subclasses name their function's `torch_ndcg.functional._losses.Loss` (``_loss``: its
-    checker and unchecked core) and the hyper-parameters ``repr`` shows (``_shown``); their
-    ``__init__`` takes the keywords, with their defaults, and checks them into ``options``.
+    checks and core) and the hyper-parameters ``repr`` shows (``_shown``); their ``__init__``
+    takes the keywords, with their defaults, and hands them over (``locals()``): those of its
+    loss are checked into ``options``.
     """
 
     options: LossOptions
@@ -90,9 +82,9 @@ class _RankingLoss(nn.Module):
     ignore_index = _option("ignore_index")
     validate_args = _option("validate_args")
 
-    def __init__(self, options: LossOptions) -> None:
+    def __init__(self, given: dict[str, Any]) -> None:
         super().__init__()
-        self.options = options
+        self.options = self._loss.check(given)
 
     # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
     def forward(
@@ -182,10 +174,7 @@ class LambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_lambdarank_options(
-            k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -231,10 +220,7 @@ class ApproxNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_approx_options(
-            k, temperature, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class _ListwiseModule(_RankingLoss):
@@ -253,7 +239,7 @@ class _ListwiseModule(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(check_cross_entropy_options(gain, reduction, ignore_index, validate_args))
+        super().__init__(locals())
 
 
 class SoftmaxLoss(_ListwiseModule):
@@ -379,10 +365,7 @@ class NeuralNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_neural_options(
-            k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class UnbiasedLambdaRankLoss(_RankingLoss):
@@ -496,7 +479,6 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    options: LambdaRankOptions
     _loss = LAMBDARANK
     sigma = _option("sigma")
     t_plus: Tensor
@@ -520,10 +502,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         validate_args: bool = True,
     ) -> None:
         num_positions = _validation.check_positive_int("num_positions", num_positions)
-        options = _validation.check_lambdarank_options(
-            k, sigma, "lambdarank", 0.0, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals() | {"weighting": "lambdarank", "mu": 0.0})
         self.bias_norm = bias_norm  # checked by its setter, as when set later
         self.momentum = momentum
         if not isinstance(match_exposure, bool):
@@ -729,7 +708,4 @@ class PLRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = PL_RANK.check(
-            k, num_samples, generator, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
