@@ -8,21 +8,8 @@ from torch import Tensor, nn
 
 from torch_ndcg import _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
-from torch_ndcg.functional._losses import (
-    _CROSS_ENTROPY_PORTED_NAMES,
-    APPROX,
-    LAMBDARANK,
-    NEURAL,
-    PL_RANK,
-    PL_RANK_PORTED_NAMES,
-    SOFTMAX,
-    XENDCG,
-    ListwiseLoss,
-    Loss,
-    LossOptions,
-    _aggregated_unbiased_lambdarank,
-    _unbiased_lambdarank,
-)
+from torch_ndcg.functional import _losses
+from torch_ndcg.functional._losses import Loss, LossOptions
 
 __all__ = [
     "ApproxNDCGLoss",
@@ -154,7 +141,7 @@ class LambdaRankLoss(_RankingLoss):
 
     # The three modules' bodies are alike in shape only (`duplicates` pairs them): each names
     # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
-    _loss = LAMBDARANK
+    _loss = _losses.LAMBDARANK
     _shown = ("k", "sigma", "weighting", "mu")
     sigma = _option("sigma")
     weighting = _option("weighting")
@@ -204,7 +191,7 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
-    _loss = APPROX
+    _loss = _losses.APPROX
     _shown = ("temperature", "k")
     temperature = _option("temperature")
 
@@ -226,11 +213,11 @@ class ApproxNDCGLoss(_RankingLoss):
 class _ListwiseModule(_RankingLoss):
     """`SoftmaxLoss` and `XENDCGLoss`: the options they share; no cut-off and no discount."""
 
-    _loss: ClassVar[ListwiseLoss]
+    _loss: ClassVar[_losses.ListwiseLoss]
     _shown = ("gain",)
     k, discount = _no_option("k"), _no_option("discount")
 
-    @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+    @_validation.names_ported_keywords(_losses._CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -266,7 +253,7 @@ class SoftmaxLoss(_ListwiseModule):
         tensor(1.3133)
     """
 
-    _loss = SOFTMAX
+    _loss = _losses.SOFTMAX
 
 
 class XENDCGLoss(_ListwiseModule):
@@ -291,7 +278,7 @@ class XENDCGLoss(_ListwiseModule):
         tensor(1.0633)
     """
 
-    _loss = XENDCG
+    _loss = _losses.XENDCG
 
     def forward(
         self,
@@ -345,7 +332,7 @@ class NeuralNDCGLoss(_RankingLoss):
         tensor(0.8262)
     """
 
-    _loss = NEURAL
+    _loss = _losses.NEURAL
     _shown = ("temperature", "k", "max_iter", "tol")
     temperature = _option("temperature")
     max_iter = _option("max_iter")
@@ -479,7 +466,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    _loss = LAMBDARANK
+    _loss = _losses.LAMBDARANK
     sigma = _option("sigma")
     t_plus: Tensor
     t_minus: Tensor
@@ -553,7 +540,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         each item; ``mask`` marks real items. In training mode the biases are updated after
         the loss is computed (the loss uses the biases from before the step).
         """
-        return _unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
+        return _losses._unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
 
     def aggregated(
         self,
@@ -630,7 +617,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
             tensor(1.9387)
         """
-        return _aggregated_unbiased_lambdarank(preds, clicks, views, mask, self.options, self)
+        return _losses._aggregated_unbiased_lambdarank(
+            preds, clicks, views, mask, self.options, self
+        )
 
     def _apply(self, fn: Any, recurse: bool = True) -> "UnbiasedLambdaRankLoss":
         """``.to()``, ``.half()``, ...; ``statistics`` keeps at least float32 (and its values).
@@ -690,12 +679,12 @@ class PLRankLoss(_RankingLoss):
         tensor(True)
     """
 
-    _loss = PL_RANK
+    _loss = _losses.PL_RANK
     _shown = ("k", "num_samples")
     num_samples = _option("num_samples")
     generator = _option("generator")
 
-    @_validation.names_ported_keywords(PL_RANK_PORTED_NAMES)
+    @_validation.names_ported_keywords(_losses.PL_RANK_PORTED_NAMES)
     def __init__(
         self,
         *,

@@ -280,9 +280,9 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
 class Loss:
     """A loss as its function and its module share it: the checks of its options and its core.
 
-    The function hands its arguments over as they came (``LOSS(**locals())``, `__call__`);
-    the module checks its options once (`check`) and calls `loss` at each step, which checks
-    and prepares the tensors (`_prepare`) for the core.
+    The function checks the options it is given (``check(locals())``), the module its own once,
+    in ``__init__``; both call `loss`, which checks and prepares the tensors (`_prepare`) for
+    the core.
 
     Attributes:
         core: the loss of checked input, reduced (`_reduce`).
@@ -310,17 +310,6 @@ class Loss:
             given["validate_args"],
         )
         return LossOptions(**own, **shared)
-
-    def __call__(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None,
-        weight: Tensor | None,
-        **given: Any,
-    ) -> Tensor:
-        """The loss function: its options checked, then `loss`."""
-        return self.loss(preds, target, mask, self.check(given), weight)
 
     def loss(
         self,
@@ -432,7 +421,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    return LAMBDARANK(**locals())
+    return LAMBDARANK.loss(preds, target, mask, LAMBDARANK.check(locals()), weight)
 
 
 def _lambdarank(lists: _LossInput, options: LossOptions) -> Tensor:
@@ -626,7 +615,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    return APPROX(**locals())
+    return APPROX.loss(preds, target, mask, APPROX.check(locals()), weight)
 
 
 def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
@@ -636,12 +625,7 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
     bound = (1 + 1 / temperature) / temperature
-    if lists.gain_scale is None:  # `_check_scale`, without a call per step
-        _validation.check_finite_scale(
-            "temperature", temperature, bound, scores.dtype, count=length * length
-        )
-    else:
-        _check_scale(lists, "temperature", temperature, bound, length * length)
+    _check_scale(lists, "temperature", temperature, bound, length * length)
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
@@ -785,7 +769,7 @@ def softmax_loss(
         >>> softmax_loss(torch.tensor([0.0, 1.0]), torch.tensor([1, 0]))
         tensor(1.3133)
     """
-    return SOFTMAX(**locals())
+    return SOFTMAX.loss(preds, target, mask, SOFTMAX.check(locals()), weight)
 
 
 @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
@@ -859,7 +843,7 @@ def xe_ndcg_loss(
         >>> xe_ndcg_loss(preds, target, noise=torch.full((2,), 0.5))
         tensor(1.0633)
     """
-    return XENDCG(**locals())
+    return XENDCG.loss(preds, target, mask, XENDCG.check(locals()), weight, noise, generator)
 
 
 def _softmax_cross_entropy(lists: _LossInput, options: LossOptions) -> Tensor:
@@ -965,11 +949,11 @@ def neural_ndcg_loss(
         >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
         tensor(0.2698)
     """
-    return NEURAL(**locals())
+    return NEURAL.loss(preds, target, mask, NEURAL.check(locals()), weight)
 
 
 def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
-    """`neural_ndcg_loss` of every list of checked input, ``[N]``."""
+    """`neural_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
     max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
@@ -1009,7 +993,8 @@ def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
         int(max_iter),
         float(tol),
     )
-    return torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
+    per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
+    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
 
 @dataclass(frozen=True)
@@ -1022,19 +1007,6 @@ class ListwiseLoss(Loss):
     """
 
     noisy: bool = False
-
-    def __call__(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None,
-        weight: Tensor | None,
-        noise: Tensor | None = None,
-        generator: torch.Generator | None = None,
-        **given: Any,
-    ) -> Tensor:
-        """The loss function: its options checked, then `loss`."""
-        return self.loss(preds, target, mask, self.check(given), weight, noise, generator)
 
     def loss(
         self,
@@ -1099,15 +1071,8 @@ SOFTMAX = ListwiseLoss(_softmax_cross_entropy)
 XENDCG = ListwiseLoss(_softmax_cross_entropy, noisy=True)
 
 
-def _reduced_neural(lists: _LossInput, options: LossOptions) -> Tensor:
-    """`neural_ndcg_loss` of checked input, reduced."""
-    return _reduce(
-        _neural(lists, options), lists.has_relevant, options.reduction, lists.leading_shape
-    )
-
-
 NEURAL = Loss(
-    _reduced_neural,
+    _neural,
     {
         "temperature": _validation.check_positive,
         "max_iter": functools.partial(_validation.check_positive_int, allow_zero=True),
@@ -1587,7 +1552,7 @@ def pl_rank_loss(
         >>> round(loss.item(), 2), preds.grad.round(decimals=2)
         (0.19, tensor([-0.0900,  0.0900]))
     """
-    return PL_RANK(**locals())
+    return PL_RANK.loss(preds, target, mask, PL_RANK.check(locals()), weight)
 
 
 def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
