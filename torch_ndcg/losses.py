@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-def _option(name: str) -> Any:
+def _option(name: str, doc: str = "") -> Any:
     """A hyper-parameter of the module, read from its checked options.
 
     Setting it checks the new value (with the others) into new options, as ``__init__`` did.
@@ -34,7 +34,7 @@ def _option(name: str) -> Any:
     def set_(self: "_RankingLoss", value: Any) -> None:
         self.options = self._loss.check({**vars(self.options), name: value})
 
-    return property(get, set_, doc=f"``{name}``, as checked into `options`.")
+    return property(get, set_, doc=doc or f"``{name}``, as checked into `options`.")
 
 
 def _no_option(name: str) -> Any:
@@ -466,8 +466,15 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    _loss = _losses.LAMBDARANK
+    _loss = _losses.UNBIASED
+    _shown = ("num_positions", "k", "sigma", "bias_norm", "momentum", "match_exposure")
     sigma = _option("sigma")
+    num_positions = _option("num_positions")
+    bias_norm = _option("bias_norm", "The non-negative $p$ of the bias update; checked when set.")
+    momentum = _option(
+        "momentum", "The weight in $[0, 1]$ of the past statistics; checked when set."
+    )
+    match_exposure = _option("match_exposure")
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
@@ -488,44 +495,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        num_positions = _validation.check_positive_int("num_positions", num_positions)
         super().__init__(locals() | {"weighting": "lambdarank", "mu": 0.0})
-        self.bias_norm = bias_norm  # checked by its setter, as when set later
-        self.momentum = momentum
-        if not isinstance(match_exposure, bool):
-            raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
-        self.num_positions = num_positions
-        self.match_exposure = match_exposure
-        self.register_buffer("t_plus", torch.ones(num_positions))
-        self.register_buffer("t_minus", torch.ones(num_positions))
+        self.register_buffer("t_plus", torch.ones(self.num_positions))
+        self.register_buffer("t_minus", torch.ones(self.num_positions))
         # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
-        self.statistics: Tensor
-        self.register_buffer("statistics", torch.zeros(4, num_positions))
+        self.register_buffer("statistics", torch.zeros(4, self.num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
-
-    @property
-    def bias_norm(self) -> float:
-        """The non-negative $p$ of the bias update; checked when set, as in ``__init__``."""
-        return self._bias_norm
-
-    @bias_norm.setter
-    def bias_norm(self, value: float) -> None:
-        _validation.check_positive("bias_norm", value, allow_zero=True)
-        self._bias_norm = value
-
-    @property
-    def momentum(self) -> float:
-        """The weight in $[0, 1]$ of the past statistics; checked when set, as in ``__init__``."""
-        return self._momentum
-
-    @momentum.setter
-    def momentum(self, value: float) -> None:
-        _validation.check_positive("momentum", value, allow_zero=True)
-        if not value <= 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1], but got {value!r}.")
-        self._momentum = value
 
     def forward(  # type: ignore[override]
         self,
@@ -635,14 +612,6 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
                 self.statistics.device, torch.promote_types(statistics.dtype, torch.float32)
             )
         return self
-
-    def extra_repr(self) -> str:
-        """Hyper-parameters shown by ``repr``."""
-        return (
-            f"num_positions={self.num_positions}, k={self.k}, sigma={self.sigma}, "
-            f"bias_norm={self.bias_norm}, momentum={self.momentum}, "
-            f"match_exposure={self.match_exposure}"
-        )
 
 
 class PLRankLoss(_RankingLoss):

@@ -1147,6 +1147,30 @@ def _unbiased_lambdarank(
     )
 
 
+def _momentum(name: str, value: Any) -> Any:
+    if _non_negative(name, value) > 1:
+        raise ValueError(f"Expected `{name}` to be in [0, 1], but got {value!r}.")
+    return value
+
+
+def _bool(name: str, value: Any) -> Any:
+    _validation.check_bool(name, value)
+    return value
+
+
+# The debiased loss: LambdaRank's options (its weighting and mu fixed) and those of its biases.
+UNBIASED = Loss(
+    _lambdarank,
+    {
+        **LAMBDARANK.own,
+        "num_positions": _validation.check_positive_int,
+        "bias_norm": _non_negative,
+        "momentum": _momentum,
+        "match_exposure": _bool,
+    },
+)
+
+
 def _lists_with_a_click(
     lists: _LossInput, options: LossOptions, shown_bins: Tensor, unclicked: Tensor
 ) -> Tensor:
