@@ -63,6 +63,11 @@ class LossOptions:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
 
+    def __repr__(self) -> str:
+        return (
+            f"LossOptions({', '.join(f'{name}={value!r}' for name, value in vars(self).items())})"
+        )
+
     if TYPE_CHECKING:  # the options of each loss: `Loss.own`
 
         def __getattr__(self, name: str) -> Any: ...
@@ -1475,9 +1480,7 @@ def sample_rankings(
     if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
         largest = scores.abs().amax()
         message = "Expected `preds` to be finite on real items, but found {found}."
-        check = _clicks.value_checks([(largest < torch.inf, largest, message)])
-        if check is not None:
-            check.resolve()
+        _clicks.resolve_checks(_clicks.value_checks([(largest < torch.inf, largest, message)]))
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)
