@@ -64,9 +64,8 @@ class LossOptions:
         raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
 
     def __repr__(self) -> str:
-        return (
-            f"LossOptions({', '.join(f'{name}={value!r}' for name, value in vars(self).items())})"
-        )
+        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"LossOptions({shown})"
 
     if TYPE_CHECKING:  # the options of each loss: `Loss.own`
 
