@@ -34,12 +34,8 @@ from torch_ndcg._options import (
     LONG_ROW_LENGTH,
     REDUCTIONS,
     TIES_NAMES,
-    WEIGHTINGS,
-    ApproxOptions,
     Cutoffs,
-    LambdaRankOptions,
     ListOptions,
-    NeuralOptions,
     accumulate_dtype,
     compute_dtype,
     is_integer_tensor,
@@ -692,8 +688,8 @@ eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
 
 
-def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
-    """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``)."""
+def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> Any:
+    """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``): returned as given."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     # `value - value == 0` is `math.isfinite(value)` in plain arithmetic, which torch.compile
     # also traces where it makes a float argument a symbol (dynamic=True).
@@ -701,13 +697,15 @@ def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
     if not ok:
         what = "non-negative" if allow_zero else "positive"
         raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
+    return value
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    """``value`` is a positive int."""
-    if _is_int(value) and value > 0:
+def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> int:
+    """``value`` is a positive int (or >= 0 with ``allow_zero``): returned as an int."""
+    if _is_int(value) and (value >= 0 if allow_zero else value > 0):
         return int(value)
-    raise ValueError(f"Expected `{name}` to be a positive int, but got {value!r}.")
+    what = "non-negative" if allow_zero else "positive"
+    raise ValueError(f"Expected `{name}` to be a {what} int, but got {value!r}.")
 
 
 def check_loss_k(k: Any) -> int | None:
@@ -719,10 +717,10 @@ def check_loss_k(k: Any) -> int | None:
     raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
 
 
-def _check_loss_options(
+def check_loss_options(
     k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
 ) -> dict[str, Any]:
-    """The options every loss shares, checked; as keyword arguments of its config."""
+    """The options every loss shares, checked (after its own): by name, as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     cutoff = check_loss_k(k)
     check_options(gain, discount)
@@ -736,65 +734,6 @@ def _check_loss_options(
         "ignore_index": ignore_index,
         "validate_args": validate_args,
     }
-
-
-# The loss checkers take their options in the order of the functions' signatures.
-
-
-def check_lambdarank_options(
-    k: Any,
-    sigma: Any,
-    weighting: Any,
-    mu: Any,
-    gain: Any,
-    discount: Any,
-    reduction: Any,
-    ignore_index: Any,
-    validate_args: Any,
-) -> LambdaRankOptions:
-    """The options of `lambdarank_loss` (function and module), checked once."""
-    check_positive("sigma", sigma)
-    check_option("weighting", weighting, WEIGHTINGS, callable_ok=False)
-    check_positive("mu", mu, allow_zero=True)
-    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
-    return LambdaRankOptions(sigma=sigma, weighting=weighting, mu=mu, **shared)
-
-
-def check_approx_options(
-    k: Any,
-    temperature: Any,
-    gain: Any,
-    discount: Any,
-    reduction: Any,
-    ignore_index: Any,
-    validate_args: Any,
-) -> ApproxOptions:
-    """The options of `approx_ndcg_loss` (function and module), checked once."""
-    check_positive("temperature", temperature)
-    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
-    return ApproxOptions(temperature=temperature, **shared)
-
-
-def check_neural_options(
-    k: Any,
-    temperature: Any,
-    max_iter: Any,
-    tol: Any,
-    gain: Any,
-    discount: Any,
-    reduction: Any,
-    ignore_index: Any,
-    validate_args: Any,
-) -> NeuralOptions:
-    """The options of `neural_ndcg_loss` (function and module), checked once."""
-    check_positive("temperature", temperature)
-    if not (isinstance(max_iter, numbers.Integral) and not isinstance(max_iter, bool)) or (
-        max_iter < 0
-    ):
-        raise ValueError(f"Expected `max_iter` to be a non-negative int, but got {max_iter!r}.")
-    check_positive("tol", tol, allow_zero=True)
-    shared = _check_loss_options(k, gain, discount, reduction, ignore_index, validate_args)
-    return NeuralOptions(temperature=temperature, max_iter=int(max_iter), tol=tol, **shared)
 
 
 def check_finite_scale(

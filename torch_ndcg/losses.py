@@ -1,36 +1,15 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
 import math
-from dataclasses import fields
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from torch_ndcg import _validation
-from torch_ndcg._options import (
-    Discount,
-    Gain,
-    LambdaRankOptions,
-    LossOptions,
-    Reduction,
-    Weighting,
-)
-from torch_ndcg.functional._losses import (
-    _CROSS_ENTROPY_PORTED_NAMES,
-    APPROX,
-    LAMBDARANK,
-    NEURAL,
-    PL_RANK,
-    PL_RANK_PORTED_NAMES,
-    SOFTMAX,
-    XENDCG,
-    ListwiseLoss,
-    Loss,
-    _aggregated_unbiased_lambdarank,
-    _unbiased_lambdarank,
-    check_cross_entropy_options,
-)
+from torch_ndcg._options import Discount, Gain, Reduction, Weighting
+from torch_ndcg.functional import _losses
+from torch_ndcg.functional._losses import Loss, LossOptions
 
 __all__ = [
     "ApproxNDCGLoss",
@@ -43,7 +22,7 @@ __all__ = [
 ]
 
 
-def _option(name: str) -> Any:
+def _option(name: str, doc: str = "") -> Any:
     """A hyper-parameter of the module, read from its checked options.
 
     Setting it checks the new value (with the others) into new options, as ``__init__`` did.
@@ -53,10 +32,9 @@ def _option(name: str) -> Any:
         return getattr(self.options, name)
 
     def set_(self: "_RankingLoss", value: Any) -> None:
-        given = {field.name: getattr(self.options, field.name) for field in fields(self.options)}
-        self.options = self._loss.check(**{**given, name: value})
+        self.options = self._loss.check({**vars(self.options), name: value})
 
-    return property(get, set_, doc=f"``{name}``, as checked into `options`.")
+    return property(get, set_, doc=doc or f"``{name}``, as checked into `options`.")
 
 
 def _no_option(name: str) -> Any:
@@ -75,8 +53,9 @@ class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
     Subclasses name their function's `torch_ndcg.functional._losses.Loss` (``_loss``: its
-    checker and unchecked core) and the hyper-parameters ``repr`` shows (``_shown``); their
-    ``__init__`` takes the keywords, with their defaults, and checks them into ``options``.
+    checks and core) and the hyper-parameters ``repr`` shows (``_shown``); their ``__init__``
+    takes the keywords, with their defaults, and hands them over (``locals()``): those of its
+    loss are checked into ``options``.
     """
 
     options: LossOptions
@@ -90,9 +69,9 @@ class _RankingLoss(nn.Module):
     ignore_index = _option("ignore_index")
     validate_args = _option("validate_args")
 
-    def __init__(self, options: LossOptions) -> None:
+    def __init__(self, given: dict[str, Any]) -> None:
         super().__init__()
-        self.options = options
+        self.options = self._loss.check(given)
 
     # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
     def forward(
@@ -162,7 +141,7 @@ class LambdaRankLoss(_RankingLoss):
 
     # The three modules' bodies are alike in shape only (`duplicates` pairs them): each names
     # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
-    _loss = LAMBDARANK
+    _loss = _losses.LAMBDARANK
     _shown = ("k", "sigma", "weighting", "mu")
     sigma = _option("sigma")
     weighting = _option("weighting")
@@ -182,10 +161,7 @@ class LambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_lambdarank_options(
-            k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -215,7 +191,7 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
-    _loss = APPROX
+    _loss = _losses.APPROX
     _shown = ("temperature", "k")
     temperature = _option("temperature")
 
@@ -231,20 +207,17 @@ class ApproxNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_approx_options(
-            k, temperature, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class _ListwiseModule(_RankingLoss):
     """`SoftmaxLoss` and `XENDCGLoss`: the options they share; no cut-off and no discount."""
 
-    _loss: ClassVar[ListwiseLoss]
+    _loss: ClassVar[_losses.ListwiseLoss]
     _shown = ("gain",)
     k, discount = _no_option("k"), _no_option("discount")
 
-    @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+    @_validation.names_ported_keywords(_losses._CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -253,7 +226,7 @@ class _ListwiseModule(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(check_cross_entropy_options(gain, reduction, ignore_index, validate_args))
+        super().__init__(locals())
 
 
 class SoftmaxLoss(_ListwiseModule):
@@ -280,7 +253,7 @@ class SoftmaxLoss(_ListwiseModule):
         tensor(1.3133)
     """
 
-    _loss = SOFTMAX
+    _loss = _losses.SOFTMAX
 
 
 class XENDCGLoss(_ListwiseModule):
@@ -305,7 +278,7 @@ class XENDCGLoss(_ListwiseModule):
         tensor(1.0633)
     """
 
-    _loss = XENDCG
+    _loss = _losses.XENDCG
 
     def forward(
         self,
@@ -359,7 +332,7 @@ class NeuralNDCGLoss(_RankingLoss):
         tensor(0.8262)
     """
 
-    _loss = NEURAL
+    _loss = _losses.NEURAL
     _shown = ("temperature", "k", "max_iter", "tol")
     temperature = _option("temperature")
     max_iter = _option("max_iter")
@@ -379,10 +352,7 @@ class NeuralNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = _validation.check_neural_options(
-            k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())
 
 
 class UnbiasedLambdaRankLoss(_RankingLoss):
@@ -496,9 +466,15 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    options: LambdaRankOptions
-    _loss = LAMBDARANK
+    _loss = _losses.UNBIASED
+    _shown = ("num_positions", "k", "sigma", "bias_norm", "momentum", "match_exposure")
     sigma = _option("sigma")
+    num_positions = _option("num_positions")
+    bias_norm = _option("bias_norm", "The non-negative $p$ of the bias update; checked when set.")
+    momentum = _option(
+        "momentum", "The weight in $[0, 1]$ of the past statistics; checked when set."
+    )
+    match_exposure = _option("match_exposure")
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
@@ -519,47 +495,14 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        num_positions = _validation.check_positive_int("num_positions", num_positions)
-        options = _validation.check_lambdarank_options(
-            k, sigma, "lambdarank", 0.0, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
-        self.bias_norm = bias_norm  # checked by its setter, as when set later
-        self.momentum = momentum
-        if not isinstance(match_exposure, bool):
-            raise TypeError(f"Expected `match_exposure` to be a bool, but got {match_exposure!r}.")
-        self.num_positions = num_positions
-        self.match_exposure = match_exposure
-        self.register_buffer("t_plus", torch.ones(num_positions))
-        self.register_buffer("t_minus", torch.ones(num_positions))
+        super().__init__(locals() | {"weighting": "lambdarank", "mu": 0.0})
+        self.register_buffer("t_plus", torch.ones(self.num_positions))
+        self.register_buffer("t_minus", torch.ones(self.num_positions))
         # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
-        self.statistics: Tensor
-        self.register_buffer("statistics", torch.zeros(4, num_positions))
+        self.register_buffer("statistics", torch.zeros(4, self.num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
-
-    @property
-    def bias_norm(self) -> float:
-        """The non-negative $p$ of the bias update; checked when set, as in ``__init__``."""
-        return self._bias_norm
-
-    @bias_norm.setter
-    def bias_norm(self, value: float) -> None:
-        _validation.check_positive("bias_norm", value, allow_zero=True)
-        self._bias_norm = value
-
-    @property
-    def momentum(self) -> float:
-        """The weight in $[0, 1]$ of the past statistics; checked when set, as in ``__init__``."""
-        return self._momentum
-
-    @momentum.setter
-    def momentum(self, value: float) -> None:
-        _validation.check_positive("momentum", value, allow_zero=True)
-        if not value <= 1:
-            raise ValueError(f"Expected `momentum` to be in [0, 1], but got {value!r}.")
-        self._momentum = value
 
     def forward(  # type: ignore[override]
         self,
@@ -574,7 +517,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         each item; ``mask`` marks real items. In training mode the biases are updated after
         the loss is computed (the loss uses the biases from before the step).
         """
-        return _unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
+        return _losses._unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
 
     def aggregated(
         self,
@@ -651,7 +594,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
             tensor(1.9387)
         """
-        return _aggregated_unbiased_lambdarank(preds, clicks, views, mask, self.options, self)
+        return _losses._aggregated_unbiased_lambdarank(
+            preds, clicks, views, mask, self.options, self
+        )
 
     def _apply(self, fn: Any, recurse: bool = True) -> "UnbiasedLambdaRankLoss":
         """``.to()``, ``.half()``, ...; ``statistics`` keeps at least float32 (and its values).
@@ -667,14 +612,6 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
                 self.statistics.device, torch.promote_types(statistics.dtype, torch.float32)
             )
         return self
-
-    def extra_repr(self) -> str:
-        """Hyper-parameters shown by ``repr``."""
-        return (
-            f"num_positions={self.num_positions}, k={self.k}, sigma={self.sigma}, "
-            f"bias_norm={self.bias_norm}, momentum={self.momentum}, "
-            f"match_exposure={self.match_exposure}"
-        )
 
 
 class PLRankLoss(_RankingLoss):
@@ -711,12 +648,12 @@ class PLRankLoss(_RankingLoss):
         tensor(True)
     """
 
-    _loss = PL_RANK
+    _loss = _losses.PL_RANK
     _shown = ("k", "num_samples")
     num_samples = _option("num_samples")
     generator = _option("generator")
 
-    @_validation.names_ported_keywords(PL_RANK_PORTED_NAMES)
+    @_validation.names_ported_keywords(_losses.PL_RANK_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -729,7 +666,4 @@ class PLRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        options = PL_RANK.check(
-            k, num_samples, generator, gain, discount, reduction, ignore_index, validate_args
-        )
-        super().__init__(options)
+        super().__init__(locals())

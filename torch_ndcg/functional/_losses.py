@@ -10,10 +10,11 @@ position: Hu et al., WWW 2019): its loss, its pair statistics by position and th
 update of its biases, summed over the ranks under ``torch.distributed``.
 """
 
+import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -29,17 +30,8 @@ from torch_ndcg import (
     _sinkhorn,
     _validation,
 )
-from torch_ndcg._host import DeferredCheck, assert_on_device
-from torch_ndcg._options import (
-    ApproxOptions,
-    Discount,
-    Gain,
-    LambdaRankOptions,
-    LossOptions,
-    NeuralOptions,
-    Reduction,
-    Weighting,
-)
+from torch_ndcg._host import assert_on_device
+from torch_ndcg._options import WEIGHTINGS, Discount, Gain, Reduction, Weighting
 from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
 __all__ = [
@@ -49,6 +41,35 @@ __all__ = [
     "softmax_loss",
     "xe_ndcg_loss",
 ]
+
+
+class LossOptions:
+    """A loss's checked options, each by its keyword's name (``options.k``, ``options.sigma``).
+
+    Made once by `Loss.check` (at a function call, or in a module's ``__init__``) and frozen:
+    internals check nothing again, and a module's option setter checks them all into new ones.
+    """
+
+    k: int | None
+    gain: Gain
+    discount: Discount
+    reduction: Reduction
+    ignore_index: int | None
+    validate_args: bool
+
+    def __init__(self, **options: Any) -> None:
+        self.__dict__.update(options)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"LossOptions({shown})"
+
+    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
 class _LossInput(NamedTuple):
@@ -87,7 +108,8 @@ def _prepare(
     mask: Tensor | None,
     options: LossOptions,
     weight: Tensor | None = None,
-    extra_checks: DeferredCheck | None = None,
+    extra_checks: _host.DeferredCheck | None = None,
+    weigh: bool = True,
 ) -> _LossInput:
     """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
 
@@ -97,7 +119,8 @@ def _prepare(
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels. A ``weight`` scales each item's gain after the ideal DCG of the unweighted
-    gains is taken (see `torch_ndcg._clicks.weighted_gains`); ``extra_checks`` of the caller are
+    gains is taken (see `torch_ndcg._clicks.weighted_gains`), unless not ``weigh`` (the caller
+    does); the largest real weight is ``gain_scale``. ``extra_checks`` of the caller are
     read back with the input's and judged before them, in the order of their device-side
     assertions (made by the caller before this call).
     """
@@ -121,19 +144,14 @@ def _prepare(
             mask,
             gain=gain,
             ignore_index=options.ignore_index,
-            validate_args=options.validate_args,
+            validate_args=validate_args,
             finite_preds=True,
         )
         # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-        if weight is None and extra_checks is None:
-            checked = None if check is None else check.resolve()
-        else:
-            weight_check = _clicks.check_weight(
-                weight, preds.shape, real, validate_args=options.validate_args
-            )
-            # The caller's checks were made before these (as device-side assertions they fire
-            # first): judged first, they name the same error eagerly as there.
-            checked = _clicks.resolve_checks(check, weight_check, judged_before=extra_checks)
+        # The caller's checks were made before these (as device-side assertions they fire
+        # first): judged first, they name the same error eagerly as there.
+        weight_check = _clicks.check_weight(weight, preds.shape, real, validate_args=validate_args)
+        checked = _clicks.resolve_checks(check, weight_check, judged_before=extra_checks)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -174,8 +192,9 @@ def _prepare(
     gain_scale = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
-        scaled_gains = _clicks.weighted_gains(scaled_gains, flat_weight, flat_mask)
-        if options.validate_args and flat_weight.numel() > 0:
+        if weigh:
+            scaled_gains = _clicks.weighted_gains(scaled_gains, flat_weight, flat_mask)
+        if validate_args and flat_weight.numel() > 0:
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
     return _LossInput(
@@ -259,6 +278,53 @@ def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: to
     See `torch_ndcg._pairwise.reduce_losses`.
     """
     return _pairwise.reduce_losses(per_list, counted, reduction, leading_shape)[0]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A loss as its function and its module share it: the checks of its options and its core.
+
+    The function checks the options it is given (``check(locals())``), the module its own once,
+    in ``__init__``; both call `loss`, which checks and prepares the tensors (`_prepare`) for
+    the core.
+
+    Attributes:
+        core: the loss of checked input, reduced (`_reduce`).
+        own: the options only this loss takes, each with its check (called with the name and
+            the value, it returns the value checked), in the order they are checked: before
+            the options every loss shares (`torch_ndcg._validation.check_loss_options`).
+    """
+
+    core: Callable[[_LossInput, Any], Tensor]
+    own: Mapping[str, Callable[[str, Any], Any]] = field(default_factory=dict)
+
+    def check(self, given: Mapping[str, Any]) -> LossOptions:
+        """The options in ``given`` (the keywords of the loss's function, or more), checked.
+
+        A loss without ``k`` and ``discount`` (the softmax losses) gets 1 and ``"log2"``: then
+        `_prepare`'s ideal DCG is the largest gain, the cheapest test of a positive one.
+        """
+        own = {name: check(name, given[name]) for name, check in self.own.items()}
+        shared = _validation.check_loss_options(
+            given.get("k", 1),
+            given["gain"],
+            given.get("discount", "log2"),
+            given["reduction"],
+            given["ignore_index"],
+            given["validate_args"],
+        )
+        return LossOptions(**own, **shared)
+
+    def loss(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        options: LossOptions,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """The loss with checked ``options``: only the tensors are checked."""
+        return self.core(_prepare(preds, target, mask, options, weight), options)
 
 
 @_validation.names_ported_keywords(_validation.LAMBDARANK_PORTED_NAMES)
@@ -359,20 +425,28 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    options = _validation.check_lambdarank_options(
-        k, sigma, weighting, mu, gain, discount, reduction, ignore_index, validate_args
-    )
-    return LAMBDARANK.loss(preds, target, mask, options, weight)
+    return LAMBDARANK.loss(preds, target, mask, LAMBDARANK.check(locals()), weight)
 
 
-def _lambdarank(lists: _LossInput, options: LambdaRankOptions) -> Tensor:
+def _lambdarank(lists: _LossInput, options: LossOptions) -> Tensor:
     """`lambdarank_loss` of checked input, reduced (see `lambda_pairs`)."""
     return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
+def _weighting(name: str, value: Any) -> Any:
+    _validation.check_option(name, value, WEIGHTINGS, callable_ok=False)
+    return value
+
+
+_non_negative = functools.partial(_validation.check_positive, allow_zero=True)
+LAMBDARANK = Loss(
+    _lambdarank, {"sigma": _validation.check_positive, "weighting": _weighting, "mu": _non_negative}
+)
+
+
 def lambda_pairs(
     lists: _LossInput,
-    options: LambdaRankOptions,
+    options: LossOptions,
     *,
     item_factor: Tensor | None = None,
     item_losses: bool = False,
@@ -545,25 +619,17 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    options = _validation.check_approx_options(
-        k, temperature, gain, discount, reduction, ignore_index, validate_args
-    )
-    return APPROX.loss(preds, target, mask, options, weight)
+    return APPROX.loss(preds, target, mask, APPROX.check(locals()), weight)
 
 
-def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
+def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
     """`approx_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
     bound = (1 + 1 / temperature) / temperature
-    if lists.gain_scale is None:  # `_check_scale`, without a call per step
-        _validation.check_finite_scale(
-            "temperature", temperature, bound, scores.dtype, count=length * length
-        )
-    else:
-        _check_scale(lists, "temperature", temperature, bound, length * length)
+    _check_scale(lists, "temperature", temperature, bound, length * length)
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
@@ -610,6 +676,8 @@ def _approx(lists: _LossInput, options: ApproxOptions) -> Tensor:
     return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
+APPROX = Loss(_approx, {"temperature": _validation.check_positive})
+
 # --- Softmax cross-entropy: ListNet / softmax loss and XE-NDCG ----------------------------------
 
 # Other libraries' names for the options of the softmax losses (they take no cut-off).
@@ -623,26 +691,6 @@ _CROSS_ENTROPY_PORTED_NAMES = {
     "label_fn": "`gain` (Rax's `label_fn=rax.utils.normalize_probabilities` is gain='linear')",
     "objective_seed": "`generator` (LightGBM's `objective_seed`) or `noise`",
 }
-
-
-def check_cross_entropy_options(
-    gain: Any,
-    reduction: Any,
-    ignore_index: Any,
-    validate_args: Any,
-    k: Any = 1,
-    discount: Any = "log2",
-) -> LossOptions:
-    """The options of `softmax_loss` and `xe_ndcg_loss` (function and module), checked once.
-
-    They take no cut-off and no discount: ``k`` is 1 and ``discount`` ``"log2"`` (a module's
-    option setter passes them back), so that `_prepare`'s ideal DCG is the largest gain, the
-    cheapest test of a list with a positive gain.
-    """
-    shared = _validation._check_loss_options(
-        1, gain, "log2", reduction, ignore_index, validate_args
-    )
-    return LossOptions(**shared)
 
 
 @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
@@ -725,8 +773,7 @@ def softmax_loss(
         >>> softmax_loss(torch.tensor([0.0, 1.0]), torch.tensor([1, 0]))
         tensor(1.3133)
     """
-    options = check_cross_entropy_options(gain, reduction, ignore_index, validate_args)
-    return SOFTMAX.loss(preds, target, mask, options, weight)
+    return SOFTMAX.loss(preds, target, mask, SOFTMAX.check(locals()), weight)
 
 
 @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
@@ -800,44 +847,7 @@ def xe_ndcg_loss(
         >>> xe_ndcg_loss(preds, target, noise=torch.full((2,), 0.5))
         tensor(1.0633)
     """
-    options = check_cross_entropy_options(gain, reduction, ignore_index, validate_args)
-    return XENDCG.loss(preds, target, mask, options, weight, noise, generator)
-
-
-def _listwise_checks(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    weight: Tensor | None,
-    noise: Any,
-    options: LossOptions,
-) -> DeferredCheck | None:
-    """The checks of ``weight`` and ``noise``, made before `_prepare`'s and read back with them.
-
-    ``weight`` as `_prepare` checks it (`torch_ndcg._clicks.check_weight`); ``noise`` a floating
-    tensor of ``preds``' shape, in ``[0, 1]`` on real items. ``preds``, ``target`` and ``mask``
-    are checked first, as `_prepare` would.
-    """
-    _validation.check_preds_target(preds, target)
-    _validation.check_mask(mask, preds.shape)
-    real = _validation.real_items(target, mask, options.ignore_index)
-    checks = [_clicks.check_weight(weight, preds.shape, real, validate_args=options.validate_args)]
-    if noise is not None:
-        _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
-        if options.validate_args and noise.numel() > 0:
-            found = noise.detach() if real is None else noise.detach().where(real, 0)
-            low, high = torch.aminmax(found)
-            message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
-            ok, value = (low >= 0) & (high <= 1), low.where(low < 0, high)
-            checks.append(_clicks.value_checks([(ok, value, message)]))
-    present = [check for check in checks if check is not None]
-    if len(present) < 2:
-        return present[0] if present else None
-    split = present[0].values.numel()
-    return DeferredCheck(
-        torch.cat([check.values for check in present]),
-        lambda values: [present[0].judge(values[:split]), present[1].judge(values[split:])],
-    )
+    return XENDCG.loss(preds, target, mask, XENDCG.check(locals()), weight, noise, generator)
 
 
 def _softmax_cross_entropy(lists: _LossInput, options: LossOptions) -> Tensor:
@@ -943,14 +953,11 @@ def neural_ndcg_loss(
         >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
         tensor(0.2698)
     """
-    options = _validation.check_neural_options(
-        k, temperature, max_iter, tol, gain, discount, reduction, ignore_index, validate_args
-    )
-    return NEURAL.loss(preds, target, mask, options, weight)
+    return NEURAL.loss(preds, target, mask, NEURAL.check(locals()), weight)
 
 
-def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
-    """`neural_ndcg_loss` of every list of checked input, ``[N]``."""
+def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
+    """`neural_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
     max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
@@ -990,35 +997,8 @@ def _neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
         int(max_iter),
         float(tol),
     )
-    return torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
-
-
-@dataclass(frozen=True)
-class Loss:
-    """What a loss function and its module share: the checker of its options, its core.
-
-    The function checks its keyword arguments (``check``) and calls `loss`; the module checks
-    them in ``__init__`` and calls `loss` in ``forward``. `loss` checks and prepares the
-    tensors (`_prepare`) and the core gives the loss, reduced (`_reduce`).
-    """
-
-    check: Callable[..., LossOptions]
-    core: Callable[[_LossInput, Any], Tensor]
-
-    def loss(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None,
-        options: LossOptions,
-        weight: Tensor | None = None,
-    ) -> Tensor:
-        """The loss with checked ``options``: only the tensors are checked."""
-        return self.core(_prepare(preds, target, mask, options, weight), options)
-
-
-LAMBDARANK = Loss(_validation.check_lambdarank_options, _lambdarank)
-APPROX = Loss(_validation.check_approx_options, _approx)
+    per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
+    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
 
 @dataclass(frozen=True)
@@ -1045,10 +1025,21 @@ class ListwiseLoss(Loss):
         """The loss with checked ``options``; ``noise`` (or ``generator``) with ``noisy``."""
         checks = None
         if self.noisy:
-            _check_generator(generator)
-        if weight is not None or noise is not None:  # checked here: `_prepare` would weigh
-            checks = _listwise_checks(preds, target, mask, weight, noise, options)
-        lists = _prepare(preds, target, mask, options, extra_checks=checks)
+            _check_generator("generator", generator)
+        if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
+            _validation.check_preds_target(preds, target)
+            _validation.check_mask(mask, preds.shape)
+            _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
+            if options.validate_args and noise.numel() > 0:
+                real = _validation.real_items(target, mask, options.ignore_index)
+                found = noise.detach()
+                low, high = torch.aminmax(found if real is None else found.where(real, 0))
+                message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
+                checks = _clicks.value_checks(
+                    [((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
+                )
+        # The targets are weighted below, the weights checked there (`gain_scale`).
+        lists = _prepare(preds, target, mask, options, weight, checks, weigh=False)
         length = preds.shape[-1]
         if options.validate_args and preds.numel() > 0:
             # -log q_i is at most the score range + log L, so a list's loss is at most that
@@ -1060,10 +1051,8 @@ class ListwiseLoss(Loss):
                 assert_on_device(bound < largest, message + "span too much; rescale them.")
             elif not bound < largest:
                 raise ValueError(message + f"span {bound:.3g}; rescale them.")
-            if weight is not None:
-                scale = weight.detach().reshape(-1, length)
-                scale = scale if lists.mask is None else scale.where(lists.mask, 0)
-                _validation.check_weight_scale(scale.amax().double() * (bound + 1), dtype)
+            if lists.gain_scale is not None:
+                _validation.check_weight_scale(lists.gain_scale * (bound + 1), dtype)
         if self.noisy:  # phi = G + 1 - gamma, from the gains (`_prepare` divided them by the top)
             acc = _options.accumulate_dtype(preds.device)
             gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
@@ -1082,45 +1071,21 @@ class ListwiseLoss(Loss):
         return self.core(lists._replace(scaled_gains=targets), options)
 
 
-SOFTMAX = ListwiseLoss(check_cross_entropy_options, _softmax_cross_entropy)
-XENDCG = ListwiseLoss(check_cross_entropy_options, _softmax_cross_entropy, noisy=True)
+SOFTMAX = ListwiseLoss(_softmax_cross_entropy)
+XENDCG = ListwiseLoss(_softmax_cross_entropy, noisy=True)
 
 
-def _reduced_neural(lists: _LossInput, options: NeuralOptions) -> Tensor:
-    """`neural_ndcg_loss` of checked input, reduced."""
-    return _reduce(
-        _neural(lists, options), lists.has_relevant, options.reduction, lists.leading_shape
-    )
-
-
-NEURAL = Loss(_validation.check_neural_options, _reduced_neural)
+NEURAL = Loss(
+    _neural,
+    {
+        "temperature": _validation.check_positive,
+        "max_iter": functools.partial(_validation.check_positive_int, allow_zero=True),
+        "tol": _non_negative,
+    },
+)
 
 
 # --- Unbiased LambdaRank: the computations of `torch_ndcg.UnbiasedLambdaRankLoss` --------------
-
-
-class _PositionBiases(Protocol):
-    """What the Unbiased LambdaRank computations read of the module, and the buffers they update.
-
-    `torch_ndcg.UnbiasedLambdaRankLoss` is one: ``t_plus``, ``t_minus`` (``[num_positions]``)
-    and ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-, R+, R-) are its
-    buffers, updated in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items
-    not shown.
-    """
-
-    num_positions: int
-    match_exposure: bool
-    training: bool
-    t_plus: Tensor
-    t_minus: Tensor
-    statistics: Tensor
-    _edge: Tensor
-
-    @property
-    def bias_norm(self) -> float: ...
-
-    @property
-    def momentum(self) -> float: ...
 
 
 def _unbiased_lambdarank(
@@ -1128,12 +1093,16 @@ def _unbiased_lambdarank(
     clicks: Tensor,
     positions: Tensor,
     mask: Tensor | None,
-    options: LambdaRankOptions,
-    biases: _PositionBiases,
+    options: LossOptions,
+    biases: Any,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.forward` with checked ``options``.
 
-    In training mode (``biases.training``) the biases are updated after the loss is computed
+    ``biases`` is the module: `_update_biases` reads its ``num_positions``, ``match_exposure``,
+    ``bias_norm`` and ``momentum`` and updates its buffers ``t_plus``, ``t_minus`` (by
+    position) and ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-,
+    R+, R-) in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items not
+    shown. In training mode (``biases.training``) the biases are updated after the loss is computed
     (the loss uses the biases from before the step).
     """
     # Types and shapes: checked with or without the values (`validate_args`).
@@ -1182,8 +1151,32 @@ def _unbiased_lambdarank(
     )
 
 
+def _momentum(name: str, value: Any) -> Any:
+    if _non_negative(name, value) > 1:
+        raise ValueError(f"Expected `{name}` to be in [0, 1], but got {value!r}.")
+    return value
+
+
+def _bool(name: str, value: Any) -> Any:
+    _validation.check_bool(name, value)
+    return value
+
+
+# The debiased loss: LambdaRank's options (its weighting and mu fixed) and those of its biases.
+UNBIASED = Loss(
+    _lambdarank,
+    {
+        **LAMBDARANK.own,
+        "num_positions": _validation.check_positive_int,
+        "bias_norm": _non_negative,
+        "momentum": _momentum,
+        "match_exposure": _bool,
+    },
+)
+
+
 def _lists_with_a_click(
-    lists: _LossInput, options: LambdaRankOptions, shown_bins: Tensor, unclicked: Tensor
+    lists: _LossInput, options: LossOptions, shown_bins: Tensor, unclicked: Tensor
 ) -> Tensor:
     """Whether each list has a click on an item that takes part: the lists ``"mean"`` counts.
 
@@ -1204,8 +1197,8 @@ def _aggregated_unbiased_lambdarank(
     clicks: Tensor,
     views: Tensor,
     mask: Tensor | None,
-    options: LambdaRankOptions,
-    biases: _PositionBiases,
+    options: LossOptions,
+    biases: Any,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.aggregated` with checked ``options``."""
     if not isinstance(preds, Tensor) or not preds.is_floating_point():
@@ -1333,7 +1326,7 @@ def _check_click_counts(
 
 @torch.no_grad()
 def _update_biases(
-    biases: _PositionBiases, statistic: Tensor, bins: Tensor, shown_bins: Tensor, scale: Tensor
+    biases: Any, statistic: Tensor, bins: Tensor, shown_bins: Tensor, scale: Tensor
 ) -> None:
     """Add this batch's statistics to their sums over the steps; update the biases.
 
@@ -1362,7 +1355,7 @@ def _update_biases(
 
 
 @torch.no_grad()
-def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
+def _add_statistics(biases: Any, batch: Tensor) -> None:
     r"""Sum ``batch`` (``[4, num_positions]``: S+, S-, R+, R-) over the ranks; update biases.
 
     Hu et al.'s closed form, $t_i = (S_i / R_i)^{1 / (p + 1)}$, where the reference
@@ -1390,38 +1383,12 @@ def _add_statistics(biases: _PositionBiases, batch: Tensor) -> None:
 # --- PL-Rank: the gradient of the expected nDCG@k of a Plackett-Luce policy ------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class PLRankOptions(LossOptions):
-    """The checked options of `pl_rank_loss` / `torch_ndcg.PLRankLoss`."""
-
-    num_samples: int
-    generator: torch.Generator | None
-
-
-def _check_pl_rank_options(
-    k: Any,
-    num_samples: Any,
-    generator: Any,
-    gain: Any,
-    discount: Any,
-    reduction: Any,
-    ignore_index: Any,
-    validate_args: Any,
-) -> PLRankOptions:
-    """The options of `pl_rank_loss` (function and module), checked once."""
-    num_samples = _validation.check_positive_int("num_samples", num_samples)
-    _check_generator(generator)
-    shared = _validation._check_loss_options(
-        k, gain, discount, reduction, ignore_index, validate_args
-    )
-    return PLRankOptions(num_samples=num_samples, generator=generator, **shared)
-
-
-def _check_generator(generator: Any) -> None:
+def _check_generator(name: str, generator: Any) -> Any:
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(
-            f"Expected `generator` to be a torch.Generator or None, but got {generator!r}."
+            f"Expected `{name}` to be a torch.Generator or None, but got {generator!r}."
         )
+    return generator
 
 
 __all__ += ["pl_rank_loss", "sample_rankings"]
@@ -1499,7 +1466,7 @@ def sample_rankings(
     _validation.check_preds_target(preds, preds)
     num_samples = _validation.check_positive_int("num_samples", num_samples)
     kmax = _validation.check_loss_k(k)
-    _check_generator(generator)
+    _check_generator("generator", generator)
     _validation.check_mask(mask, preds.shape)
     length = preds.shape[-1]
     kmax = length if kmax is None else min(kmax, length)
@@ -1512,9 +1479,7 @@ def sample_rankings(
     if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
         largest = scores.abs().amax()
         message = "Expected `preds` to be finite on real items, but found {found}."
-        check = _clicks.value_checks([(largest < torch.inf, largest, message)])
-        if check is not None:
-            check.resolve()
+        _clicks.resolve_checks(_clicks.value_checks([(largest < torch.inf, largest, message)]))
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)
@@ -1613,13 +1578,10 @@ def pl_rank_loss(
         >>> round(loss.item(), 2), preds.grad.round(decimals=2)
         (0.19, tensor([-0.0900,  0.0900]))
     """
-    options = _check_pl_rank_options(
-        k, num_samples, generator, gain, discount, reduction, ignore_index, validate_args
-    )
-    return PL_RANK.loss(preds, target, mask, options, weight)
+    return PL_RANK.loss(preds, target, mask, PL_RANK.check(locals()), weight)
 
 
-def _pl_rank(lists: _LossInput, options: PLRankOptions) -> Tensor:
+def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
     """`pl_rank_loss` of checked input, reduced: its value plus a surrogate of value 0."""
     scores, real = lists.scores, lists.mask
     if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
@@ -1676,4 +1638,7 @@ def _pl_rank_gradient(
     return estimate.mean(1), reward.sum(-1).mean(1)
 
 
-PL_RANK = Loss(_check_pl_rank_options, _pl_rank)
+PL_RANK = Loss(
+    _pl_rank,
+    {"num_samples": _validation.check_positive_int, "generator": _check_generator},
+)
