@@ -2,10 +2,10 @@
 
 One place says which values an option takes; the kernels read the literals, the checks the
 name tuples, and both the dtype rules. The public signatures annotate their keyword parameters
-with these literals and state each default there, once. The frozen ``*Options`` dataclasses
-are what `torch_ndcg._validation` returns once it has checked the options a user gave (at a
-function call, or in a metric's or loss module's ``__init__``): internals take them and check
-nothing again, so a metric ``update`` or a loss step checks only its tensors.
+with these literals and state each default there, once. `ListOptions` is what
+`torch_ndcg._validation` returns once it has checked the options of a metric (at a function
+call, or in a metric's ``__init__``; a loss's are `torch_ndcg.functional._losses.LossOptions`):
+internals take them and check nothing again, so an ``update`` checks only its tensors.
 """
 
 from __future__ import annotations
@@ -113,40 +113,3 @@ class ListOptions:
     empty_target_action: EmptyTargetAction
     ignore_index: int | None
     validate_args: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class LossOptions:
-    """The checked options every loss shares (``k``: the one cut-off, or ``None``)."""
-
-    k: int | None
-    gain: Gain
-    discount: Discount
-    reduction: Reduction
-    ignore_index: int | None
-    validate_args: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class LambdaRankOptions(LossOptions):
-    """The checked options of `lambdarank_loss` / `LambdaRankLoss`."""
-
-    sigma: float
-    weighting: Weighting
-    mu: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApproxOptions(LossOptions):
-    """The checked options of `approx_ndcg_loss` / `ApproxNDCGLoss`."""
-
-    temperature: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class NeuralOptions(LossOptions):
-    """The checked options of `neural_ndcg_loss` / `NeuralNDCGLoss`."""
-
-    temperature: float
-    max_iter: int
-    tol: float

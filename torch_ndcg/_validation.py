@@ -1,8 +1,8 @@
 """Every input check of torch_ndcg, with errors that name the argument and what was given.
 
 Shape and value problems raise ``ValueError``, wrong types and dtypes ``TypeError``. Options are
-checked once, where the user gives them (`check_list_options`, `check_lambdarank_options`,
-...), into a frozen configuration of `torch_ndcg._options`; per call only the tensors are checked
+checked once, where the user gives them (`check_list_options`, `check_loss_options`, ...),
+into a frozen configuration; per call only the tensors are checked
 (`check_lists`, `check_rows`). Metadata checks (types, dtypes, shapes, devices) always run:
 they read no value. ``validate_args=False`` skips only the checks that read values
 (`check_values`). The kernels never check anything.
