@@ -20,7 +20,7 @@ its states and its options' digest in one all-reduce.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -32,8 +32,6 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from torch_ndcg._host import read_together
 from torch_ndcg._options import compute_dtype
 
-_Scored = TypeVar("_Scored")
-
 
 def world_size(group: Any | None) -> int:
     """The number of ranks of ``group`` (1 when torch.distributed is not initialised)."""
@@ -44,16 +42,16 @@ def world_size(group: Any | None) -> int:
 
 def exchange_by_query(
     columns: Sequence[Tensor], indexes: Tensor, group: Any | None
-) -> tuple[list[Tensor], Tensor]:
+) -> list[Tensor]:
     """Send each row to the rank that owns its query; return the rows this rank owns.
 
     Args:
-        columns: ``[N, ...]`` row tensors (scores, labels) of this rank, on one device.
+        columns: ``[N, ...]`` row tensors (scores, labels, the ids) of this rank, on one device.
         indexes: ``[N]`` int64 query ids of the rows.
         group: the process group (``None``: the default group).
 
     Returns:
-        The received ``columns`` and ``indexes``, in source-rank order.
+        The received ``columns``, in source-rank order.
     """
     world = world_size(group)
     owner = torch.remainder(indexes, world)
@@ -65,7 +63,7 @@ def exchange_by_query(
         [int(count) for count in counts] for counts in read_together([send_counts, recv_counts])
     )
     received = []
-    for column in (*columns, indexes):
+    for column in columns:
         out = column.new_empty((sum(recv), *column.shape[1:]))
         dist.all_to_all_single(
             out,
@@ -75,7 +73,7 @@ def exchange_by_query(
             group=group,
         )
         received.append(out)
-    return received[:-1], received[-1]
+    return received
 
 
 def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
@@ -125,8 +123,8 @@ class PartitionedRows(Metric):
 
     After a sync with torchmetrics' default ``dist_sync_fn`` this rank holds the rows of its own
     queries only (`exchange_by_query`); a custom ``dist_sync_fn`` gets torchmetrics' gather.
-    ``compute`` goes through `score_on_every_rank`, then `sum_over_ranks` or
-    `gather_over_ranks`, which are no-ops where the rows are not partitioned.
+    ``compute`` goes through `score_on_every_rank` (which gathers the per-query values where
+    asked) and `sum_over_ranks`, no-ops where the rows are not partitioned.
     """
 
     preds: list[Tensor]
@@ -152,41 +150,39 @@ class PartitionedRows(Metric):
         """
         return self._partitioned and self._is_synced
 
-    def score_on_every_rank(self, score: Callable[[], _Scored]) -> _Scored:
-        """``score()``; where partitioned, an error of any rank raised on every rank together.
+    def score_on_every_rank(
+        self, score: Callable[[], tuple[Tensor, Tensor]], gather: bool
+    ) -> tuple[Tensor, Tensor]:
+        """``score()``'s per-query values and ids; where partitioned, every rank's.
 
-        Raising skips torchmetrics' unsync: this rank's rows are restored first, so that the
-        metric stays usable.
+        An error of any rank is raised on every rank together: raising skips torchmetrics'
+        unsync, so this rank's rows are restored first and the metric stays usable. With
+        ``gather`` every rank gets the values of all the queries, by id.
         """
         if not self.partitioned:
             return score()
-        failure: Exception | None = None
+        group, failure = self._partition_group, None
         try:
-            scored = score()
+            values, ids = score()
         except Exception as error:
             failure = error
         failed = torch.tensor([float(failure is not None)], device=self.device)
-        if all_reduce_sum(failed, self._partition_group).item() > 0:
+        if all_reduce_sum(failed, group).item() > 0:
             self.unsync()
             raise failure or ValueError(
                 "Found an invalid query on another rank (see its error): "
                 f"`{type(self).__name__}.compute` raises on every rank."
             )
-        return scored
-
-    def sum_over_ranks(self, totals: Tensor) -> Tensor:
-        """``totals`` summed over the ranks where partitioned (one all-reduce)."""
-        return all_reduce_sum(totals, self._partition_group) if self.partitioned else totals
-
-    def gather_over_ranks(self, values: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
-        """Every rank's per-query ``values`` and their ``ids``, by id, where partitioned."""
-        if not self.partitioned:
+        if not gather:
             return values, ids
-        group = self._partition_group
         values = dim_zero_cat(gather_all_tensors(values, group))
         ids = dim_zero_cat(gather_all_tensors(ids, group))
         order = ids.argsort()  # each query was scored on one rank: ids are distinct
         return values.index_select(0, order), ids.index_select(0, order)
+
+    def sum_over_ranks(self, totals: Tensor) -> Tensor:
+        """``totals`` summed over the ranks where partitioned (one all-reduce)."""
+        return all_reduce_sum(totals, self._partition_group) if self.partitioned else totals
 
     def _sync_dist(
         self,
@@ -197,20 +193,16 @@ class PartitionedRows(Metric):
         group = process_group if process_group is not None else self.process_group
         if dist_sync_fn is gather_all_tensors and world_size(group) > 1:
             preds, target, indexes = self.stored_rows()
-            (pairs,), owned = exchange_by_query(
-                [torch.stack([preds, target], dim=-1)], indexes, group
-            )
+            pairs = torch.stack([preds, target], dim=-1)
+            pairs, owned = exchange_by_query([pairs, indexes], indexes, group)
             self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
             self._partitioned, self._partition_group = True, group
             return
         # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
         # state: the other ranks' int64 ids, and their float32 rows in a half-precision
         # metric, would then meet another dtype in the gather (gloo aborts).
-        for name in ("preds", "target", "indexes"):
-            value = getattr(self, name)
-            if isinstance(value, list) and not value:
-                dtype = torch.int64 if name == "indexes" else compute_dtype(self.dtype)
-                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
+        if isinstance(self.preds, list) and not self.preds:
+            self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
 
     def unsync(self, should_unsync: bool = True) -> None:
