@@ -518,15 +518,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
                 score: no extra state); ``None``: all retrieved. See
                 `torch_ndcg.functional.retrieval_ndcg`.
         """
-        rows = _ndcg._rows_to_store(
-            preds,
-            target,
-            indexes,
-            self.options,
-            compute_dtype(self.dtype),
-            self.options_key.device,
-            retrieved,
-        )
+        dtype, device = compute_dtype(self.dtype), self.options_key.device
+        rows = _ndcg._rows_to_store(preds, target, indexes, self.options, dtype, device, retrieved)
         for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
             state.append(row)
 
@@ -575,27 +568,19 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
             totals = self.sum_over_ranks(torch.stack(terms).to(torch.float64))
             return cast(ResultT, self._mean(*totals))
         # Every rank has every query's value: the same aggregate, and the same bootstrap draws.
-        # Per cut-off over the counted queries; 0 where none is counted.
         aggregation = self.aggregation
         reduce = REDUCE_LAST_DIM[aggregation] if isinstance(aggregation, str) else aggregation
-        columns = [column[~column.isnan()] for column in values.unbind(-1)]
-        aggregate = torch.stack(
-            [
-                torch.as_tensor(
-                    reduce(column) if column.numel() else 0.0,
-                    dtype=values.dtype,
-                    device=values.device,
-                )
-                for column in columns
-            ]
-        )
+
+        def aggregate(column: Tensor) -> Tensor:  # over the counted queries; 0 if none
+            counted = column[~column.isnan()]
+            value = reduce(counted) if counted.numel() else 0.0
+            return torch.as_tensor(value, dtype=values.dtype, device=values.device)
+
+        result = torch.stack([aggregate(column) for column in values.unbind(-1)])
         bounds = None
         if self.confidence is not None:
+            resamples, seed = self.bootstrap_resamples, self.bootstrap_seed
             bounds = bootstrap_interval(
-                values,
-                aggregation,
-                self.confidence,
-                n_resamples=self.bootstrap_resamples,
-                seed=self.bootstrap_seed,
+                values, aggregation, self.confidence, n_resamples=resamples, seed=seed
             )
-        return cast(ResultT, self._shape(aggregate, bounds))
+        return cast(ResultT, self._shape(result, bounds))

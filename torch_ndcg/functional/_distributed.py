@@ -65,13 +65,7 @@ def exchange_by_query(
     received = []
     for column in columns:
         out = column.new_empty((sum(recv), *column.shape[1:]))
-        dist.all_to_all_single(
-            out,
-            column.index_select(0, order).contiguous(),
-            output_split_sizes=recv,
-            input_split_sizes=send,
-            group=group,
-        )
+        dist.all_to_all_single(out, column.index_select(0, order), recv, send, group=group)
         received.append(out)
     return received
 
@@ -130,8 +124,8 @@ class PartitionedRows(Metric):
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
-    # While the states hold this rank's share of the queries (after a DDP sync): True, and the
-    # process group (None is the default group).
+    # Whether the last sync exchanged the rows (the states hold this rank's share of the queries
+    # while synced: `partitioned`), and its process group (None is the default group).
     _partitioned = False
     _partition_group: Any = None
 
@@ -146,7 +140,8 @@ class PartitionedRows(Metric):
     def partitioned(self) -> bool:
         """Whether this rank holds its own queries' rows only, now.
 
-        torchmetrics' forward may leave the flag set without a sync (``dist_sync_on_step``).
+        Only while synced: torchmetrics' ``unsync`` restores this rank's rows, its ``reset``
+        forgets them, and its forward ends unsynced (``dist_sync_on_step``).
         """
         return self._partitioned and self._is_synced
 
@@ -191,12 +186,13 @@ class PartitionedRows(Metric):
     ) -> None:
         """Exchange rows between ranks so that each query lands on one rank (see the class)."""
         group = process_group if process_group is not None else self.process_group
-        if dist_sync_fn is gather_all_tensors and world_size(group) > 1:
+        self._partitioned = dist_sync_fn is gather_all_tensors and world_size(group) > 1
+        if self._partitioned:
             preds, target, indexes = self.stored_rows()
             pairs = torch.stack([preds, target], dim=-1)
             pairs, owned = exchange_by_query([pairs, indexes], indexes, group)
             self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
-            self._partitioned, self._partition_group = True, group
+            self._partition_group = group
             return
         # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
         # state: the other ranks' int64 ids, and their float32 rows in a half-precision
@@ -204,14 +200,3 @@ class PartitionedRows(Metric):
         if isinstance(self.preds, list) and not self.preds:
             self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
-
-    def unsync(self, should_unsync: bool = True) -> None:
-        """Restore this rank's own rows after a sync (see torchmetrics)."""
-        super().unsync(should_unsync)
-        if should_unsync:
-            self._partitioned = False
-
-    def reset(self) -> None:
-        """Forget every row (see torchmetrics)."""
-        super().reset()
-        self._partitioned = False
