@@ -134,7 +134,7 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
     sum_sq_ndcg: Tensor
 
     # The overloads type `compute()` by ``k`` and ``confidence``: a tensor for an int ``k`` or
-    # ``None`` without an interval, else a dict.
+    # ``None`` without an interval, else a dict (a union where the arguments' types are).
     @overload
     def __init__(
         self: "NDCG[Tensor]",
@@ -147,9 +147,18 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
     @overload
     def __init__(
         self: "NDCG[dict[str, Tensor]]",
-        k: int | Sequence[int] | None = None,
+        k: Sequence[int],
         *,
         confidence: float | None = None,
+        **kwargs: Unpack[_ListKeywords],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "NDCG[dict[str, Tensor]]",
+        k: int | None = None,
+        *,
+        confidence: float,
         **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
@@ -471,10 +480,20 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     @overload
     def __init__(
         self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: int | Sequence[int] | None = None,
+        k: Sequence[int],
         *,
         aggregation: Aggregated = ...,
         confidence: float | None = None,
+        **kwargs: Unpack[_RetrievalKeywords],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[dict[str, Tensor]]",
+        k: int | None = None,
+        *,
+        aggregation: Aggregated = ...,
+        confidence: float,
         **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 
