@@ -156,7 +156,8 @@ class PartitionedRows(Metric):
         """
         if not self.partitioned:
             return score()
-        group, failure = self._partition_group, None
+        group = self._partition_group
+        failure: Exception | None = None
         try:
             values, ids = score()
         except Exception as error:
