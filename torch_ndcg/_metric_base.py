@@ -219,9 +219,9 @@ class NDCGMetricBase(Metric):
         """
         if getattr(self, "aggregation", None) != "none":
             return self._plot(val, ax)
+        result = self.compute() if val is None else val
         import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
 
-        result = self.compute() if val is None else val
         if not (isinstance(result, tuple) and len(result) == 2):
             raise ValueError(
                 "Expected `val` to be one `(values, ids)` result of `compute()` with "

@@ -51,6 +51,8 @@ class _ListKeywords(MetricKeywords, total=False):
 
 
 class _RetrievalKeywords(_ListKeywords, total=False):
+    """`RetrievalNDCG`'s keywords that do not change the result's type."""
+
     bootstrap_resamples: int
     bootstrap_seed: int
 
@@ -592,8 +594,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
 
         def aggregate(column: Tensor) -> Tensor:  # over the counted queries; 0 if none
             counted = column[~column.isnan()]
-            value = reduce(counted) if counted.numel() else 0.0
-            return torch.as_tensor(value, dtype=values.dtype, device=values.device)
+            value = reduce(counted) if counted.numel() else column.new_zeros(())
+            return torch.as_tensor(value, dtype=values.dtype)
 
         result = torch.stack([aggregate(column) for column in values.unbind(-1)])
         bounds = None
