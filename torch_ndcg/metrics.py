@@ -6,12 +6,11 @@ stream); the torchmetrics machinery they share is `torch_ndcg._metric_base`'s, t
 `torch_ndcg.functional._distributed`'s.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Generic, Literal, cast, overload
 
 import torch
 from torch import Tensor
-from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar, Unpack
 
@@ -29,7 +28,7 @@ from torch_ndcg._options import (
     compute_dtype,
 )
 from torch_ndcg.functional import _catalog, _ndcg
-from torch_ndcg.functional._distributed import PartitionedRows, sum_states_over_ranks
+from torch_ndcg.functional._distributed import PartitionedRows, SummedStates
 from torch_ndcg.functional._significance import REDUCE_LAST_DIM, bootstrap_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
@@ -57,7 +56,7 @@ class _RetrievalKeywords(_ListKeywords, total=False):
     bootstrap_seed: int
 
 
-class NDCG(NDCGMetricBase, Generic[ResultT]):
+class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     $$
@@ -130,7 +129,8 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
     """
 
     # The states: a float64 running sum per cut-off, an int64 list count per cut-off and, with
-    # ``confidence``, the float64 sum of squares; `_sync_dist` sums them by one all-reduce.
+    # ``confidence``, the float64 sum of squares; under DDP summed by one all-reduce (see
+    # `torch_ndcg.functional._distributed.SummedStates`).
     sum_ndcg: Tensor
     count: Tensor
     sum_sq_ndcg: Tensor
@@ -313,33 +313,6 @@ class NDCG(NDCGMetricBase, Generic[ResultT]):
         self.count.add_(count)
         if self.confidence is not None:
             self.sum_sq_ndcg.add_((values * values).sum(0))
-
-    def _sync_dist(
-        self,
-        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
-        process_group: Any | None = None,
-    ) -> None:
-        """Sum the states over the ranks by one all-reduce, checking the options on every rank.
-
-        With torchmetrics' default ``dist_sync_fn``: the sums, the counts and bytes 0-3 of
-        ``options_key`` (the named options; bytes 4-7, a callable's identity, differ between
-        processes) in one float64 buffer, one sum all-reduce (counts exact up to 2**53 lists),
-        and the states replaced by the totals (``unsync`` restores this rank's from
-        torchmetrics' cache). ``options_key`` stays this rank's: equal on every rank, or the
-        sync raises on every rank together instead of adding unlike sums (``ValueError`` on the
-        CPU, a device-side assertion on an accelerator, where nothing is read back). A custom
-        ``dist_sync_fn`` gets torchmetrics' gather of each state, reduced by its
-        ``dist_reduce_fx`` (sums, and the largest key), without the options check.
-        """
-        if dist_sync_fn is not gather_all_tensors:
-            super()._sync_dist(dist_sync_fn, process_group)
-            return
-        group = process_group or self.process_group  # as torchmetrics chooses it
-        states = [getattr(self, name) for name in self._summed]
-        summed, same = sum_states_over_ranks(states, self.options_key[:4], group)
-        _validation.check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
-        for name, total in zip(self._summed, summed, strict=True):
-            setattr(self, name, total)
 
     def _state_options(self) -> tuple[Any, ...]:
         opt = self.options

@@ -13,8 +13,8 @@ queries and finishes with one sum all-reduce or a gather of the per-query values
 on one rank is raised on every rank together (one more all-reduce, of a flag), so that no rank
 waits alone.
 
-`sum_states_over_ranks` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all
-its states and its options' digest in one all-reduce.
+`SummedStates` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all its
+states and its options' digest in one all-reduce, with no other collective.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_ndcg._host import read_together
 from torch_ndcg._options import compute_dtype
+from torch_ndcg._validation import check_same_options_on_every_rank
 
 
 def world_size(group: Any | None) -> int:
@@ -74,42 +75,6 @@ def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     """``tensor`` summed over the ranks of ``group`` (in place, returned)."""
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     return tensor
-
-
-def sum_states_over_ranks(
-    states: Sequence[Tensor], key: Tensor, group: Any | None
-) -> tuple[list[Tensor], Tensor]:
-    """Each state summed over the ranks of ``group``, and whether ``key`` is the same on all.
-
-    One all-reduce of one buffer in the first state's dtype (float64 for `torch_ndcg.NDCG`'s
-    sums): integer states (counts) travel in it and come back in their own dtype, exact while
-    the totals stay below 2**53. Beside them go the bytes ``b`` of ``key`` and their squares:
-    over ``n`` ranks the sums ``S`` of ``b`` and ``Q`` of ``b**2`` satisfy ``n * Q == S**2``
-    exactly when every rank holds the same byte (Cauchy-Schwarz), and these integers are exact
-    in the buffer, so every rank reaches the same verdict from the same sums, with no other
-    collective and nothing read back here.
-
-    Args:
-        states: the tensors to sum (any shapes, one device); each rank passes the same shapes.
-        key: uint8 bytes to compare across ranks (the options' digest).
-        group: the process group (``None``: the default group).
-
-    Returns:
-        The summed states (new tensors, in the states' dtypes and shapes) and a bool scalar
-        tensor: ``key`` is equal on every rank.
-    """
-    dtype = states[0].dtype
-    key = key.reshape(-1).to(dtype)
-    parts = [key, key * key, *(state.reshape(-1).to(dtype) for state in states)]
-    buffer = all_reduce_sum(torch.cat(parts), group)
-    sizes = [part.numel() for part in parts]
-    key_sum, key_squares, *summed = torch.split(buffer, sizes)
-    same = (world_size(group) * key_squares == key_sum * key_sum).all()
-    reduced = [
-        total.reshape(state.shape).to(state.dtype)
-        for total, state in zip(summed, states, strict=True)
-    ]
-    return reduced, same
 
 
 class PartitionedRows(Metric):
@@ -201,3 +166,53 @@ class PartitionedRows(Metric):
         if isinstance(self.preds, list) and not self.preds:
             self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
+
+
+class SummedStates(Metric):
+    """A metric of constant-size states summed over the ranks by one all-reduce (`torch_ndcg.NDCG`).
+
+    ``_summed`` names the states (the first floating: the buffer's dtype), ``options_key`` the
+    bytes that must be equal on every rank (bytes 0-3 travel with the states).
+    """
+
+    _summed: tuple[str, ...]
+    options_key: Tensor
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Any | None = None,
+    ) -> None:
+        """Sum the states over the ranks by one all-reduce, checking the options on every rank.
+
+        With torchmetrics' default ``dist_sync_fn``: the sums, the counts and bytes 0-3 of
+        ``options_key`` (the named options; bytes 4-7, a callable's identity, differ between
+        processes) in one buffer, one sum all-reduce, and the states replaced by the totals
+        (``unsync`` restores this rank's from torchmetrics' cache). ``options_key`` stays this
+        rank's: equal on every rank, or the sync raises on every rank together instead of
+        adding unlike sums (``ValueError`` on the CPU, a device-side assertion on an
+        accelerator, where nothing is read back). A custom ``dist_sync_fn`` gets torchmetrics'
+        gather of each state, reduced by its ``dist_reduce_fx`` (sums, and the largest key),
+        without the options check.
+
+        The buffer is in the first state's dtype (float64 for `torch_ndcg.NDCG`'s sums):
+        integer states (counts) travel in it and come back in their own dtype, exact while the
+        totals stay below 2**53. Beside them go the bytes ``b`` of the key and their squares:
+        over ``n`` ranks the sums ``S`` of ``b`` and ``Q`` of ``b**2`` satisfy ``n * Q == S**2``
+        exactly when every rank holds the same byte (Cauchy-Schwarz), and these integers are
+        exact in the buffer, so every rank reaches the same verdict from the same sums, with no
+        other collective and nothing read back here.
+        """
+        if dist_sync_fn is not gather_all_tensors:
+            super()._sync_dist(dist_sync_fn, process_group)
+            return
+        group = process_group or self.process_group  # as torchmetrics chooses it
+        states = [getattr(self, name) for name in self._summed]
+        key = self.options_key[:4].to(states[0].dtype)
+        parts = [key, key * key, *(state.reshape(-1).to(key.dtype) for state in states)]
+        buffer = all_reduce_sum(torch.cat(parts), group)
+        key_sum, key_squares, *summed = torch.split(buffer, [part.numel() for part in parts])
+        same = (world_size(group) * key_squares == key_sum * key_sum).all()
+        check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
+        for name, total, state in zip(self._summed, summed, states, strict=True):
+            setattr(self, name, total.reshape(state.shape).to(state.dtype))
