@@ -18,7 +18,7 @@ from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
 from torch_ndcg import _validation
-from torch_ndcg._options import ListOptions, accumulate_dtype, compute_dtype
+from torch_ndcg._options import accumulate_dtype, compute_dtype
 from torch_ndcg.functional._significance import normal_interval
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
@@ -66,8 +66,6 @@ class NDCGMetricBase(Metric):
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
-    options: ListOptions
-    confidence: float | None
     options_key: Tensor
     # The one result a member of `per_cutoff()` reports, as a tensor (None: all of them).
     _reported: str | None = None
