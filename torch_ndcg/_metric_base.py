@@ -1,12 +1,12 @@
-"""The torchmetrics machinery both metrics share: options, state dtypes, compute groups.
+"""The torchmetrics machinery both metrics share: options, state dtypes, compute groups, results.
 
 `NDCGMetricBase` holds what `torch_ndcg.NDCG` and `torch_ndcg.RetrievalNDCG` have in common
-on top of `torchmetrics.Metric`: their checked options (`MetricOptions`) and the shaping of
-results by cut-off, the dtype each state keeps through ``.to(dtype)`` casts, the compute-group
-key (``options_key``) and ``merge_state``, and ``per_cutoff``. The overrides of torchmetrics
-internals (``_apply``, ``_computed``, ``_forward_cache``) all live here. On top of it, the two
-kinds of state: `CountedMean` (constant-size sums, `torch_ndcg.NDCG`) and `QueryRows` (stored
-rows scored per query, `torch_ndcg.RetrievalNDCG`).
+on top of `torchmetrics.Metric`: their checked options (``options``, a
+`torch_ndcg._options.ListOptions`, and ``confidence``) and the shaping of results by cut-off,
+the dtype each state keeps through ``.to(dtype)`` casts, the compute-group key
+(``options_key``) and ``merge_state``, the per-query histogram of ``plot``, and ``per_cutoff``.
+The overrides of torchmetrics internals (``_apply``, ``_computed``, ``_forward_cache``) all live
+here; each metric adds its own states and their sync.
 """
 
 import zlib
@@ -16,26 +16,10 @@ from typing import Any, TypeAlias, TypedDict
 import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
-from torchmetrics.utilities.distributed import gather_all_tensors
-from torchmetrics.utilities.prints import rank_zero_warn
 
-from torch_ndcg import _host, _validation
-from torch_ndcg._options import (
-    Discount,
-    EmptyTargetAction,
-    Gain,
-    Ties,
-    accumulate_dtype,
-    as_dtype,
-    compute_dtype,
-)
-from torch_ndcg.functional._distributed import PartitionedRows, sum_states_over_ranks
-from torch_ndcg.functional._ndcg import _retrieval_values, _rows_to_store
-from torch_ndcg.functional._significance import (
-    REDUCE_LAST_DIM,
-    bootstrap_interval,
-    normal_interval,
-)
+from torch_ndcg import _validation
+from torch_ndcg._options import accumulate_dtype, compute_dtype
+from torch_ndcg.functional._significance import normal_interval
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
 
@@ -54,164 +38,6 @@ class MetricKeywords(TypedDict, total=False):
     distributed_available_fn: Callable[[], bool] | None
     sync_on_compute: bool
     compute_with_cache: bool
-
-
-class MetricOptions:
-    """A metric's checked options (`ListOptions`), its interval, and the shaping of results."""
-
-    def __init__(
-        self,
-        k: int | Sequence[int] | None,
-        gain: Gain,
-        discount: Discount,
-        ties: Ties,
-        empty_target_action: EmptyTargetAction,
-        ignore_index: int | None,
-        validate_args: bool,
-        confidence: float | None = None,
-    ) -> None:
-        self.lists = _validation.check_list_options(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
-        )
-        _validation.check_distinct_k(k, self.lists.cutoffs.ks)
-        _validation.check_confidence(confidence)
-        self.cutoffs = self.lists.cutoffs
-        self.ks = self.cutoffs.ks
-        self.k = k
-        self.gain = gain
-        self.discount = discount
-        self.ties = ties
-        self.empty_target_action = empty_target_action
-        self.ignore_index = ignore_index
-        self.validate_args = validate_args
-        self.confidence = confidence
-        # The one cut-off a member of `per_cutoff()` reports, as a tensor (None: all of them).
-        self.reported: str | None = None
-        # Names and their interval bounds, worked out once.
-        self.names = self.cutoffs.names
-        self.result_names = (
-            self.names
-            if confidence is None
-            else [name + end for name in self.names for end in ("", "_low", "_high")]
-        )
-
-    @property
-    def n_cutoffs(self) -> int:
-        return self.cutoffs.count
-
-    def shape(
-        self, values: Tensor, dtype: torch.dtype, bounds: tuple[Tensor, Tensor] | None = None
-    ) -> MetricValue:
-        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
-
-        With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict of
-        `result_names`. A member of ``per_cutoff()`` gets its reported value alone.
-        """
-        values = values.to(dtype)
-        result: MetricValue
-        if bounds is not None:
-            low, high = (bound.to(dtype) for bound in bounds)
-            result = {}
-            for i, name in enumerate(self.names):
-                result[name] = values[..., i]
-                result[f"{name}_low"], result[f"{name}_high"] = low[..., i], high[..., i]
-        elif self.cutoffs.is_sequence:
-            result = {name: values[..., i] for i, name in enumerate(self.names)}
-        else:
-            result = values[..., 0]
-        if self.reported is not None and isinstance(result, dict):
-            return result[self.reported]
-        return result
-
-
-def counted_sum(values: Tensor, counted: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Sum over dim 0 of the counted values and their number: the two terms of every mean.
-
-    ``counted`` marks the values to count (default: those that are not NaN, which
-    ``empty_target_action="skip"`` gives); the others add nothing. The mean is then
-    ``sum / count.clamp(min=1)``: 0 where nothing is counted, never NaN.
-    """
-    if counted is None:
-        counted = ~values.isnan()
-    return torch.where(counted, values, 0).sum(0), counted.sum(0)
-
-
-def aggregate(values: Tensor, aggregation: Any) -> Tensor:
-    """``[Q, C]`` per-query values to ``[C]`` by ``"median"``, ``"min"``, ``"max"`` or a callable.
-
-    Per cut-off, over the counted queries (not NaN: ``"skip"`` leaves queries out); 0 where
-    none is counted. ``"median"`` is the lower median (``torch.median``), as torchmetrics'.
-    """
-    reduce: Callable[[Tensor], Tensor] = (
-        REDUCE_LAST_DIM[aggregation] if isinstance(aggregation, str) else aggregation
-    )
-    out = []
-    for column in values.unbind(-1):
-        counted = column[~column.isnan()]
-        out.append(reduce(counted) if counted.numel() else column.new_zeros(()))
-    return torch.stack([torch.as_tensor(value, dtype=values.dtype) for value in out])
-
-
-def aggregate_with_interval(
-    values: Tensor, aggregation: Any, confidence: float | None, n_resamples: int, seed: int
-) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-    """`aggregate` of ``[Q, C]`` values, and its percentile bootstrap interval (``confidence``).
-
-    The resamples are drawn from a generator seeded with ``seed``: every rank holding every
-    query's value draws the same bounds.
-    """
-    result = aggregate(values, aggregation)
-    if confidence is None:
-        return result, None
-    bounds = bootstrap_interval(values, aggregation, confidence, n_resamples=n_resamples, seed=seed)
-    return result, bounds
-
-
-def mean_of_counted(
-    values: Tensor, confidence: float | None, reduce: Callable[[Tensor], Tensor]
-) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-    """Mean of ``[Q, C]`` values over the counted ones, and its normal interval (``confidence``).
-
-    ``reduce`` sums the ``[sum, count(, sum of squares)]`` terms over the ranks (one
-    all-reduce) or returns them as they are.
-    """
-    terms = list(counted_sum(values))
-    if confidence is not None:
-        terms.append(counted_sum(values * values)[0])
-    totals = reduce(torch.stack(terms).to(torch.float64))
-    mean = totals[0] / totals[1].clamp(min=1)
-    if confidence is None:
-        return mean, None
-    _, low, high = normal_interval(totals[0], totals[2], totals[1], confidence)
-    return mean, (low, high)
-
-
-def plot_distribution(result: Any, name: str, ax: Any, title: str) -> Any:
-    """Histogram on [0, 1] of per-query values, one per cut-off; NaN (skipped) left out.
-
-    ``result`` is one ``(values, ids)`` result of ``aggregation="none"``; ``name`` that of a
-    single cut-off's values.
-    """
-    import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
-
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise ValueError(
-            "Expected `val` to be one `(values, ids)` result of `compute()` with "
-            f"`aggregation`='none', but got {type(result).__name__}."
-        )
-    values = result[0] if isinstance(result[0], dict) else {name: result[0]}
-
-    fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
-    for name, column in values.items():
-        counted = column.detach().reshape(-1).float().cpu()
-        counted = counted[~counted.isnan()]
-        ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
-    ax.set_xlim(0.0, 1.0)
-    ax.set_xlabel("nDCG per query")
-    ax.set_ylabel("queries")
-    ax.set_title(title)
-    ax.legend()
-    return fig, ax
 
 
 class NDCGMetricBase(Metric):
@@ -240,26 +66,34 @@ class NDCGMetricBase(Metric):
     plot_lower_bound = 0.0
     plot_upper_bound = 1.0
 
-    options: MetricOptions
     options_key: Tensor
+    # The one result a member of `per_cutoff()` reports, as a tensor (None: all of them).
+    _reported: str | None = None
 
     # Plain bookkeeping that torchmetrics sets at every ``update`` (and the rows' partition
     # flag): never a parameter, buffer, module or constant, so torch's attribute setter (its
     # checks cost a few microseconds an update) is passed by.
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
 
-    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
-        """Our options (the arguments of `MetricOptions`, in order) and torchmetrics' keywords.
+    def __init__(
+        self, options: tuple[Any, ...], confidence: float | None, metric_kwargs: dict[str, Any]
+    ) -> None:
+        """The list options (as `check_list_options` takes them), ``confidence``, Metric's keywords.
 
         torchmetrics' are checked first (other libraries' names get a pointer to ours), then
-        ours, into the `MetricOptions`.
+        ours; the first state is ``options_key``.
         """
         _validation.reject_ported_names(
             type(self).__name__, metric_kwargs, _validation.METRIC_PORTED_NAMES
         )
         super().__init__(**metric_kwargs)
-        self.options = MetricOptions(*options)
-        self._add_options_state()
+        self.options = _validation.check_list_options(*options)
+        _validation.check_distinct_k(options[0], self.options.cutoffs.ks)
+        _validation.check_confidence(confidence)
+        self.confidence = confidence
+        # It holds no data: "max" keeps the (equal) keys of all ranks where torchmetrics' gather
+        # syncs the states (`RetrievalNDCG`'s custom `dist_sync_fn`, `NDCG`'s custom one).
+        self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in NDCGMetricBase._PLAIN_ATTRIBUTES:
@@ -299,41 +133,40 @@ class NDCGMetricBase(Metric):
         key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
         return torch.tensor(key, dtype=torch.uint8, device=self.device)
 
-    def _add_options_state(self) -> None:
-        # It holds no data: "max" keeps the (equal) keys of all ranks where torchmetrics' gather
-        # syncs the states (`RetrievalNDCG`'s custom `dist_sync_fn`, `NDCG`'s custom one).
-        self.add_state("options_key", self._options_key(), dist_reduce_fx="max")
-
     def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        """The dtype state ``name`` keeps, whatever the module was cast to."""
-        return value.dtype if not value.is_floating_point() else compute_dtype(self.dtype)
+        """The dtype state ``name`` keeps, whatever the module was cast to.
 
-    def _apply_to_state(self, fn: Callable[..., Any], name: str, value: Any) -> Any:
-        """``fn`` of a state (a tensor or a list of them), in the state's own dtype.
-
-        Where ``fn`` changes the dtype to another than `_state_dtype`, the state is taken
-        from its original values to the device ``fn`` chose, never through the lower dtype.
+        Query ids int64, other integer states their own; the sums (``sum_*``) the accumulation
+        dtype of the device; stored scores and labels the metric's float dtype.
         """
-        if not isinstance(value, Tensor):
-            return [self._apply_to_state(fn, name, item) for item in value]
-        applied = fn(value)
-        wanted = self._state_dtype(name, value)
-        if applied.dtype == wanted:
-            return applied
-        return value.to(device=applied.device, dtype=wanted)
+        if name == "indexes":
+            return torch.int64
+        if not value.is_floating_point():
+            return value.dtype
+        if name.startswith("sum"):
+            return accumulate_dtype(self.device)
+        return compute_dtype(self.dtype)
 
     def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
         # torchmetrics applies `fn` to the other states and sets the metric's device and dtype
-        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype.
+        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype:
+        # where `fn` changes it to another than `_state_dtype`, the state is taken from its
+        # original values to the device `fn` chose, never through the lower dtype.
         own = tuple(name for name in self._defaults if name not in exclude_state)
         super()._apply(fn, exclude_state=(*exclude_state, *own))
+
+        def apply(name: str, value: Any) -> Any:
+            if not isinstance(value, Tensor):
+                return [apply(name, item) for item in value]
+            applied, wanted = fn(value), self._state_dtype(name, value)
+            return applied if applied.dtype == wanted else value.to(applied.device, wanted)
+
         for name in own:
-            self._defaults[name] = self._apply_to_state(fn, name, self._defaults[name])
-            setattr(self, name, self._apply_to_state(fn, name, getattr(self, name)))
-        if "options_key" in own:
-            # A state dtype may have changed with the metric's dtype.
-            self._defaults["options_key"] = self._options_key()
-            self.options_key = self._options_key()
+            self._defaults[name] = apply(name, self._defaults[name])
+            setattr(self, name, apply(name, getattr(self, name)))
+        # The key digests the states' dtypes, which may have changed with the metric's.
+        self.options_key = self._options_key()
+        self._defaults["options_key"] = self.options_key.clone()
         self._computed = None  # recomputed from the states, in the result dtype
         return self
 
@@ -348,18 +181,17 @@ class NDCGMetricBase(Metric):
             ValueError: a metric of another class or other options.
         """
         incoming: Any = incoming_state
-        if isinstance(incoming_state, type(self)):
-            incoming = incoming_state.metric_state
+        if isinstance(incoming, type(self)):
+            incoming = incoming.metric_state
         if isinstance(incoming, dict):
-            key = incoming.get("options_key")
-            if key is None:
-                incoming_state = {**incoming, "options_key": self.options_key}
-            elif not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
+            key = incoming.get("options_key", self.options_key)
+            if not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
                 raise ValueError(
                     "Expected `incoming_state` from a metric with the same options, but its "
                     f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
                     f"metric's {self.options_key.tolist()}."
                 )
+            incoming_state = {**incoming, "options_key": key}
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics would return the value cached before the merge
 
@@ -386,12 +218,62 @@ class NDCGMetricBase(Metric):
         if getattr(self, "aggregation", None) != "none":
             return self._plot(val, ax)
         result = self.compute() if val is None else val
-        return plot_distribution(result, self.options.names[0], ax, type(self).__name__)
+        import matplotlib.pyplot as plt  # optional: imported only to plot, as torchmetrics does
+
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ValueError(
+                "Expected `val` to be one `(values, ids)` result of `compute()` with "
+                f"`aggregation`='none', but got {type(result).__name__}."
+            )
+        values = result[0]
+        if not isinstance(values, dict):
+            values = {self.options.cutoffs.names[0]: values}
+        fig, ax = plt.subplots() if ax is None else (ax.get_figure(), ax)
+        for name, column in values.items():
+            counted = column.detach().reshape(-1).float().cpu()
+            counted = counted[~counted.isnan()]
+            ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
+        ax.set_xlim(0.0, 1.0)
+        ax.set_xlabel("nDCG per query")
+        ax.set_ylabel("queries")
+        ax.set_title(type(self).__name__)
+        ax.legend()
+        return fig, ax
 
     @property
     def result_dtype(self) -> torch.dtype:
         """Dtype of ``compute()``'s values: float64 for a float64 metric, else float32."""
         return compute_dtype(self.dtype)
+
+    def _shape(self, values: Tensor, bounds: tuple[Tensor, Tensor] | None = None) -> MetricValue:
+        """``[..., n_cutoffs]`` to a dict by name (sequence ``k``) or ``[...]`` (single k).
+
+        With ``bounds`` (an interval's low and high, shaped as ``values``) always a dict with
+        ``"ndcg@k_low"`` and ``"ndcg@k_high"`` after each ``"ndcg@k"``. A member of
+        ``per_cutoff()`` gets its reported value alone. In the result dtype.
+        """
+        names = self.options.cutoffs.names
+        parts = [part.to(self.result_dtype) for part in (values, *(bounds or ()))]
+        result: dict[str, Tensor] = {
+            name + end: part[..., i]
+            for i, name in enumerate(names)
+            for end, part in zip(("", "_low", "_high"), parts, strict=False)
+        }
+        if self._reported is not None:
+            return result[self._reported]
+        return result if bounds or self.options.cutoffs.is_sequence else result[names[0]]
+
+    def _mean(self, total: Tensor, count: Tensor, squares: Tensor | None = None) -> MetricValue:
+        """The mean from the sums of the counted values (0 if none), shaped, with its interval.
+
+        With ``confidence``, the bounds of the normal interval from the sum of ``squares`` of
+        the values (NaN below two values).
+        """
+        if self.confidence is None:
+            return self._shape(total / count.clamp(min=1))
+        assert squares is not None
+        mean, low, high = normal_interval(total, squares, count, self.confidence)
+        return self._shape(mean, (low, high))
 
     def per_cutoff(
         self, *, prefix: str | None = None, postfix: str | None = None
@@ -444,206 +326,14 @@ class NDCGMetricBase(Metric):
                 "Expected an aggregated metric for `per_cutoff`, but `aggregation` is 'none' "
                 "(per-query values): use `compute()` of the metric itself."
             )
+        ends = ("",) if self.confidence is None else ("", "_low", "_high")
         members: dict[str, Metric | MetricCollection] = {}
-        for name in self.options.result_names:
+        for name in (name + end for name in self.options.cutoffs.names for end in ends):
             member = self.clone()
             assert isinstance(member, NDCGMetricBase)
-            member.options.reported = name
+            member._reported = name
             member._computed = member._forward_cache = None  # cached results are of all cut-offs
             members[name] = member
         return MetricCollection(
             members, prefix=prefix, postfix=postfix, compute_groups=[list(members)]
         )
-
-
-class CountedMean(NDCGMetricBase):
-    """A mean of per-list values in constant-size states, with its normal interval.
-
-    The states: a float64 running sum per cut-off (``sum_ndcg``), an int64 list count per
-    cut-off (``count``) and, with ``confidence``, the float64 sum of squares
-    (``sum_sq_ndcg``). Under DDP (torchmetrics' default ``dist_sync_fn``) `_sync_dist` sums
-    them all by one all-reduce of one float64 buffer (counts exact up to 2**53 lists), which
-    also carries the bytes of ``options_key`` that digest the named options, so that ranks
-    built with other options raise, all together, instead of adding unlike sums. Exact whatever
-    the split of batches across ranks. `torch_ndcg.NDCG` is this state over the values of
-    `torch_ndcg.ndcg`.
-    """
-
-    sum_ndcg: Tensor
-    count: Tensor
-    sum_sq_ndcg: Tensor
-
-    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
-        super().__init__(options, metric_kwargs)
-        n = self.options.n_cutoffs
-        self.add_state("sum_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", torch.zeros(n, dtype=torch.int64), dist_reduce_fx="sum")
-        if self.options.confidence is not None:  # the interval's one more constant-size state
-            self.add_state("sum_sq_ndcg", torch.zeros(n, dtype=torch.float64), dist_reduce_fx="sum")
-
-    def _summed_states(self) -> list[str]:
-        """The names of the states summed over the ranks, in the order of the sync's buffer."""
-        interval = ["sum_sq_ndcg"] if self.options.confidence is not None else []
-        return ["sum_ndcg", "count", *interval]
-
-    def _sync_dist(
-        self,
-        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
-        process_group: Any | None = None,
-    ) -> None:
-        """Sum the states over the ranks by one all-reduce (see the class).
-
-        With torchmetrics' default ``dist_sync_fn``: the sums, the counts and bytes 0-3 of
-        ``options_key`` (the named options; bytes 4-7, a callable's identity, differ between
-        processes) in one buffer, one sum all-reduce, and the states replaced by the totals
-        (``unsync`` restores this rank's from torchmetrics' cache). ``options_key`` stays this
-        rank's: equal on every rank, or the sync raises on every rank (``ValueError`` on the
-        CPU, a device-side assertion on an accelerator, where nothing is read back). A custom
-        ``dist_sync_fn`` gets torchmetrics' gather of each state, reduced by its
-        ``dist_reduce_fx`` (sums, and the largest key), without the options check.
-        """
-        if dist_sync_fn is not gather_all_tensors:
-            super()._sync_dist(dist_sync_fn, process_group)
-            return
-        group = process_group or self.process_group  # as torchmetrics chooses it
-        names = self._summed_states()
-        summed, same = sum_states_over_ranks(
-            [getattr(self, name) for name in names], self.options_key[:4], group
-        )
-        _validation.check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
-        for name, total in zip(names, summed, strict=True):
-            setattr(self, name, total)
-
-    def _state_options(self) -> tuple[Any, ...]:
-        opt = self.options
-        options = (opt.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
-        # The interval's state enters the key only when kept: earlier keys stay valid.
-        interval = ("sum_sq_ndcg",) if opt.confidence is not None else ()
-        return (*options, opt.ignore_index, *interval)
-
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        if name in ("sum_ndcg", "sum_sq_ndcg"):
-            return accumulate_dtype(self.device)
-        return super()._state_dtype(name, value)
-
-    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
-        """Add ``[N, len(k)]`` values to the state; ``real`` marks lists that count.
-
-        Called in the caller's inference mode (in-place additions to the states are allowed
-        there).
-        """
-        opt = self.options
-        values = as_dtype(values, self.sum_ndcg.dtype)
-        batch_count: Tensor | int
-        counted: Tensor | None = None
-        if real is None and opt.empty_target_action != "skip":
-            batch_sum, batch_count = values.sum(0), values.shape[0]
-        else:
-            counted = ~values.isnan()
-            if real is not None:
-                # A list of padding only is no list (RetrievalNDCG never sees its rows).
-                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
-            batch_sum, batch_count = counted_sum(values, counted)
-        # In place by method: `+=` would go through torchmetrics' slow attribute setter.
-        self.sum_ndcg.add_(batch_sum)
-        self.count.add_(batch_count)
-        if opt.confidence is not None:
-            squares = values * values
-            self.sum_sq_ndcg.add_(
-                squares.sum(0) if counted is None else counted_sum(squares, counted)[0]
-            )
-
-    def _mean(self) -> MetricValue:
-        """The mean of the counted values (0 if none), shaped; with its interval's bounds."""
-        if self.options.confidence is None:
-            mean = self.sum_ndcg / self.count.clamp(min=1)
-            return self.options.shape(mean, self.result_dtype)
-        mean, low, high = normal_interval(
-            self.sum_ndcg, self.sum_sq_ndcg, self.count, self.options.confidence
-        )
-        return self.options.shape(mean, self.result_dtype, (low, high))
-
-
-class QueryRows(NDCGMetricBase, PartitionedRows):
-    """Flat rows ``(preds, target, indexes)`` in list states, scored and aggregated per query.
-
-    The rows are stored checked, in the metric's float dtype (ids as int64), and exchanged
-    under DDP by `torch_ndcg.functional._distributed.PartitionedRows`; `_aggregated` scores
-    them with `torch_ndcg.functional.retrieval_ndcg`'s kernel and reduces the per-query values by
-    ``aggregation`` (with its interval). `torch_ndcg.RetrievalNDCG` is this state.
-    """
-
-    aggregation: Any
-    bootstrap_resamples: int
-    bootstrap_seed: int
-
-    def __init__(self, options: tuple[Any, ...], metric_kwargs: dict[str, Any]) -> None:
-        super().__init__(options, metric_kwargs)
-        self.add_state("preds", [], dist_reduce_fx="cat")
-        self.add_state("target", [], dist_reduce_fx="cat")
-        self.add_state("indexes", [], dist_reduce_fx="cat")
-        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
-        self._partition_group: Any = None
-
-    def _store_rows(
-        self, preds: Tensor, target: Tensor, indexes: Tensor, retrieved: Tensor | None
-    ) -> None:
-        rows = _rows_to_store(
-            preds,
-            target,
-            indexes,
-            self.options.lists,
-            compute_dtype(self.dtype),
-            self.options_key.device,
-            retrieved,
-        )
-        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
-            state.append(row)
-
-    def _state_options(self) -> tuple[Any, ...]:
-        # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
-        # metrics with other `k`, gains, ... may share them in a MetricCollection.
-        return (self.options.ignore_index, compute_dtype(self.dtype))
-
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        return torch.int64 if name == "indexes" else super()._state_dtype(name, value)
-
-    def _score_queries(self) -> tuple[Tensor, Tensor]:
-        """The per-query values and ids of the stored rows (rows marked ignored dropped)."""
-        preds, target, indexes = self.stored_rows()
-        kept = None if self.options.ignore_index is None else ~target.isnan()
-        return _retrieval_values(preds, target, indexes, kept, self.options.lists)
-
-    def _aggregated(self) -> MetricValue | tuple[MetricValue, Tensor]:
-        """The aggregate of the queries seen so far (with its interval), or ``(values, ids)``."""
-        opt = self.options
-        values, ids = self.score_on_every_rank(self._score_queries)
-        bounds: tuple[Tensor, Tensor] | None = None  # of the interval, with `confidence`
-        if self.aggregation == "mean":
-            mean, bounds = mean_of_counted(values, opt.confidence, self.sum_over_ranks)
-        else:
-            values, ids = self.gather_over_ranks(values, ids)
-        if self._update_count > 0 and ids.numel() == 0 and not self.partitioned:
-            rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
-        elif (
-            self._update_count > 0
-            and not self.partitioned
-            and opt.empty_target_action == "skip"
-            and _host.may_read_back(values.device)
-            and bool(values.isnan().all())
-        ):  # every query skipped (one read-back, on the CPU only)
-            rank_zero_warn(
-                f"{type(self).__name__} was updated but counted no query (every query was"
-                " skipped: no relevant row); returning 0."
-            )
-        if self.aggregation == "none":
-            return opt.shape(values, self.result_dtype), ids
-        if self.aggregation != "mean":  # every rank has every query's value: same draws
-            mean, bounds = aggregate_with_interval(
-                values,
-                self.aggregation,
-                opt.confidence,
-                self.bootstrap_resamples,
-                self.bootstrap_seed,
-            )
-        return opt.shape(mean, self.result_dtype, bounds)

@@ -1,8 +1,9 @@
 """torchmetrics metrics over the functional core: ``NDCG`` and ``RetrievalNDCG``, and their typing.
 
-Both classes only store options and state; the numbers come from `torch_ndcg.ndcg`, the
-torchmetrics machinery from `torch_ndcg._metric_base` and the DDP protocol of the rows from
-`torch_ndcg.functional._distributed`.
+Both classes store their checked options and states, and take their numbers from the functional
+core (`torch_ndcg.ndcg`'s dispatch, `torch_ndcg.functional.retrieval_ndcg`'s kernel, the catalog
+stream); the torchmetrics machinery they share is `torch_ndcg._metric_base`'s, the DDP protocols
+`torch_ndcg.functional._distributed`'s.
 """
 
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from torchmetrics.utilities.prints import rank_zero_warn
 from typing_extensions import TypeVar, Unpack
 
 from torch_ndcg import _host, _validation
-from torch_ndcg._metric_base import CountedMean, MetricKeywords, QueryRows
+from torch_ndcg._metric_base import MetricKeywords, NDCGMetricBase
 from torch_ndcg._options import (
     Aggregated,
     Aggregation,
@@ -23,8 +24,12 @@ from torch_ndcg._options import (
     Gain,
     ScoreFn,
     Ties,
+    as_dtype,
+    compute_dtype,
 )
 from torch_ndcg.functional import _catalog, _ndcg
+from torch_ndcg.functional._distributed import PartitionedRows, SummedStates
+from torch_ndcg.functional._significance import REDUCE_LAST_DIM, bootstrap_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
 
@@ -33,7 +38,25 @@ __all__ = ["NDCG", "RetrievalNDCG"]
 ResultT = TypeVar("ResultT", covariant=True, default=Any)
 
 
-class NDCG(CountedMean, Generic[ResultT]):
+class _ListKeywords(MetricKeywords, total=False):
+    """The keywords that do not change the result's type, as the overloads take them."""
+
+    gain: Gain
+    discount: Discount
+    ties: Ties
+    empty_target_action: EmptyTargetAction
+    ignore_index: int | None
+    validate_args: bool
+
+
+class _RetrievalKeywords(_ListKeywords, total=False):
+    """`RetrievalNDCG`'s keywords that do not change the result's type."""
+
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+
+class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     r"""Mean nDCG over lists, one list per row, at one or many cut-offs.
 
     $$
@@ -105,23 +128,22 @@ class NDCG(CountedMean, Generic[ResultT]):
         tensor(0.6309)
     """
 
+    # The states: a float64 running sum per cut-off, an int64 list count per cut-off and, with
+    # ``confidence``, the float64 sum of squares; under DDP summed by one all-reduce (see
+    # `torch_ndcg.functional._distributed.SummedStates`).
     sum_ndcg: Tensor
     count: Tensor
     sum_sq_ndcg: Tensor
 
+    # The overloads type `compute()` by ``k`` and ``confidence``: a tensor for an int ``k`` or
+    # ``None`` without an interval, else a dict (a union where the arguments' types are).
     @overload
     def __init__(
         self: "NDCG[Tensor]",
         k: int | None = None,
         *,
         confidence: None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
     @overload
@@ -130,13 +152,7 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: Sequence[int],
         *,
         confidence: float | None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
     @overload
@@ -145,13 +161,7 @@ class NDCG(CountedMean, Generic[ResultT]):
         k: int | None = None,
         *,
         confidence: float,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
     def __init__(
@@ -168,7 +178,13 @@ class NDCG(CountedMean, Generic[ResultT]):
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
         options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__((*options, confidence), dict(kwargs))
+        super().__init__(options, confidence, dict(kwargs))
+        # The states summed over the ranks, in the order of the sync's buffer.
+        self._summed = ("sum_ndcg", "count", "sum_sq_ndcg")[: 2 if confidence is None else 3]
+        for name in self._summed:
+            dtype = torch.int64 if name == "count" else torch.float64
+            zeros = torch.zeros(self.options.cutoffs.count, dtype=dtype)
+            self.add_state(name, zeros, dist_reduce_fx="sum")
 
     def update(
         self,
@@ -193,7 +209,7 @@ class NDCG(CountedMean, Generic[ResultT]):
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
             values, listed = _ndcg.list_values(
-                preds, target, mask, exclude, retrieved, self.options.lists
+                preds, target, mask, exclude, retrieved, self.options
             )
             _validation.check_device(preds, self.sum_ndcg.device)
             self._add_values(values, listed)  # a row of padding only is no list
@@ -244,7 +260,7 @@ class NDCG(CountedMean, Generic[ResultT]):
                 queries,
                 items,
                 relevant,
-                self.options.lists,
+                self.options,
                 exclude=exclude,
                 score_fn=score_fn,
                 chunk_size=chunk_size,
@@ -277,10 +293,36 @@ class NDCG(CountedMean, Generic[ResultT]):
                 f"{type(self).__name__} was updated but counted no list (every list was"
                 " empty, all padding or skipped); returning 0."
             )
-        return cast(ResultT, self._mean())
+        return cast(ResultT, self._mean(*(getattr(self, name) for name in self._summed)))
+
+    def _add_values(self, values: Tensor, real: Tensor | None) -> None:
+        """Add ``[N, len(k)]`` values to the state; ``real`` marks lists that count.
+
+        Called in the caller's inference mode (in-place additions to the states are allowed
+        there). Values not counted (NaN: ``"skip"``; lists not ``real``) add nothing.
+        """
+        values = as_dtype(values, self.sum_ndcg.dtype)
+        count: Tensor | int = values.shape[0]
+        if real is not None or self.options.empty_target_action == "skip":
+            counted = ~values.isnan()
+            if real is not None:  # a list of padding only is no list
+                counted &= real.reshape(values.shape[0], -1).any(-1, keepdim=True)
+            values, count = torch.where(counted, values, 0), counted.sum(0)
+        # In place by method: `+=` would go through torchmetrics' slow attribute setter.
+        self.sum_ndcg.add_(values.sum(0))
+        self.count.add_(count)
+        if self.confidence is not None:
+            self.sum_sq_ndcg.add_((values * values).sum(0))
+
+    def _state_options(self) -> tuple[Any, ...]:
+        opt = self.options
+        options = (opt.cutoffs.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
+        # The interval's state enters the key only when kept: earlier keys stay valid.
+        interval = ("sum_sq_ndcg",) if self.confidence is not None else ()
+        return (*options, opt.ignore_index, *interval)
 
 
-class RetrievalNDCG(QueryRows, Generic[ResultT]):
+class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     r"""nDCG over queries given as flat rows ``(preds, target, indexes)``, at one or many cut-offs.
 
     $$
@@ -372,13 +414,14 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
     """
 
     # Lists of batches (one tensor after torchmetrics' sync), declared here as torchmetrics'
-    # retrieval metrics do: torch.jit.script reads the scripted class's own annotations.
+    # retrieval metrics do: torch.jit.script reads the scripted class's own annotations. The
+    # rows are stored checked, in the metric's float dtype (ids as int64), and exchanged under
+    # DDP by `torch_ndcg.functional._distributed.PartitionedRows`.
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
 
-    # These overloads are alike in shape to `NDCG`'s: each class types its own `compute()` by
-    # ``k``, ``confidence`` (here ``aggregation`` too); the other keywords are the same in all.
+    # The overloads type `compute()` by ``k``, ``aggregation`` and ``confidence``, as `NDCG`'s.
     @overload
     def __init__(
         self: "RetrievalNDCG[Tensor]",
@@ -386,51 +429,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Aggregated = ...,
         confidence: None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **kwargs: Unpack[MetricKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: Sequence[int],
-        *,
-        aggregation: Aggregated = ...,
-        confidence: float | None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **kwargs: Unpack[MetricKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: int | None = None,
-        *,
-        aggregation: Aggregated = ...,
-        confidence: float,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 
     @overload
@@ -440,15 +439,7 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Literal["none"],
         confidence: None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 
     @overload
@@ -458,15 +449,27 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         *,
         aggregation: Literal["none"],
         confidence: None = None,
-        gain: Gain = ...,
-        discount: Discount = ...,
-        ties: Ties = ...,
-        empty_target_action: EmptyTargetAction = ...,
-        ignore_index: int | None = ...,
-        validate_args: bool = ...,
-        bootstrap_resamples: int = ...,
-        bootstrap_seed: int = ...,
-        **kwargs: Unpack[MetricKeywords],
+        **kwargs: Unpack[_RetrievalKeywords],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[dict[str, Tensor]]",
+        k: Sequence[int],
+        *,
+        aggregation: Aggregated = ...,
+        confidence: float | None = None,
+        **kwargs: Unpack[_RetrievalKeywords],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: "RetrievalNDCG[dict[str, Tensor]]",
+        k: int | None = None,
+        *,
+        aggregation: Aggregated = ...,
+        confidence: float,
+        **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 
     def __init__(
@@ -486,7 +489,11 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
         options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__((*options, confidence), dict(kwargs))
+        super().__init__(options, confidence, dict(kwargs))
+        for name in ("preds", "target", "indexes"):
+            self.add_state(name, [], dist_reduce_fx="cat")
+        self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
+        self._partition_group: Any = None
         _validation.check_aggregation(aggregation, confidence, bootstrap_resamples, bootstrap_seed)
         self.aggregation, self.bootstrap_seed = aggregation, bootstrap_seed
         self.bootstrap_resamples = bootstrap_resamples
@@ -505,7 +512,15 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
                 score: no extra state); ``None``: all retrieved. See
                 `torch_ndcg.functional.retrieval_ndcg`.
         """
-        self._store_rows(preds, target, indexes, retrieved)
+        dtype, device = compute_dtype(self.dtype), self.options_key.device
+        rows = _ndcg._rows_to_store(preds, target, indexes, self.options, dtype, device, retrieved)
+        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
+            state.append(row)
+
+    def _state_options(self) -> tuple[Any, ...]:
+        # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
+        # metrics with other `k`, gains, ... may share them in a MetricCollection.
+        return (self.options.ignore_index, compute_dtype(self.dtype))
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
@@ -516,4 +531,50 @@ class RetrievalNDCG(QueryRows, Generic[ResultT]):
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.
         """
-        return cast(ResultT, self._aggregated())
+        opt = self.options
+
+        def score() -> tuple[Tensor, Tensor]:  # the queries' values and ids (ignored rows out)
+            preds, target, indexes = self.stored_rows()
+            kept = None if opt.ignore_index is None else ~target.isnan()
+            return _ndcg._retrieval_values(preds, target, indexes, kept, opt)
+
+        values, ids = self.score_on_every_rank(score, gather=self.aggregation != "mean")
+        if self._update_count > 0 and not self.partitioned:
+            if ids.numel() == 0:
+                rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
+            elif (
+                opt.empty_target_action == "skip"
+                and _host.may_read_back(values.device)
+                and bool(values.isnan().all())
+            ):  # every query skipped (one read-back, on the CPU only)
+                rank_zero_warn(
+                    f"{type(self).__name__} was updated but counted no query (every query was"
+                    " skipped: no relevant row); returning 0."
+                )
+        if self.aggregation == "none":
+            return cast(ResultT, (self._shape(values), ids))
+        if self.aggregation == "mean":  # from the sums over the counted queries of all ranks
+            counted = ~values.isnan()
+            kept = torch.where(counted, values, 0)
+            terms = [kept.sum(0), counted.sum(0)]
+            if self.confidence is not None:
+                terms.append((kept * kept).sum(0))
+            totals = self.sum_over_ranks(torch.stack(terms).to(torch.float64))
+            return cast(ResultT, self._mean(*totals))
+        # Every rank has every query's value: the same aggregate, and the same bootstrap draws.
+        aggregation = self.aggregation
+        reduce = REDUCE_LAST_DIM[aggregation] if isinstance(aggregation, str) else aggregation
+
+        def aggregate(column: Tensor) -> Tensor:  # over the counted queries; 0 if none
+            counted = column[~column.isnan()]
+            value = reduce(counted) if counted.numel() else column.new_zeros(())
+            return torch.as_tensor(value, dtype=values.dtype)
+
+        result = torch.stack([aggregate(column) for column in values.unbind(-1)])
+        bounds = None
+        if self.confidence is not None:
+            resamples, seed = self.bootstrap_resamples, self.bootstrap_seed
+            bounds = bootstrap_interval(
+                values, aggregation, self.confidence, n_resamples=resamples, seed=seed
+            )
+        return cast(ResultT, self._shape(result, bounds))

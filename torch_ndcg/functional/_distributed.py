@@ -13,14 +13,14 @@ queries and finishes with one sum all-reduce or a gather of the per-query values
 on one rank is raised on every rank together (one more all-reduce, of a flag), so that no rank
 waits alone.
 
-`sum_states_over_ranks` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all
-its states and its options' digest in one all-reduce.
+`SummedStates` is the sync of a metric of constant-size sums (`torch_ndcg.NDCG`): all its
+states and its options' digest in one all-reduce, with no other collective.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,8 +31,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_ndcg._host import read_together
 from torch_ndcg._options import compute_dtype
-
-_Scored = TypeVar("_Scored")
+from torch_ndcg._validation import check_same_options_on_every_rank
 
 
 def world_size(group: Any | None) -> int:
@@ -44,16 +43,16 @@ def world_size(group: Any | None) -> int:
 
 def exchange_by_query(
     columns: Sequence[Tensor], indexes: Tensor, group: Any | None
-) -> tuple[list[Tensor], Tensor]:
+) -> list[Tensor]:
     """Send each row to the rank that owns its query; return the rows this rank owns.
 
     Args:
-        columns: ``[N, ...]`` row tensors (scores, labels) of this rank, on one device.
+        columns: ``[N, ...]`` row tensors (scores, labels, the ids) of this rank, on one device.
         indexes: ``[N]`` int64 query ids of the rows.
         group: the process group (``None``: the default group).
 
     Returns:
-        The received ``columns`` and ``indexes``, in source-rank order.
+        The received ``columns``, in source-rank order.
     """
     world = world_size(group)
     owner = torch.remainder(indexes, world)
@@ -65,17 +64,11 @@ def exchange_by_query(
         [int(count) for count in counts] for counts in read_together([send_counts, recv_counts])
     )
     received = []
-    for column in (*columns, indexes):
+    for column in columns:
         out = column.new_empty((sum(recv), *column.shape[1:]))
-        dist.all_to_all_single(
-            out,
-            column.index_select(0, order).contiguous(),
-            output_split_sizes=recv,
-            input_split_sizes=send,
-            group=group,
-        )
+        dist.all_to_all_single(out, column.index_select(0, order), recv, send, group=group)
         received.append(out)
-    return received[:-1], received[-1]
+    return received
 
 
 def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
@@ -84,56 +77,20 @@ def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     return tensor
 
 
-def sum_states_over_ranks(
-    states: Sequence[Tensor], key: Tensor, group: Any | None
-) -> tuple[list[Tensor], Tensor]:
-    """Each state summed over the ranks of ``group``, and whether ``key`` is the same on all.
-
-    One all-reduce of one buffer in the first state's dtype (float64 for `torch_ndcg.NDCG`'s
-    sums): integer states (counts) travel in it and come back in their own dtype, exact while
-    the totals stay below 2**53. Beside them go the bytes ``b`` of ``key`` and their squares:
-    over ``n`` ranks the sums ``S`` of ``b`` and ``Q`` of ``b**2`` satisfy ``n * Q == S**2``
-    exactly when every rank holds the same byte (Cauchy-Schwarz), and these integers are exact
-    in the buffer, so every rank reaches the same verdict from the same sums, with no other
-    collective and nothing read back here.
-
-    Args:
-        states: the tensors to sum (any shapes, one device); each rank passes the same shapes.
-        key: uint8 bytes to compare across ranks (the options' digest).
-        group: the process group (``None``: the default group).
-
-    Returns:
-        The summed states (new tensors, in the states' dtypes and shapes) and a bool scalar
-        tensor: ``key`` is equal on every rank.
-    """
-    dtype = states[0].dtype
-    key = key.reshape(-1).to(dtype)
-    parts = [key, key * key, *(state.reshape(-1).to(dtype) for state in states)]
-    buffer = all_reduce_sum(torch.cat(parts), group)
-    sizes = [part.numel() for part in parts]
-    key_sum, key_squares, *summed = torch.split(buffer, sizes)
-    same = (world_size(group) * key_squares == key_sum * key_sum).all()
-    reduced = [
-        total.reshape(state.shape).to(state.dtype)
-        for total, state in zip(summed, states, strict=True)
-    ]
-    return reduced, same
-
-
 class PartitionedRows(Metric):
     """A metric of rows in list states ``preds``, ``target``, ``indexes``, partitioned under DDP.
 
     After a sync with torchmetrics' default ``dist_sync_fn`` this rank holds the rows of its own
     queries only (`exchange_by_query`); a custom ``dist_sync_fn`` gets torchmetrics' gather.
-    ``compute`` goes through `score_on_every_rank`, then `sum_over_ranks` or
-    `gather_over_ranks`, which are no-ops where the rows are not partitioned.
+    ``compute`` goes through `score_on_every_rank` (which gathers the per-query values where
+    asked) and `sum_over_ranks`, no-ops where the rows are not partitioned.
     """
 
     preds: list[Tensor]
     target: list[Tensor]
     indexes: list[Tensor]
-    # While the states hold this rank's share of the queries (after a DDP sync): True, and the
-    # process group (None is the default group).
+    # Whether the last sync exchanged the rows (the states hold this rank's share of the queries
+    # while synced: `partitioned`), and its process group (None is the default group).
     _partitioned = False
     _partition_group: Any = None
 
@@ -148,45 +105,45 @@ class PartitionedRows(Metric):
     def partitioned(self) -> bool:
         """Whether this rank holds its own queries' rows only, now.
 
-        torchmetrics' forward may leave the flag set without a sync (``dist_sync_on_step``).
+        Only while synced: torchmetrics' ``unsync`` restores this rank's rows, its ``reset``
+        forgets them, and its forward ends unsynced (``dist_sync_on_step``).
         """
         return self._partitioned and self._is_synced
 
-    def score_on_every_rank(self, score: Callable[[], _Scored]) -> _Scored:
-        """``score()``; where partitioned, an error of any rank raised on every rank together.
+    def score_on_every_rank(
+        self, score: Callable[[], tuple[Tensor, Tensor]], gather: bool
+    ) -> tuple[Tensor, Tensor]:
+        """``score()``'s per-query values and ids; where partitioned, every rank's.
 
-        Raising skips torchmetrics' unsync: this rank's rows are restored first, so that the
-        metric stays usable.
+        An error of any rank is raised on every rank together: raising skips torchmetrics'
+        unsync, so this rank's rows are restored first and the metric stays usable. With
+        ``gather`` every rank gets the values of all the queries, by id.
         """
         if not self.partitioned:
             return score()
+        group = self._partition_group
         failure: Exception | None = None
         try:
-            scored = score()
+            values, ids = score()
         except Exception as error:
             failure = error
         failed = torch.tensor([float(failure is not None)], device=self.device)
-        if all_reduce_sum(failed, self._partition_group).item() > 0:
+        if all_reduce_sum(failed, group).item() > 0:
             self.unsync()
             raise failure or ValueError(
                 "Found an invalid query on another rank (see its error): "
                 f"`{type(self).__name__}.compute` raises on every rank."
             )
-        return scored
-
-    def sum_over_ranks(self, totals: Tensor) -> Tensor:
-        """``totals`` summed over the ranks where partitioned (one all-reduce)."""
-        return all_reduce_sum(totals, self._partition_group) if self.partitioned else totals
-
-    def gather_over_ranks(self, values: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
-        """Every rank's per-query ``values`` and their ``ids``, by id, where partitioned."""
-        if not self.partitioned:
+        if not gather:
             return values, ids
-        group = self._partition_group
         values = dim_zero_cat(gather_all_tensors(values, group))
         ids = dim_zero_cat(gather_all_tensors(ids, group))
         order = ids.argsort()  # each query was scored on one rank: ids are distinct
         return values.index_select(0, order), ids.index_select(0, order)
+
+    def sum_over_ranks(self, totals: Tensor) -> Tensor:
+        """``totals`` summed over the ranks where partitioned (one all-reduce)."""
+        return all_reduce_sum(totals, self._partition_group) if self.partitioned else totals
 
     def _sync_dist(
         self,
@@ -195,31 +152,67 @@ class PartitionedRows(Metric):
     ) -> None:
         """Exchange rows between ranks so that each query lands on one rank (see the class)."""
         group = process_group if process_group is not None else self.process_group
-        if dist_sync_fn is gather_all_tensors and world_size(group) > 1:
+        self._partitioned = dist_sync_fn is gather_all_tensors and world_size(group) > 1
+        if self._partitioned:
             preds, target, indexes = self.stored_rows()
-            (pairs,), owned = exchange_by_query(
-                [torch.stack([preds, target], dim=-1)], indexes, group
-            )
+            pairs = torch.stack([preds, target], dim=-1)
+            pairs, owned = exchange_by_query([pairs, indexes], indexes, group)
             self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
-            self._partitioned, self._partition_group = True, group
+            self._partition_group = group
             return
         # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
         # state: the other ranks' int64 ids, and their float32 rows in a half-precision
         # metric, would then meet another dtype in the gather (gloo aborts).
-        for name in ("preds", "target", "indexes"):
-            value = getattr(self, name)
-            if isinstance(value, list) and not value:
-                dtype = torch.int64 if name == "indexes" else compute_dtype(self.dtype)
-                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
+        if isinstance(self.preds, list) and not self.preds:
+            self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
 
-    def unsync(self, should_unsync: bool = True) -> None:
-        """Restore this rank's own rows after a sync (see torchmetrics)."""
-        super().unsync(should_unsync)
-        if should_unsync:
-            self._partitioned = False
 
-    def reset(self) -> None:
-        """Forget every row (see torchmetrics)."""
-        super().reset()
-        self._partitioned = False
+class SummedStates(Metric):
+    """A metric of constant-size states summed over the ranks by one all-reduce (`torch_ndcg.NDCG`).
+
+    ``_summed`` names the states (the first floating: the buffer's dtype), ``options_key`` the
+    bytes that must be equal on every rank (bytes 0-3 travel with the states).
+    """
+
+    _summed: tuple[str, ...]
+    options_key: Tensor
+
+    def _sync_dist(
+        self,
+        dist_sync_fn: Callable[..., Any] = gather_all_tensors,
+        process_group: Any | None = None,
+    ) -> None:
+        """Sum the states over the ranks by one all-reduce, checking the options on every rank.
+
+        With torchmetrics' default ``dist_sync_fn``: the sums, the counts and bytes 0-3 of
+        ``options_key`` (the named options; bytes 4-7, a callable's identity, differ between
+        processes) in one buffer, one sum all-reduce, and the states replaced by the totals
+        (``unsync`` restores this rank's from torchmetrics' cache). ``options_key`` stays this
+        rank's: equal on every rank, or the sync raises on every rank together instead of
+        adding unlike sums (``ValueError`` on the CPU, a device-side assertion on an
+        accelerator, where nothing is read back). A custom ``dist_sync_fn`` gets torchmetrics'
+        gather of each state, reduced by its ``dist_reduce_fx`` (sums, and the largest key),
+        without the options check.
+
+        The buffer is in the first state's dtype (float64 for `torch_ndcg.NDCG`'s sums):
+        integer states (counts) travel in it and come back in their own dtype, exact while the
+        totals stay below 2**53. Beside them go the bytes ``b`` of the key and their squares:
+        over ``n`` ranks the sums ``S`` of ``b`` and ``Q`` of ``b**2`` satisfy ``n * Q == S**2``
+        exactly when every rank holds the same byte (Cauchy-Schwarz), and these integers are
+        exact in the buffer, so every rank reaches the same verdict from the same sums, with no
+        other collective and nothing read back here.
+        """
+        if dist_sync_fn is not gather_all_tensors:
+            super()._sync_dist(dist_sync_fn, process_group)
+            return
+        group = process_group or self.process_group  # as torchmetrics chooses it
+        states = [getattr(self, name) for name in self._summed]
+        key = self.options_key[:4].to(states[0].dtype)
+        parts = [key, key * key, *(state.reshape(-1).to(key.dtype) for state in states)]
+        buffer = all_reduce_sum(torch.cat(parts), group)
+        key_sum, key_squares, *summed = torch.split(buffer, [part.numel() for part in parts])
+        same = (world_size(group) * key_squares == key_sum * key_sum).all()
+        check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
+        for name, total, state in zip(self._summed, summed, states, strict=True):
+            setattr(self, name, total.reshape(state.shape).to(state.dtype))
