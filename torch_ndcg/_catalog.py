@@ -53,7 +53,7 @@ from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
 from torch_ndcg._fast_paths import group_maxima, group_members
-from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
+from torch_ndcg._options import ListOptions, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
@@ -407,62 +407,52 @@ def merge_states(states: Sequence[TopState]) -> TopState:
 
 
 def catalog_dcg(
-    state: TopState,
-    rel_ids: Tensor,
-    grades: Tensor,
-    *,
-    ks: Sequence[int],
-    gain: Gain,
-    discount: Discount,
-    ties: Ties,
-    dtype: torch.dtype,
+    state: TopState, rel_ids: Tensor, grades: Tensor, ks: Sequence[int], options: ListOptions
 ) -> tuple[Tensor, Tensor]:
     """DCG of the users from their final state (see the module docstring), and ideal DCG.
 
     Args:
         state: the state after every item of the catalog was absorbed (or merged).
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
-        grades: ``[B, P]`` their grades (0 for padding), in ``dtype``.
+        grades: ``[B, P]`` their grades (0 for padding), in the compute dtype.
         ks: cut-offs.
-        gain: gain name or callable.
-        discount: discount name or callable.
-        ties: ``"average"`` or ``"first"``.
-        dtype: the compute dtype.
+        options: checked options: their gain, discount and ties.
 
     Returns:
         ``[B, len(ks)]`` DCG and ideal DCG (from the relevant grades alone: other items have
         gain 0) in the accumulation dtype.
     """
-    kmax = state.scores.shape[-1]
-    valid = rel_ids.ge(0)
+    kmax, dtype, device = state.scores.shape[-1], grades.dtype, grades.device
+    gain, discount, valid = options.gain, options.discount, rel_ids.ge(0)
     rel_gains = _kernels.list_gains(grades, valid, gain, dtype)
-    acc = accumulate_dtype(rel_gains.device)
+    acc = accumulate_dtype(device)
     real = state.index.ne(PLACEHOLDER)[:, None, :]
     top, rel = state.scores[:, None, :], state.rel_scores[:, :, None]
     boundary = state.scores[:, -1:]
     above = (top.gt(rel) & real).sum(-1)
-    if ties == "first":
-        top_index, rel_index = state.index[:, None, :], rel_ids[:, :, None]
-        before = above + (top.eq(rel) & top_index.lt(rel_index) & real).sum(-1)
+    equal = top.eq(rel) & real
+    if options.ties == "first":
+        before = above + (equal & state.index[:, None, :].lt(rel_ids[:, :, None])).sum(-1)
         last = state.index[:, -1:]
         inside = state.rel_scores.gt(boundary) | (state.rel_scores.eq(boundary) & rel_ids.le(last))
         tied = torch.ones_like(before)
     else:
         before = above
         inside = state.rel_scores.ge(boundary)
-        equal = (top.eq(rel) & real).sum(-1)
-        tied = torch.where(state.rel_scores.eq(boundary), state.boundary_count[:, None], equal)
+        tied = torch.where(
+            state.rel_scores.eq(boundary), state.boundary_count[:, None], equal.sum(-1)
+        )
     counted = inside & state.rel_seen & valid
     before = torch.where(counted, before, kmax)
     tied = torch.where(counted, tied, 1).clamp_(min=1)
-    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, rel_gains.device, cumulative=True)
+    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     upper = table.index_select(0, (before + tied).clamp_(max=kmax).view(-1))
     lower = table.index_select(0, before.view(-1))
     users, n_rel = rel_ids.shape
     spanned = (upper - lower).view(users, n_rel, len(ks))
     share = torch.where(counted, rel_gains.to(acc) / tied, 0)
     value = (share[:, :, None] * spanned).sum(1)
-    with _host.full_precision(grades.device):
+    with _host.full_precision(device):
         ideal = _kernels.ideal_dcg(
             grades, valid, ks, min(max(ks), n_rel), gain, discount, dtype, item_gains=rel_gains
         )

@@ -1,7 +1,7 @@
 """nDCG against a whole catalog: sparse relevance, excluded items, scores streamed in blocks."""
 
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -86,20 +86,14 @@ def _item_ids(
                 f"Expected `{name}` of shape {expected} (users x catalog items), "
                 f"but got {tuple(value.shape)}."
             )
-        if value.layout == torch.strided:  # a bool `exclude`: its True items
-            rows, cols = value.nonzero().unbind(1)
-            values = torch.ones_like(rows)
-        elif value.layout == torch.sparse_coo:
-            (rows, cols), values = value._indices(), value._values()
-        elif value.layout == torch.sparse_csr:
-            counts = value.crow_indices().diff()
-            rows = torch.repeat_interleave(torch.arange(users, device=value.device), counts)
-            cols, values = value.col_indices(), value.values()
-        else:
+        if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
             raise ValueError(
                 f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
                 f"but got the layout {value.layout}."
             )
+        # A bool `exclude` holds its True items; CSR converts with every stored entry.
+        entries = value.to_sparse() if value.layout == torch.strided else value.to_sparse_coo()
+        (rows, cols), values = entries._indices(), entries._values()
         if name == "exclude":  # a stored 0 excludes nothing
             kept = values.ne(0)
             rows, cols, values = rows[kept], cols[kept], values[kept]
@@ -133,18 +127,6 @@ def _item_ids(
     return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
 
 
-def relevance_target(
-    relevant: Tensor, users: int, n_items: int | None, dtype: torch.dtype
-) -> tuple[Tensor, Tensor]:
-    """``relevant`` as padded ``([B, P]`` ids, ``[B, P]`` grades``)``.
-
-    A sparse COO/CSR ``[B, N]`` tensor holds grades at its stored entries; an integer
-    ``[B, P]`` tensor holds item ids (negative: padding), each with grade 1.
-    """
-    ids, grades = _item_ids(relevant, "relevant", users, n_items)
-    return ids, (ids.ge(0) if grades is None else grades).to(dtype)
-
-
 def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
     """``exclude`` as ``[B, E]`` ids, ascending per user, padded with the int64 maximum.
 
@@ -163,8 +145,13 @@ def catalog_target(
     dtype: torch.dtype,
     device: torch.device,
 ) -> CatalogTarget:
-    """``relevant`` and ``exclude`` in their padded form (see `relevance_target`) on ``device``."""
-    ids, grades = relevance_target(relevant, users, n_items, dtype)
+    """``relevant`` and ``exclude`` in their padded form, read where they are, on ``device``.
+
+    A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
+    ``[B, P]`` one holds item ids (negative: padding), each with grade 1.
+    """
+    ids, grades = _item_ids(relevant, "relevant", users, n_items)
+    grades = (ids.ge(0) if grades is None else grades).to(dtype)
     excluded = None if exclude is None else excluded_ids(exclude, users, n_items).to(device)
     return CatalogTarget(ids.to(device), grades.to(device), excluded)
 
@@ -261,67 +248,34 @@ def _blocking(
     return max(1, min(users, elements // chunk_size)), chunk_size
 
 
-# The score blocks of the users `first .. stop - 1`: `(first item, [stop - first, C] block)`.
-Chunks = Callable[[int, int], Iterator[tuple[int, Tensor]]]
+def embedding_scores(
+    queries: Tensor, items: Tensor, score_fn: ScoreFn | None
+) -> Callable[[slice, slice], Tensor]:
+    """The scores of a block of users against a chunk of items, by ``score_fn`` or a product.
 
-
-def stream_state(
-    chunks: Chunks, block_users: int, target: CatalogTarget, kmax: int, dtype: torch.dtype
-) -> _catalog.TopState:
-    """Absorb the score blocks of every block of ``block_users`` users, chunk by chunk in order."""
-    users, n_relevant = target.ids.shape
-    device = target.ids.device
-    states = [_catalog.new_state(0, kmax, n_relevant, dtype, device)]
-    for first in range(0, users, block_users):
-        stop = min(first + block_users, users)
-        excluded = None if target.excluded is None else target.excluded[first:stop]
-        state = _catalog.new_state(stop - first, kmax, n_relevant, dtype, device)
-        stream = _catalog.Stream(state, target.ids[first:stop], excluded)
-        for start, block in chunks(first, stop):
-            stream.absorb(block.to(dtype), start)
-        states.append(stream.result())
-    return _catalog.cat_states(states)
-
-
-def embedding_chunks(
-    queries: Tensor,
-    items: Tensor,
-    score_fn: ScoreFn | None,
-    block_users: int,
-    chunk: int,
-    item_offset: int,
-) -> Chunks:
-    """Score blocks of ``queries`` against item chunks, by ``score_fn`` or matrix products.
-
-    The default writes each block's product ``query_block @ item_chunk.T`` into one reused
-    contiguous buffer (``[block_users, chunk]``), which the selection then reads once.
+    The product ``query_block @ item_chunk.T`` is written into one reused contiguous buffer
+    (the size of the first block, the largest), which the selection then reads once.
     """
-    users, n_items = queries.shape[0], items.shape[0]
-    buffer = (
-        None
-        if score_fn is not None
-        else queries.new_empty(min(block_users, users) * min(chunk, n_items))
-    )
+    buffer: list[Tensor] = []
 
-    def chunks(first: int, stop: int) -> Iterator[tuple[int, Tensor]]:
-        query_block = queries[first:stop]
-        for start in range(0, n_items, chunk):
-            item_chunk = items[start : start + chunk]
-            rows, width = stop - first, item_chunk.shape[0]
-            if buffer is not None:
-                block = buffer[: rows * width].view(rows, width)
-                torch.mm(query_block, item_chunk.T, out=block)
-            else:
-                assert score_fn is not None
-                block = score_fn(query_block, item_chunk)
-                if tuple(block.shape) != (rows, width):
-                    raise ValueError(
-                        f"Expected `score_fn` to return scores of shape {(rows, width)}, "
-                        f"but got {tuple(block.shape)}."
-                    )
-            yield item_offset + start, block
+    def scores(users: slice, chunk: slice) -> Tensor:
+        query_block, item_chunk = queries[users], items[chunk]
+        shape = (query_block.shape[0], item_chunk.shape[0])
+        if score_fn is None:
+            if not buffer:
+                buffer.append(queries.new_empty(shape[0] * shape[1]))
+            return torch.mm(
+                query_block, item_chunk.T, out=buffer[0][: shape[0] * shape[1]].view(shape)
+            )
+        block = score_fn(query_block, item_chunk)
+        if tuple(block.shape) != shape:
+            raise ValueError(
+                f"Expected `score_fn` to return scores of shape {shape}, "
+                f"but got {tuple(block.shape)}."
+            )
+        return block
 
-    return chunks
+    return scores
 
 
 def gather_shards(
@@ -362,40 +316,44 @@ def gather_shards(
 
 
 def catalog_values(
-    chunks: Chunks,
-    block_users: int,
+    scores: Callable[[slice, slice], Tensor],
+    blocking: tuple[int, int],
     target: CatalogTarget,
     options: ListOptions,
-    *,
     n_items: int,
-    dtype: torch.dtype,
     item_offset: int = 0,
     process_group: Any | None = None,
-    sharded: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks.
 
-    ``options`` are checked: their cut-offs, gain, discount and ties (and ``validate_args``
-    for the id checks of a ``sharded`` catalog, which need its size).
+    ``scores(users, items)`` gives a block, in the compute dtype of ``target.grades`` or cast
+    to it; blocks of ``blocking = (users per block, items per chunk)`` stream in, user block
+    by user block, each over its item chunks in order. ``options`` are checked: their
+    cut-offs, gain, discount and ties (and ``validate_args`` for the id checks of a catalog
+    sharded over ranks, with ``process_group``, which need its size).
     """
-    ks, gain = options.cutoffs.ks, options.gain
-    cutoffs = [n_items] if ks is None else list(ks)
+    sharded, (block_users, chunk) = process_group is not None, blocking
+    cutoffs = [n_items] if options.cutoffs.ks is None else list(options.cutoffs.ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
-    state = stream_state(chunks, block_users, target, kmax, dtype)
+    (users, n_relevant), dtype = target.ids.shape, target.grades.dtype
+    states = [_catalog.new_state(0, kmax, n_relevant, dtype, target.ids.device)]
+    for first in range(0, users, block_users):
+        stop = min(first + block_users, users)
+        rows = slice(first, stop)
+        excluded = None if target.excluded is None else target.excluded[rows]
+        state = _catalog.new_state(stop - first, kmax, n_relevant, dtype, target.ids.device)
+        stream = _catalog.Stream(state, target.ids[rows], excluded)
+        for start in range(0, n_items, chunk):
+            block = scores(rows, slice(start, start + chunk))
+            stream.absorb(block.to(dtype), item_offset + start)
+        states.append(stream.result())
+    state = _catalog.cat_states(states)
     if sharded:
-        state, total = gather_shards(state, n_items, item_offset, process_group)
+        group = None if process_group == "default" else process_group
+        state, total = gather_shards(state, n_items, item_offset, group)
         # The catalog's size is known now: the id checks that needed it.
-        check_target(target, total, gain, validate_args=options.validate_args)
-    return _catalog.catalog_dcg(
-        state,
-        target.ids,
-        target.grades,
-        ks=cutoffs,
-        gain=gain,
-        discount=options.discount,
-        ties=options.ties,
-        dtype=dtype,
-    )
+        check_target(target, total, options.gain, validate_args=options.validate_args)
+    return _catalog.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
@@ -416,15 +374,11 @@ def normalized(
     every user): one without is no list, so it has no empty target either.
     """
     if empty_target_action == "error":
-        empty = ideal == 0
-        empty = (empty if listed is None else empty & listed).any()
+        empty = ideal.eq(0) if listed is None else ideal.eq(0) & listed
         message = (
             "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-        if not _host.may_read_back(empty.device):
-            _host.assert_on_device(~empty, message)
-        elif bool(empty):
-            raise ValueError(message)
+        _raise_checks([(empty.any(), message)])
     return _kernels.normalize(value, ideal, empty_target_action, gain)
 
 
@@ -602,20 +556,11 @@ def catalog_ndcg_values(
     size = None if sharded else n_items  # a shard's: the catalog's is known once gathered
     target = catalog_target(relevant, exclude, users, size, dtype, queries.device)
     check_target(target, size, options.gain, validate_args=options.validate_args)
-    block_users, chunk = _blocking(users, chunk_size, memory_budget, queries.element_size())
-    group = None if process_group == "default" else process_group
+    blocking = _blocking(users, chunk_size, memory_budget, queries.element_size())
     with torch.no_grad(), _host.full_precision(queries.device):
-        chunks = embedding_chunks(queries, items, score_fn, block_users, chunk, item_offset)
+        scores = embedding_scores(queries, items, score_fn)
         value, ideal = catalog_values(
-            chunks,
-            block_users,
-            target,
-            options,
-            n_items=n_items,
-            dtype=dtype,
-            item_offset=item_offset,
-            process_group=group,
-            sharded=sharded,
+            scores, blocking, target, options, n_items, item_offset, process_group
         )
     return normalized(value, ideal, options.empty_target_action, options.gain)
 
@@ -667,34 +612,23 @@ def sparse_values(
         )
     users, n_items = preds.shape
     dtype = _options.compute_dtype(preds.dtype)
-    ids, grades = relevance_target(target.to(preds.device), users, n_items, dtype)
-    excluded = None
-    if exclude is not None:
-        excluded = excluded_ids(exclude, users, n_items).to(preds.device)
+    ids, grades, excluded = catalog_target(target, exclude, users, n_items, dtype, preds.device)
     if mask is not None:
         _validation.check_mask(mask, preds.shape)
         # Padding is padding, as with a dense target: a grade stored on a padded item is none.
         padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
         ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
     # `exclude` checked as given (ids, repeats, relevant items), before padding joins it.
-    target_ = CatalogTarget(ids, grades, excluded)
-    check_target(target_, n_items, options.gain, validate_args=options.validate_args)
+    check = CatalogTarget(ids, grades, excluded)
+    check_target(check, n_items, options.gain, validate_args=options.validate_args)
     if mask is not None:
         padded = excluded_ids(~mask, users, n_items)
         excluded = padded if excluded is None else _union(excluded, padded)
     rows = None if excluded is None else listed(excluded, n_items)
-    block_users, chunk = _blocking(users, None, None, preds.element_size())
-
-    def chunks(first: int, stop: int) -> Iterator[tuple[int, Tensor]]:
-        """Blocks of the existing score matrix: views, never modified."""
-        for start in range(0, n_items, chunk):
-            yield start, preds[first:stop, start : start + chunk]
-
-    with torch.no_grad():
+    blocking = _blocking(users, None, None, preds.element_size())
+    with torch.no_grad():  # blocks of the score matrix: views, never modified
         catalog = CatalogTarget(ids, grades, excluded)
-        value, ideal = catalog_values(
-            chunks, block_users, catalog, options, n_items=n_items, dtype=dtype
-        )
+        value, ideal = catalog_values(lambda u, i: preds[u, i], blocking, catalog, options, n_items)
     if not normalize:
         return value, rows
     return normalized(value, ideal, options.empty_target_action, options.gain, rows), rows
