@@ -205,14 +205,11 @@ class Stream:
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
         self.select = _host.may_read_back(state.scores.device)
-        self.excluded_keys = None  # the selection's exclusion test: sorted `row << 32 | id` keys
-        if self.select and excluded_sorted is not None:
+        self.excluded_keys = None  # the selection's exclusion test: ascending `row << 32 | id`
+        if self.select and excluded_sorted is not None:  # (padding: `PLACEHOLDER`, no item)
             rows = torch.arange(excluded_sorted.shape[0], device=excluded_sorted.device)
-            real = excluded_sorted.ne(_INT64_MAX)
-            keys = (
-                rows[:, None].expand_as(real)[real].bitwise_left_shift(32) + excluded_sorted[real]
-            )
-            self.excluded_keys = keys if keys.shape[0] else None
+            keys = rows[:, None].bitwise_left_shift(32) + excluded_sorted.clamp(max=PLACEHOLDER)
+            self.excluded_keys = keys.view(-1)
         self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
         self.pending_groups = 0
         # [B, 1]: the highest pruning threshold of the pending blocks, below the next K-th best.
@@ -220,17 +217,11 @@ class Stream:
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
-        users, width = block.shape
-        if not self.select or width % GROUP:
+        if not self.select or block.shape[1] % GROUP:
             self._absorb_whole(block, start)
-            return
-        survivors = self._survivors(block, start)
-        if survivors is None:
-            return
-        rows, columns, scores, self.threshold = survivors
-        self.pending.append((rows, columns + start, scores))
-        self.pending_groups += rows.shape[0]
-        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * users:
+        else:
+            self._select(block, start)
+        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * len(block):
             self._flush()
 
     def _absorb_whole(self, block: Tensor, start: int) -> None:
@@ -261,19 +252,19 @@ class Stream:
         self._flush()
         return self.state
 
-    def _survivors(self, block: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
-        """The groups of the block whose maximum reaches the pruning threshold.
+    def _select(self, block: Tensor, start: int) -> None:
+        """Add the block's groups whose maximum reaches the pruning threshold to the pending ones.
 
         The threshold is the current ``K``-th best score, or where too many groups pass (the
-        first block) the ``(K + e)``-th largest group maximum of the block when that is higher
-        (`_pruning_threshold`). Every item that reaches the threshold is in such a group.
-
-        Returns:
-            ``[n]`` rows (users, ascending), ``[n, GROUP]`` block columns and scores of the
-            ``n`` passing groups' items, and the ``[B, 1]`` threshold; ``None`` when no
-            item of the block reaches the threshold.
+        first block) the ``(K + e)``-th largest group maximum ``t`` of the block when that is
+        higher (``e``: the user's excluded items in the block): ``t`` is the maximum of
+        ``K + e`` distinct items, at least ``K`` of them ranked, so the new ``K``-th best is at
+        least ``t``. Every item that reaches the threshold is in such a group. Pending: the
+        ``[n]`` rows (users, ascending), ``[n, GROUP]`` item indices and scores of the ``n``
+        passing groups, and the ``[B, 1]`` threshold.
         """
         users, width = block.shape
+        kmax = self.state.scores.shape[-1]
         maxima = group_maxima(block, GROUP)
         # A pending block's threshold (at least the K-th best, which changes only at merges)
         # holds for this one too.
@@ -288,19 +279,24 @@ class Stream:
         active = (_reaching(best, threshold) & selected).view(-1).nonzero()
         if not active.shape[0]:  # nothing passes: the block adds its ties at most
             self._tally_ties(block, start, threshold, ~selected)
-            return None
+            return
         if 2 * active.shape[0] > users:  # many users pass: every group at once
             pairs = (_reaching(maxima, threshold) & selected).nonzero()
-            if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
-                tighter = self._pruning_threshold(maxima, start, width)
-                if tighter is not None:  # the tallied users' threshold stays: nothing is above
-                    threshold = torch.maximum(threshold, tighter)
+            if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
+                here = None if self.excluded is None else _in_block(self.excluded, start, width)
+                excluded_here = None if here is None else here[1].sum(1)
+                most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+                if maxima.shape[1] > most:  # (the tallied users' threshold stays: none above)
+                    top = maxima.topk(most, dim=1).values
+                    if excluded_here is not None:
+                        top = top.gather(1, excluded_here[:, None] + (kmax - 1))
+                    threshold = torch.maximum(threshold, top[:, -1:])
                     pairs = (_reaching(maxima, threshold) & selected).nonzero()
                 if 4 * pairs.shape[0] > 3 * maxima.numel():
                     # Nearly every group still passes (scores tied at the threshold, or k
                     # about the number of groups): selecting them would cost more than a merge.
                     self._absorb_whole(block, start)
-                    return None
+                    return
             rows, groups = pairs.unbind(1)
         else:  # only the groups of the users whose best item reaches it
             active = active.squeeze(1)
@@ -313,25 +309,9 @@ class Stream:
             scores = block.view(-1).take(columns + (rows * width)[:, None])
         else:
             scores = block[rows[:, None], columns]
-        return rows, columns, scores, threshold
-
-    def _pruning_threshold(self, maxima: Tensor, start: int, width: int) -> Tensor | None:
-        """A higher threshold ``[B, 1]`` from the block's own group maxima, where many pass.
-
-        The ``(K + e)``-th largest group maximum ``t`` (``e``: the user's excluded items in the
-        block) is the maximum of ``K + e`` distinct items, at least ``K`` of them ranked: the
-        new ``K``-th best is at least ``t``, so the items below ``max(boundary, t)`` cannot
-        enter. ``None`` when the block has no more than ``K + e`` groups. Reads ``max(e)``.
-        """
-        kmax = self.state.scores.shape[-1]
-        here = None if self.excluded is None else _in_block(self.excluded, start, width)[1].sum(1)
-        most = kmax if here is None else kmax + int(here.max())
-        if maxima.shape[1] <= most:
-            return None
-        best = maxima.topk(most, dim=1).values
-        if here is not None:
-            best = best.gather(1, here[:, None] + (kmax - 1))
-        return torch.maximum(self.state.scores[:, -1:], best[:, -1:])
+        self.pending.append((rows, columns + start, scores))
+        self.pending_groups += rows.shape[0]
+        self.threshold = threshold
 
     def _tally_ties(self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor) -> None:
         """Count, and do not select, the items of the ``tallied`` users (``[B, 1]`` bool).
