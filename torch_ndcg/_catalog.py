@@ -70,7 +70,6 @@ FLUSH_GROUPS = 2
 # maxima are read a little faster, but each passing group brings twice the items).
 GROUP = 32
 _INT64_MAX = torch.iinfo(torch.int64).max
-_NAN_MESSAGE = "Expected the scores to have no NaN, but a block of scores has one."
 
 
 @dataclass
@@ -182,7 +181,7 @@ def excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
 
 
 def _reaching(values: Tensor, threshold: Tensor) -> Tensor:
-    """``values >= threshold`` (broadcast), and NaN values too: they raise later."""
+    """``values >= threshold`` (broadcast), and NaN values too: they are reported later."""
     return values.lt(threshold).logical_not_()
 
 
@@ -198,6 +197,10 @@ class Stream:
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
+
+    Attributes:
+        nan: on the CPU, whether a score that takes a rank was NaN (the caller raises; the
+            values are then meaningless); elsewhere always ``False``.
     """
 
     def __init__(self, state: TopState, rel_ids: Tensor, excluded_sorted: Tensor | None) -> None:
@@ -205,6 +208,7 @@ class Stream:
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
         self.select = _host.may_read_back(state.scores.device)
+        self.nan = False
         self.excluded_keys = None  # the selection's exclusion test: ascending `row << 32 | id`
         if self.select and excluded_sorted is not None:  # (padding: `PLACEHOLDER`, no item)
             rows = torch.arange(excluded_sorted.shape[0], device=excluded_sorted.device)
@@ -242,8 +246,7 @@ class Stream:
             scores = torch.where(dropped, float("-inf"), block)
             index = torch.where(dropped, PLACEHOLDER, index)
         # Excluded (and padded) items' scores never count: only the others may not be NaN.
-        if self.select and bool(scores.isnan().any()):
-            raise ValueError(_NAN_MESSAGE)
+        self.nan = self.nan or (self.select and bool(scores.isnan().any()))
         top = (state.scores, state.index, state.boundary_count)
         state.scores, state.index, state.boundary_count = _union([top, (scores, index, None)])
 
@@ -366,8 +369,7 @@ class Stream:
         state.rel_seen[rows[found], which] = True
         counts = torch.bincount(rows, minlength=state.scores.shape[0])
         longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
-        if nan:
-            raise ValueError(_NAN_MESSAGE)
+        self.nan = self.nan or bool(nan)
         if longest:
             columns = (scores, float("-inf")), (index, PLACEHOLDER)
             packed_scores, packed_index = pad_rows(rows, counts, longest, *columns)

@@ -9,15 +9,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _catalog, _host, _kernels, _options, _validation
-from torch_ndcg._options import (
-    Cutoffs,
-    Discount,
-    EmptyTargetAction,
-    Gain,
-    ListOptions,
-    ScoreFn,
-    Ties,
-)
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
 
@@ -171,18 +163,17 @@ def _excluded_checks(excluded: Tensor, limit: int) -> list[tuple[Tensor, str]]:
     ]
 
 
-def check_target(
-    target: CatalogTarget, n_items: int | None, gain: Gain, *, validate_args: bool
-) -> None:
+def check_target(target: CatalogTarget, n_items: int | None, options: ListOptions) -> None:
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
-    Ids outside ``[0, N)``, an id listed twice for a user, negative or NaN grades, an
-    overflowing exponential gain, and an item both relevant (a grade other than 0) and excluded
-    are errors.
+    Only with ``options.validate_args``. Ids outside ``[0, N)``, an id listed twice for a user,
+    negative or NaN grades, an overflowing exponential gain, and an item both relevant (a grade
+    other than 0) and excluded are errors.
     """
-    if not validate_args:
+    if not options.validate_args:
         return
     ids, grades, excluded = target
+    gain = options.gain
     valid = ids.ge(0)
     limit = _INT64_MAX if n_items is None else n_items
     ordered = ids.sort(dim=-1).values
@@ -347,12 +338,14 @@ def catalog_values(
             block = scores(rows, slice(start, start + chunk))
             stream.absorb(block.to(dtype), item_offset + start)
         states.append(stream.result())
+        if stream.nan:
+            raise ValueError("Expected the scores to have no NaN, but a block of scores has one.")
     state = _catalog.cat_states(states)
     if sharded:
         group = None if process_group == "default" else process_group
         state, total = gather_shards(state, n_items, item_offset, group)
         # The catalog's size is known now: the id checks that needed it.
-        check_target(target, total, options.gain, validate_args=options.validate_args)
+        check_target(target, total, options)
     return _catalog.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
 
 
@@ -362,24 +355,20 @@ def _check_int(name: str, value: Any, *, minimum: int) -> None:
 
 
 def normalized(
-    value: Tensor,
-    ideal: Tensor,
-    empty_target_action: EmptyTargetAction,
-    gain: Gain,
-    listed: Tensor | None = None,
+    value: Tensor, ideal: Tensor, options: ListOptions, listed: Tensor | None = None
 ) -> Tensor:
     """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read).
 
     ``listed`` (``[B, 1]`` bool) marks the users with an item that takes a rank (``None``:
     every user): one without is no list, so it has no empty target either.
     """
-    if empty_target_action == "error":
+    if options.empty_target_action == "error":
         empty = ideal.eq(0) if listed is None else ideal.eq(0) & listed
         message = (
             "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
         _raise_checks([(empty.any(), message)])
-    return _kernels.normalize(value, ideal, empty_target_action, gain)
+    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
 @_validation.names_ported_keywords(_validation.CATALOG_PORTED_NAMES)
@@ -555,14 +544,14 @@ def catalog_ndcg_values(
     dtype = _options.compute_dtype(queries.dtype)
     size = None if sharded else n_items  # a shard's: the catalog's is known once gathered
     target = catalog_target(relevant, exclude, users, size, dtype, queries.device)
-    check_target(target, size, options.gain, validate_args=options.validate_args)
+    check_target(target, size, options)
     blocking = _blocking(users, chunk_size, memory_budget, queries.element_size())
     with torch.no_grad(), _host.full_precision(queries.device):
         scores = embedding_scores(queries, items, score_fn)
         value, ideal = catalog_values(
             scores, blocking, target, options, n_items, item_offset, process_group
         )
-    return normalized(value, ideal, options.empty_target_action, options.gain)
+    return normalized(value, ideal, options)
 
 
 def is_sparse(target: Any) -> bool:
@@ -570,7 +559,7 @@ def is_sparse(target: Any) -> bool:
     return isinstance(target, Tensor) and target.layout != torch.strided
 
 
-def shape_values(values: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
+def shape_values(values: Tensor, cutoffs: _options.Cutoffs, dtype: torch.dtype) -> Tensor:
     """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
     out = values.to(_options.compute_dtype(dtype))
     return out if cutoffs.is_sequence else out[:, 0]
@@ -619,11 +608,11 @@ def sparse_values(
         padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
         ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
     # `exclude` checked as given (ids, repeats, relevant items), before padding joins it.
-    check = CatalogTarget(ids, grades, excluded)
-    check_target(check, n_items, options.gain, validate_args=options.validate_args)
-    if mask is not None:
+    check_target(CatalogTarget(ids, grades, excluded), n_items, options)
+    if mask is not None:  # (an item both excluded and padded is listed twice: harmless)
         padded = excluded_ids(~mask, users, n_items)
-        excluded = padded if excluded is None else _union(excluded, padded)
+        both = padded if excluded is None else torch.cat([excluded, padded], dim=-1)
+        excluded = both.sort(dim=-1).values
     rows = None if excluded is None else listed(excluded, n_items)
     blocking = _blocking(users, None, None, preds.element_size())
     with torch.no_grad():  # blocks of the score matrix: views, never modified
@@ -631,7 +620,7 @@ def sparse_values(
         value, ideal = catalog_values(lambda u, i: preds[u, i], blocking, catalog, options, n_items)
     if not normalize:
         return value, rows
-    return normalized(value, ideal, options.empty_target_action, options.gain, rows), rows
+    return normalized(value, ideal, options, rows), rows
 
 
 def listed(excluded: Tensor, n_items: int) -> Tensor:
@@ -642,14 +631,6 @@ def listed(excluded: Tensor, n_items: int) -> Tensor:
     inside = excluded.ge(0) & excluded.lt(n_items)
     inside[:, 1:] &= excluded[:, 1:].ne(excluded[:, :-1])
     return inside.sum(-1, keepdim=True).lt(n_items)
-
-
-def _union(a: Tensor, b: Tensor) -> Tensor:
-    """Per-user union of two ascending padded id lists (duplicates dropped)."""
-    both = torch.cat([a, b], dim=-1).sort(dim=-1).values
-    repeated = torch.zeros_like(both, dtype=torch.bool)
-    repeated[:, 1:] = both[:, 1:].eq(both[:, :-1])
-    return torch.where(repeated, _INT64_MAX, both).sort(dim=-1).values
 
 
 def dense_mask_with_exclusions(
