@@ -53,7 +53,7 @@ from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
 from torch_ndcg._fast_paths import group_maxima, group_members
-from torch_ndcg._options import Discount, Gain, Ties, accumulate_dtype
+from torch_ndcg._options import ListOptions, accumulate_dtype
 
 # Index of an empty slot of the top K (and of an excluded candidate): above every item index,
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
@@ -69,6 +69,7 @@ FLUSH_GROUPS = 2
 # Items per group of the selection's maxima pass (64-item groups measured no faster: their
 # maxima are read a little faster, but each passing group brings twice the items).
 GROUP = 32
+_INT64_MAX = torch.iinfo(torch.int64).max
 
 
 @dataclass
@@ -105,16 +106,32 @@ def new_state(
     )
 
 
-def _sort_keys(scores: Tensor, index: Tensor) -> Tensor:
-    """int64 keys ordered as (score descending, index ascending): float32 scores only."""
-    score_bits = _fast_paths.ordered_int32(scores).to(torch.int64)
-    return score_bits.bitwise_left_shift(32).add_(PLACEHOLDER - index)
+def cat_states(states: Sequence[TopState]) -> TopState:
+    """The state of the users of every state, in turn (blocks of users)."""
+    return TopState(
+        *(torch.cat(parts) for parts in zip(*(vars(s).values() for s in states), strict=True))
+    )
+
+
+def pad_rows(
+    rows: Tensor, counts: Tensor, longest: int, *columns: tuple[Tensor, float]
+) -> list[Tensor]:
+    """Entries laid out per user: ``[B, longest]`` of each ``(values, fill)`` column.
+
+    ``rows`` (ascending) are the entries' users, ``counts`` the ``[B]`` entries per user.
+    """
+    position = torch.arange(rows.shape[0], device=rows.device) - (counts.cumsum(0) - counts)[rows]
+    return [
+        values.new_full((counts.shape[0], longest), fill).index_put_((rows, position), values)
+        for values, fill in columns
+    ]
 
 
 def best_k(scores: Tensor, index: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     """The ``kmax`` best of ``[B, M]`` (score, index) pairs: score descending, index ascending."""
-    if scores.dtype == torch.float32:
-        order = _sort_keys(scores, index).topk(kmax, dim=-1, sorted=True).indices
+    if scores.dtype == torch.float32:  # int64 keys: the score's order bits, then the index
+        keys = _fast_paths.ordered_int32(scores).to(torch.int64).bitwise_left_shift(32)
+        order = keys.add_(PLACEHOLDER - index).topk(kmax, dim=-1, sorted=True).indices
     else:  # float64 keys do not fit beside an index: two stable sorts (index, then score)
         by_index = index.sort(dim=-1, stable=True).indices
         by_score = scores.gather(-1, by_index).sort(dim=-1, descending=True, stable=True).indices
@@ -127,27 +144,26 @@ def _count_equal(scores: Tensor, index: Tensor, value: Tensor) -> Tensor:
     return (scores.eq(value[:, None]) & index.ne(PLACEHOLDER)).sum(-1)
 
 
-def _merge(state: TopState, cand_scores: Tensor, cand_index: Tensor) -> None:
-    """Merge candidates of unseen items into the top ``K``; keep the boundary count exact.
+def _union(parts: Sequence[tuple[Tensor, Tensor, Tensor | None]]) -> tuple[Tensor, Tensor, Tensor]:
+    """The top ``K`` (scores, index) of disjoint item sets and its boundary count.
 
-    The candidates must hold every unseen item whose score is at least the new boundary.
+    Each part is ``(scores, index, count)``: a top ``K`` with its boundary count, or with
+    ``count=None`` candidates holding every item of their set at least the new boundary. A
+    top ``K``'s boundary is never above the union's; where equal, its count holds the items past
+    it too; where lower, its items at the union's boundary are all in it.
     """
-    kmax = state.scores.shape[-1]
-    old_boundary = state.scores[:, -1]
+    kmax = parts[0][0].shape[-1]
     scores, index = best_k(
-        torch.cat([state.scores, cand_scores], dim=-1),
-        torch.cat([state.index, cand_index], dim=-1),
-        kmax,
+        torch.cat([p[0] for p in parts], dim=-1), torch.cat([p[1] for p in parts], dim=-1), kmax
     )
     boundary = scores[:, -1]
-    same = boundary.eq(old_boundary)
-    # Items equal to a higher boundary all sit in the old top K or the candidates; items equal
-    # to an unchanged one were counted before, or are candidates now.
-    before = torch.where(
-        same, state.boundary_count, _count_equal(state.scores, state.index, boundary)
-    )
-    state.boundary_count = before + _count_equal(cand_scores, cand_index, boundary)
-    state.scores, state.index = scores, index
+    counts = []
+    for part, ids, count in parts:
+        equal = _count_equal(part, ids, boundary)
+        counts.append(
+            equal if count is None else torch.where(part[:, -1].eq(boundary), count, equal)
+        )
+    return scores, index, torch.stack(counts).sum(0)
 
 
 def _in_block(ids: Tensor, start: int, width: int) -> tuple[Tensor, Tensor]:
@@ -157,25 +173,16 @@ def _in_block(ids: Tensor, start: int, width: int) -> tuple[Tensor, Tensor]:
     return local.clamp_(0, width - 1), inside
 
 
-def _excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
+def excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
     """``[B, M]`` bool: candidate indices found in the ascending per-user ``excluded_sorted``."""
     at = torch.searchsorted(excluded_sorted, candidates.contiguous())
     at = at.clamp_(max=excluded_sorted.shape[-1] - 1)
     return excluded_sorted.gather(-1, at).eq(candidates)
 
 
-_NAN_MESSAGE = "Expected the scores to have no NaN, but a block of scores has one."
-
-
 def _reaching(values: Tensor, threshold: Tensor) -> Tensor:
-    """``values >= threshold`` (broadcast), and NaN values too: they raise later."""
+    """``values >= threshold`` (broadcast), and NaN values too: they are reported later."""
     return values.lt(threshold).logical_not_()
-
-
-def _selected(maxima: Tensor, threshold: Tensor, tallied: Tensor | None) -> Tensor:
-    """The groups whose maximum reaches the threshold, but those of ``tallied`` users."""
-    reaching = _reaching(maxima, threshold)
-    return reaching if tallied is None else reaching.logical_and_(~tallied)
 
 
 class Stream:
@@ -190,6 +197,10 @@ class Stream:
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
+
+    Attributes:
+        nan: on the CPU, whether a score that takes a rank was NaN (the caller raises; the
+            values are then meaningless); elsewhere always ``False``.
     """
 
     def __init__(self, state: TopState, rel_ids: Tensor, excluded_sorted: Tensor | None) -> None:
@@ -197,11 +208,12 @@ class Stream:
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
         self.select = _host.may_read_back(state.scores.device)
-        self.excluded_keys = None  # the selection's exclusion test: sorted row-and-id keys
-        if self.select and excluded_sorted is not None:
-            keys = _flat_keys(excluded_sorted)
-            self.excluded_keys = keys if keys.shape[0] else None
-        self.members: dict[int, Tensor] = {}
+        self.nan = False
+        self.excluded_keys = None  # the selection's exclusion test: ascending `row << 32 | id`
+        if self.select and excluded_sorted is not None:  # (padding: `PLACEHOLDER`, no item)
+            rows = torch.arange(excluded_sorted.shape[0], device=excluded_sorted.device)
+            keys = rows[:, None].bitwise_left_shift(32) + excluded_sorted.clamp(max=PLACEHOLDER)
+            self.excluded_keys = keys.view(-1)
         self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
         self.pending_groups = 0
         # [B, 1]: the highest pruning threshold of the pending blocks, below the next K-th best.
@@ -209,22 +221,18 @@ class Stream:
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
-        users, width = block.shape
-        if not self.select or width % GROUP:
+        if not self.select or block.shape[1] % GROUP:
             self._absorb_whole(block, start)
-            return
-        survivors = self._survivors(block, start)
-        if survivors is None:
-            return
-        rows, columns, scores, threshold = survivors
-        self.pending.append((rows, columns + start, scores))
-        self.threshold = threshold
-        self.pending_groups += rows.shape[0]
-        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * users:
+        else:
+            self._select(block, start)
+        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * len(block):
             self._flush()
 
     def _absorb_whole(self, block: Tensor, start: int) -> None:
-        """Merge every item of ``block`` (branch-free: no read-back but on the CPU)."""
+        """Merge every item of ``block`` (branch-free: no read-back but on the CPU).
+
+        An excluded item becomes a placeholder, which the merge neither ranks nor counts.
+        """
         self._flush()
         state = self.state
         users, width = block.shape
@@ -232,109 +240,92 @@ class Stream:
         state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
         state.rel_seen = state.rel_seen | inside
         index = torch.arange(start, start + width, device=block.device).expand(users, width)
-        scores, index = self._placeholders(block, index)
+        scores = block
+        if self.excluded is not None:
+            dropped = excluded(index, self.excluded)
+            scores = torch.where(dropped, float("-inf"), block)
+            index = torch.where(dropped, PLACEHOLDER, index)
         # Excluded (and padded) items' scores never count: only the others may not be NaN.
-        if self.select and bool(scores.isnan().any()):
-            raise ValueError(_NAN_MESSAGE)
-        _merge(state, scores, index)
+        self.nan = self.nan or (self.select and bool(scores.isnan().any()))
+        top = (state.scores, state.index, state.boundary_count)
+        state.scores, state.index, state.boundary_count = _union([top, (scores, index, None)])
 
     def result(self) -> TopState:
         """The state once every block was absorbed."""
         self._flush()
         return self.state
 
-    def _survivors(self, block: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
-        """The groups of the block whose maximum reaches the pruning threshold.
+    def _select(self, block: Tensor, start: int) -> None:
+        """Add the block's groups whose maximum reaches the pruning threshold to the pending ones.
 
         The threshold is the current ``K``-th best score, or where too many groups pass (the
-        first block) the ``(K + e)``-th largest group maximum of the block when that is higher
-        (`_pruning_threshold`). Every item that reaches the threshold is in such a group.
-
-        Returns:
-            ``[n]`` rows (users, ascending), ``[n, GROUP]`` block columns and scores of the
-            ``n`` passing groups' items, and the ``[B, 1]`` threshold; ``None`` when no
-            item of the block reaches the threshold.
+        first block) the ``(K + e)``-th largest group maximum ``t`` of the block when that is
+        higher (``e``: the user's excluded items in the block): ``t`` is the maximum of
+        ``K + e`` distinct items, at least ``K`` of them ranked, so the new ``K``-th best is at
+        least ``t``. Every item that reaches the threshold is in such a group. Pending: the
+        ``[n]`` rows (users, ascending), ``[n, GROUP]`` item indices and scores of the ``n``
+        passing groups, and the ``[B, 1]`` threshold.
         """
         users, width = block.shape
+        kmax = self.state.scores.shape[-1]
         maxima = group_maxima(block, GROUP)
-        n_groups = maxima.shape[1]
         # A pending block's threshold (at least the K-th best, which changes only at merges)
         # holds for this one too.
-        threshold = self.state.scores[:, -1:] if self.threshold is None else self.threshold
+        last = self.state.scores[:, -1:]
+        threshold = last if self.threshold is None else self.threshold
         best = maxima.amax(1, keepdim=True)
-        reaching = _reaching(best, threshold)
         # The users whose best item only ties with the last of their full top K are counted,
-        # not selected (`_tally_ties`); a best item equal to a threshold is rare but for ties.
-        tallied = None
-        at_threshold = best.eq(threshold)
-        if bool(at_threshold.any()):
-            tallied = at_threshold & self._tied(threshold)
-            reaching &= ~tallied
-        active = reaching.view(-1).nonzero()
+        # not selected (`_tally_ties`): blocks come in item order and ties rank by item index,
+        # so such an item ranks after every item of the top K and never enters it.
+        full = self.state.index[:, -1:].ne(PLACEHOLDER)
+        selected = ~(best.eq(threshold) & threshold.eq(last) & full)
+        active = (_reaching(best, threshold) & selected).view(-1).nonzero()
         if not active.shape[0]:  # nothing passes: the block adds its ties at most
-            self._tally_ties(block, start, threshold, tallied)
-            return None
+            self._tally_ties(block, start, threshold, ~selected)
+            return
         if 2 * active.shape[0] > users:  # many users pass: every group at once
-            pairs = _selected(maxima, threshold, tallied).nonzero()
-            if pairs.shape[0] > users * (self.state.scores.shape[-1] + 1):  # many groups pass
-                excluded_here = None
-                if self.excluded is not None:
-                    excluded_here = _in_block(self.excluded, start, width)[1].sum(1)
-                tighter = _pruning_threshold(self.state, maxima, excluded_here)
-                if tighter is not None:  # the tallied users' threshold stays: nothing is above
-                    threshold = torch.maximum(threshold, tighter)
-                    pairs = _selected(maxima, threshold, tallied).nonzero()
+            pairs = (_reaching(maxima, threshold) & selected).nonzero()
+            if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
+                here = None if self.excluded is None else _in_block(self.excluded, start, width)
+                excluded_here = None if here is None else here[1].sum(1)
+                most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+                if maxima.shape[1] > most:  # (the tallied users' threshold stays: none above)
+                    top = maxima.topk(most, dim=1).values
+                    if excluded_here is not None:
+                        top = top.gather(1, excluded_here[:, None] + (kmax - 1))
+                    threshold = torch.maximum(threshold, top[:, -1:])
+                    pairs = (_reaching(maxima, threshold) & selected).nonzero()
                 if 4 * pairs.shape[0] > 3 * maxima.numel():
                     # Nearly every group still passes (scores tied at the threshold, or k
                     # about the number of groups): selecting them would cost more than a merge.
                     self._absorb_whole(block, start)
-                    return None
+                    return
             rows, groups = pairs.unbind(1)
         else:  # only the groups of the users whose best item reaches it
             active = active.squeeze(1)
             chosen = maxima.index_select(0, active)
             local, groups = _reaching(chosen, threshold.index_select(0, active)).nonzero().unbind(1)
             rows = active.index_select(0, local)
-        self._tally_ties(block, start, threshold, tallied)
-        columns = groups[:, None] + self._members(n_groups, block.device)
+        self._tally_ties(block, start, threshold, ~selected)
+        columns = groups[:, None] + group_members(maxima.shape[1], block.device, GROUP)
         if block.is_contiguous():  # one flat gather
             scores = block.view(-1).take(columns + (rows * width)[:, None])
         else:
             scores = block[rows[:, None], columns]
-        return rows, columns, scores, threshold
+        self.pending.append((rows, columns + start, scores))
+        self.pending_groups += rows.shape[0]
+        self.threshold = threshold
 
-    def _members(self, n_groups: int, device: torch.device) -> Tensor:
-        """`group_members` of blocks of ``n_groups`` groups, made once."""
-        members = self.members.get(n_groups)
-        if members is None:
-            members = group_members(n_groups, device, GROUP)
-            self.members[n_groups] = members
-        return members
+    def _tally_ties(self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor) -> None:
+        """Count, and do not select, the items of the ``tallied`` users (``[B, 1]`` bool).
 
-    def _tied(self, threshold: Tensor) -> Tensor:
-        """``[B, 1]``: the users whose ``threshold`` is the last score of their full top ``K``.
-
-        Blocks come in item order and ties rank by item index, so an item of this block equal
-        to that score ranks after every item of the top ``K``: it never enters it, and only
-        adds to the boundary count (`_tally_ties`).
+        Their best item in the block ties with the last of their full top ``K``: the items
+        equal to it (excluded items left out) add to the boundary count, and a relevant one
+        among them records its score. Tied scores (zero embeddings, integer scores) then cost
+        a pass over their rows, not a merge of every item. (A user with an item above the
+        threshold too is selected as usual: its ties are candidates, counted by the merge;
+        never counted twice.)
         """
-        full = self.state.index[:, -1:].ne(PLACEHOLDER)
-        return full & threshold.eq(self.state.scores[:, -1:])
-
-    def _tally_ties(
-        self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor | None
-    ) -> None:
-        """Count, and do not select, the items of the ``tallied`` users (``[B, 1]``; or none).
-
-        Their best item in the block ties with the last of their full top ``K`` (`_tied`):
-        the items equal to it (excluded items left out) add to the boundary count, and a
-        relevant one among them records its score. Tied scores (zero embeddings, integer
-        scores) then cost a pass over their rows, not a merge of every item. (A user with an
-        item above the threshold too is selected as usual: its ties are candidates, counted by
-        `_merge`; never counted twice.)
-        """
-        if tallied is None:
-            return
         rows = tallied.view(-1).nonzero().squeeze(1)
         if not rows.shape[0]:
             return
@@ -361,180 +352,90 @@ class Stream:
             return
         pending, threshold = self.pending, self.threshold
         self.pending, self.pending_groups, self.threshold = [], 0, None
-        users = self.state.scores.shape[0]
+        state = self.state
         rows, index, scores = (torch.cat(part) for part in zip(*pending, strict=True))
         assert threshold is not None
         kept = _reaching(scores, threshold.index_select(0, rows)).nonzero().unbind(1)
         rows, index, scores = rows.index_select(0, kept[0]), index[kept], scores[kept]
         if self.excluded_keys is not None:  # excluded items take no rank: dropped here
-            keys = _flat_keys(rows, index)
-            at = torch.searchsorted(self.excluded_keys, keys)
-            found = self.excluded_keys[at.clamp_(max=self.excluded_keys.shape[0] - 1)].eq(keys)
-            ranked = found.logical_not_().nonzero().squeeze(1)
+            ranked = ~excluded(rows.bitwise_left_shift(32) + index, self.excluded_keys)
             rows, index, scores = rows[ranked], index[ranked], scores[ranked]
         if len(pending) > 1:
             order = rows.argsort(stable=True)
             rows, index, scores = rows[order], index[order], scores[order]
         # A relevant item that can count (at or above the final K-th best) is among these.
         found, which = index[:, None].eq(self.rel_ids[rows]).nonzero().unbind(1)
-        self.state.rel_scores[rows[found], which] = scores[found]
-        self.state.rel_seen[rows[found], which] = True
-        counts = torch.bincount(rows, minlength=users)
+        state.rel_scores[rows[found], which] = scores[found]
+        state.rel_seen[rows[found], which] = True
+        counts = torch.bincount(rows, minlength=state.scores.shape[0])
         longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
-        if nan:
-            raise ValueError(_NAN_MESSAGE)
-        if longest == 0:
-            return
-        position = torch.arange(rows.shape[0], device=rows.device)
-        position -= (counts.cumsum(0) - counts)[rows]
-        packed_scores = scores.new_full((users, longest), float("-inf"))
-        packed_scores[rows, position] = scores
-        packed_index = index.new_full((users, longest), PLACEHOLDER)
-        packed_index[rows, position] = index
-        _merge(self.state, packed_scores, packed_index)
-
-    def _placeholders(self, cand_scores: Tensor, cand_index: Tensor) -> tuple[Tensor, Tensor]:
-        """Candidates for `_merge`, the excluded ones made placeholders."""
-        if self.excluded is not None:
-            excluded = _excluded(cand_index, self.excluded)
-            cand_scores = torch.where(excluded, float("-inf"), cand_scores)
-            cand_index = torch.where(excluded, PLACEHOLDER, cand_index)
-        return cand_scores, cand_index
-
-
-def _flat_keys(rows: Tensor, ids: Tensor | None = None) -> Tensor:
-    """int64 keys ``row * 2^32 + id`` (ids below `PLACEHOLDER`), ascending where the rows are.
-
-    With one argument, the keys of a padded ``[B, E]`` ascending id list (int64 maximum:
-    padding), in one sorted 1-D tensor.
-    """
-    if ids is None:
-        ids = rows
-        row = torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(ids)
-        real = ids.ne(torch.iinfo(torch.int64).max)
-        return row[real].bitwise_left_shift(32) + ids[real]
-    return rows.bitwise_left_shift(32) + ids
-
-
-def _pruning_threshold(
-    state: TopState, maxima: Tensor, excluded_here: Tensor | None
-) -> Tensor | None:
-    """A higher threshold ``[B, 1]`` from the block's own group maxima, where many groups pass.
-
-    The ``(K + e)``-th largest group maximum ``t`` (``e``: the user's excluded items in the
-    block) is the maximum of ``K + e`` distinct items, at least ``K`` of them ranked: the new
-    ``K``-th best is at least ``t``, so the items below ``max(boundary, t)`` cannot enter.
-    ``None`` when the block has no more than ``K + e`` groups. Reads ``max(e)`` back: CPU only.
-    """
-    kmax = state.scores.shape[-1]
-    most = kmax if excluded_here is None else kmax + int(excluded_here.max())
-    if maxima.shape[1] <= most:
-        return None
-    best = maxima.topk(most, dim=1).values
-    if excluded_here is not None:
-        best = best.gather(1, excluded_here[:, None] + (kmax - 1))
-    return torch.maximum(state.scores[:, -1:], best[:, -1:])
+        self.nan = self.nan or bool(nan)
+        if longest:
+            columns = (scores, float("-inf")), (index, PLACEHOLDER)
+            packed_scores, packed_index = pad_rows(rows, counts, longest, *columns)
+            top = (state.scores, state.index, state.boundary_count)
+            state.scores, state.index, state.boundary_count = _union(
+                [top, (packed_scores, packed_index, None)]
+            )
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:
     """The state of the union of disjoint item sets (shards) from the state of each."""
-    first = states[0]
-    kmax = first.scores.shape[-1]
-    scores, index = best_k(
-        torch.cat([s.scores for s in states], dim=-1),
-        torch.cat([s.index for s in states], dim=-1),
-        kmax,
-    )
-    boundary = scores[:, -1]
-    # A full shard's boundary is never above the union's; where equal, its count holds the
-    # items past its own top K too; where lower, its items at the union's boundary are all in
-    # its top K.
-    count = sum(
-        (
-            torch.where(
-                s.scores[:, -1].eq(boundary),
-                s.boundary_count,
-                _count_equal(s.scores, s.index, boundary),
-            )
-            for s in states
-        ),
-        torch.zeros_like(first.boundary_count),
-    )
-    rel_scores = first.rel_scores
+    top = _union([(s.scores, s.index, s.boundary_count) for s in states])
+    rel_scores = states[0].rel_scores
     for s in states[1:]:
         rel_scores = torch.where(s.rel_seen, s.rel_scores, rel_scores)
-    rel_seen = torch.stack([s.rel_seen for s in states]).any(0)
-    return TopState(scores, index, count, rel_scores, rel_seen)
+    return TopState(*top, rel_scores, torch.stack([s.rel_seen for s in states]).any(0))
 
 
-def state_dcg(
-    state: TopState,
-    rel_ids: Tensor,
-    rel_gains: Tensor,
-    *,
-    ks: Sequence[int],
-    discount: Discount,
-    ties: Ties,
-) -> Tensor:
-    """``[B, len(ks)]`` DCG of the users from their final state (see the module docstring).
+def catalog_dcg(
+    state: TopState, rel_ids: Tensor, grades: Tensor, ks: Sequence[int], options: ListOptions
+) -> tuple[Tensor, Tensor]:
+    """DCG of the users from their final state (see the module docstring), and ideal DCG.
 
     Args:
         state: the state after every item of the catalog was absorbed (or merged).
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
-        rel_gains: ``[B, P]`` their gains (0 for padding), any floating dtype.
+        grades: ``[B, P]`` their grades (0 for padding), in the compute dtype.
         ks: cut-offs.
-        discount: discount name or callable.
-        ties: ``"average"`` or ``"first"``.
+        options: checked options: their gain, discount and ties.
 
     Returns:
-        ``[B, len(ks)]`` in the accumulation dtype.
+        ``[B, len(ks)]`` DCG and ideal DCG (from the relevant grades alone: other items have
+        gain 0) in the accumulation dtype.
     """
-    kmax = state.scores.shape[-1]
-    acc = accumulate_dtype(rel_gains.device)
+    kmax, dtype, device = state.scores.shape[-1], grades.dtype, grades.device
+    gain, discount, valid = options.gain, options.discount, rel_ids.ge(0)
+    rel_gains = _kernels.list_gains(grades, valid, gain, dtype)
+    acc = accumulate_dtype(device)
     real = state.index.ne(PLACEHOLDER)[:, None, :]
     top, rel = state.scores[:, None, :], state.rel_scores[:, :, None]
     boundary = state.scores[:, -1:]
     above = (top.gt(rel) & real).sum(-1)
-    if ties == "first":
-        top_index, rel_index = state.index[:, None, :], rel_ids[:, :, None]
-        before = above + (top.eq(rel) & top_index.lt(rel_index) & real).sum(-1)
+    equal = top.eq(rel) & real
+    if options.ties == "first":
+        before = above + (equal & state.index[:, None, :].lt(rel_ids[:, :, None])).sum(-1)
         last = state.index[:, -1:]
         inside = state.rel_scores.gt(boundary) | (state.rel_scores.eq(boundary) & rel_ids.le(last))
         tied = torch.ones_like(before)
     else:
         before = above
         inside = state.rel_scores.ge(boundary)
-        equal = (top.eq(rel) & real).sum(-1)
-        tied = torch.where(state.rel_scores.eq(boundary), state.boundary_count[:, None], equal)
-    counted = inside & state.rel_seen & rel_ids.ge(0)
+        tied = torch.where(
+            state.rel_scores.eq(boundary), state.boundary_count[:, None], equal.sum(-1)
+        )
+    counted = inside & state.rel_seen & valid
     before = torch.where(counted, before, kmax)
     tied = torch.where(counted, tied, 1).clamp_(min=1)
-    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, rel_gains.device, cumulative=True)
+    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     upper = table.index_select(0, (before + tied).clamp_(max=kmax).view(-1))
     lower = table.index_select(0, before.view(-1))
     users, n_rel = rel_ids.shape
     spanned = (upper - lower).view(users, n_rel, len(ks))
     share = torch.where(counted, rel_gains.to(acc) / tied, 0)
-    return (share[:, :, None] * spanned).sum(1)
-
-
-def relevant_gains(grades: Tensor, valid: Tensor, gain: Gain, dtype: torch.dtype) -> Tensor:
-    """Gains of the relevant items' grades in ``dtype``, 0 on padding (the shared kernel)."""
-    return _kernels.list_gains(grades, valid, gain, dtype)
-
-
-def relevant_ideal(
-    grades: Tensor,
-    valid: Tensor,
-    ks: Sequence[int],
-    gain: Gain,
-    discount: Discount,
-    dtype: torch.dtype,
-) -> Tensor:
-    """``[B, len(ks)]`` ideal DCG from the relevant grades alone (other items have gain 0)."""
-    kmax = min(max(ks), grades.shape[-1])
-    item_gains = relevant_gains(grades, valid, gain, dtype)
-    with _host.full_precision(grades.device):
-        return _kernels.ideal_dcg(
-            grades, valid, ks, kmax, gain, discount, dtype, item_gains=item_gains
+    value = (share[:, :, None] * spanned).sum(1)
+    with _host.full_precision(device):
+        ideal = _kernels.ideal_dcg(
+            grades, valid, ks, min(max(ks), n_rel), gain, discount, dtype, item_gains=rel_gains
         )
+    return value, ideal

@@ -1,24 +1,15 @@
 """nDCG against a whole catalog: sparse relevance, excluded items, scores streamed in blocks."""
 
 import numbers
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _catalog, _host, _kernels, _options, _validation
-from torch_ndcg._options import (
-    Cutoffs,
-    Discount,
-    EmptyTargetAction,
-    Gain,
-    ListOptions,
-    ScoreFn,
-    Ties,
-)
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
 
@@ -31,10 +22,20 @@ DEFAULT_BLOCK_BYTES = 8 << 20
 # the cache; the selection then reads each block once while it is still in cache.
 DEFAULT_CHUNK = 2048
 _INT64_MAX = torch.iinfo(torch.int64).max
+# What `relevant` and `exclude` may be, as their errors name it.
+_KINDS = {
+    "relevant": "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids",
+    "exclude": (
+        "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
+    ),
+}
+_RELEVANT_AND_EXCLUDED = (
+    "Expected no item both relevant and excluded, but a user has one: an excluded item takes "
+    "no rank, so it cannot be found."
+)
 
 
-@dataclass(frozen=True)
-class CatalogTarget:
+class CatalogTarget(NamedTuple):
     """Relevant and excluded items of ``B`` users, padded per user.
 
     Attributes:
@@ -48,116 +49,74 @@ class CatalogTarget:
     grades: Tensor
     excluded: Tensor | None
 
-    @property
-    def valid(self) -> Tensor:
-        """``[B, P]`` bool: real relevant entries."""
-        return self.ids.ge(0)
-
-    def rows(self, start: int, stop: int) -> "CatalogTarget":
-        """The users ``start .. stop - 1``."""
-        excluded = None if self.excluded is None else self.excluded[start:stop]
-        return CatalogTarget(self.ids[start:stop], self.grades[start:stop], excluded)
-
-
-def _entries(matrix: Tensor, name: str) -> tuple[Tensor, Tensor, Tensor]:
-    """``(rows, cols, values)`` of the stored entries of a sparse COO/CSR ``[B, N]`` tensor.
-
-    Duplicate entries of an uncoalesced COO tensor are kept (and then reported), never summed.
-    """
-    if matrix.layout == torch.sparse_coo:
-        indices, values = matrix._indices(), matrix._values()
-        return indices[0], indices[1], values
-    if matrix.layout == torch.sparse_csr:
-        counts = matrix.crow_indices().diff()
-        rows = torch.repeat_interleave(torch.arange(matrix.shape[0], device=matrix.device), counts)
-        return rows, matrix.col_indices(), matrix.values()
-    raise ValueError(
-        f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
-        f"but got the layout {matrix.layout}."
-    )
-
-
-def _padded(
-    rows: Tensor, cols: Tensor, values: Tensor, users: int, fill: int
-) -> tuple[Tensor, Tensor]:
-    """Entries laid out per user: ``[B, P]`` ids (``fill`` for padding) and values (0).
-
-    Entries are sorted by (user, id); ``P`` is the largest count (at least 1): one read-back.
-    """
-    width = int(cols.max()) + 1 if cols.numel() else 1
-    order = (rows * max(width, 1) + cols).argsort()
-    rows, cols, values = rows[order], cols[order], values[order]
-    counts = torch.bincount(rows, minlength=users)
-    longest = max(int(counts.max()) if counts.numel() else 0, 1)
-    starts = counts.cumsum(0) - counts
-    position = torch.arange(rows.numel(), device=rows.device) - starts[rows]
-    ids = torch.full((users, longest), fill, dtype=torch.int64, device=rows.device)
-    ids[rows, position] = cols.to(torch.int64)
-    padded_values = torch.zeros((users, longest), dtype=values.dtype, device=rows.device)
-    padded_values[rows, position] = values
-    return ids, padded_values
-
-
-def _check_matrix_shape(name: str, matrix: Tensor, users: int, n_items: int | None) -> None:
-    if (
-        matrix.dim() != 2
-        or matrix.shape[0] != users
-        or (n_items is not None and matrix.shape[1] != n_items)
-    ):
-        expected = f"[{users}, {'N' if n_items is None else n_items}]"
-        raise ValueError(
-            f"Expected `{name}` of shape {expected} (users x catalog items), "
-            f"but got {tuple(matrix.shape)}."
-        )
-
-
-# What `relevant` and `exclude` may be, as their errors name it.
-_RELEVANT_KINDS = "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids"
-_EXCLUDE_KINDS = (
-    "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
-)
-
 
 def check_is_tensor(name: str, value: Any) -> None:
     """``value`` (``"relevant"`` or ``"exclude"``) is a tensor, or a ``TypeError`` names it."""
     if not isinstance(value, Tensor):
-        kinds = _RELEVANT_KINDS if name == "relevant" else _EXCLUDE_KINDS
-        raise TypeError(f"Expected `{name}` as {kinds}, but got {type(value).__name__}.")
+        raise TypeError(f"Expected `{name}` as {_KINDS[name]}, but got {type(value).__name__}.")
 
 
-def relevance_target(
-    relevant: Tensor, users: int, n_items: int | None, dtype: torch.dtype
-) -> tuple[Tensor, Tensor]:
-    """``relevant`` as padded ``([B, P]`` ids, ``[B, P]`` grades``)``.
+def _item_ids(
+    value: Any, name: str, users: int, n_items: int | None
+) -> tuple[Tensor, Tensor | None]:
+    """``relevant`` or ``exclude`` as ``[B, P]`` int64 ids per user (``-1``: padding) and values.
 
-    A sparse COO/CSR ``[B, N]`` tensor holds grades at its stored entries; an integer
-    ``[B, P]`` tensor holds item ids (negative: padding), each with grade 1.
+    A ``[B, N]`` tensor (sparse COO/CSR; dense bool for ``exclude``) gives its stored entries
+    (those with a non-zero value for ``exclude``; repeats of an uncoalesced COO tensor kept, to
+    be reported, never summed) sorted by item id, and their values (one read-back); an integer
+    ``[B, P]`` tensor gives its item ids (negative: padding) and ``None``.
     """
-    check_is_tensor("relevant", relevant)
-    if relevant.layout != torch.strided:
-        _check_matrix_shape("relevant", relevant, users, n_items)
-        rows, cols, values = _entries(relevant, "relevant")
-        ids, grades = _padded(rows, cols, values.to(dtype), users, -1)
-        return ids, grades
-    if relevant.is_floating_point() or relevant.dtype == torch.bool or relevant.dim() != 2:
-        ids_of_one_item = relevant.dim() == 1 and _options.is_integer_tensor(relevant)
+    check_is_tensor(name, value)
+    if value.layout != torch.strided or (name == "exclude" and value.dtype == torch.bool):
+        if (
+            value.dim() != 2
+            or value.shape[0] != users
+            or (n_items is not None and value.shape[1] != n_items)
+        ):
+            expected = f"[{users}, {'N' if n_items is None else n_items}]"
+            raise ValueError(
+                f"Expected `{name}` of shape {expected} (users x catalog items), "
+                f"but got {tuple(value.shape)}."
+            )
+        if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
+            raise ValueError(
+                f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
+                f"but got the layout {value.layout}."
+            )
+        # A bool `exclude` holds its True items; CSR converts with every stored entry.
+        entries = value.to_sparse() if value.layout == torch.strided else value.to_sparse_coo()
+        (rows, cols), values = entries._indices(), entries._values()
+        if name == "exclude":  # a stored 0 excludes nothing
+            kept = values.ne(0)
+            rows, cols, values = rows[kept], cols[kept], values[kept]
+        order = (rows * value.shape[1] + cols).argsort()
+        rows, cols, values = rows[order], cols[order], values[order]
+        counts = torch.bincount(rows, minlength=users)
+        longest = max(int(counts.max()) if counts.numel() else 0, 1)
+        columns = (cols.to(torch.int64), -1), (values, 0)
+        ids, padded_values = _catalog.pad_rows(rows, counts, longest, *columns)
+        return ids, padded_values
+    if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
+        kinds, shape = _KINDS[name], tuple(value.shape)
+        if name == "exclude":
+            raise TypeError(
+                f"Expected `exclude` as {kinds}, but got {value.dtype} of shape {shape}."
+            )
         hint = (
             "pass one item id per user as `relevant[:, None]`"
-            if ids_of_one_item
+            if value.dim() == 1 and _options.is_integer_tensor(value)
             else "pass a dense grade matrix as `relevant.to_sparse()`"
         )
         raise TypeError(
-            f"Expected `relevant` as {_RELEVANT_KINDS}, but got a dense {relevant.dtype} tensor "
-            f"of shape {tuple(relevant.shape)}; {hint}."
+            f"Expected `relevant` as {kinds}, but got a dense {value.dtype} tensor of shape "
+            f"{shape}; {hint}."
         )
-    if relevant.shape[0] != users:
+    if value.shape[0] != users:
         raise ValueError(
-            f"Expected `relevant` with {users} rows (one per user), but got {relevant.shape[0]}."
+            f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
         )
-    ids = relevant.to(torch.int64).clamp(min=-1)
-    if ids.shape[1] == 0:
-        ids = ids.new_full((users, 1), -1)
-    return ids, ids.ge(0).to(dtype)
+    ids = value.to(torch.int64).clamp(min=-1)
+    return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
 
 
 def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
@@ -166,60 +125,65 @@ def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
     Sparse COO/CSR ``[B, N]``: the stored entries with a non-zero value; dense bool
     ``[B, N]``: the ``True`` entries; integer ``[B, E]``: item ids (negative: padding).
     """
-    check_is_tensor("exclude", exclude)
-    if exclude.layout != torch.strided:
-        _check_matrix_shape("exclude", exclude, users, n_items)
-        rows, cols, values = _entries(exclude, "exclude")
-        kept = values.ne(0).nonzero().squeeze(1)
-        rows, cols = rows[kept], cols[kept]
-        return _padded(rows, cols, cols, users, _INT64_MAX)[0]
-    if exclude.dtype == torch.bool:
-        _check_matrix_shape("exclude", exclude, users, n_items)
-        rows, cols = exclude.nonzero().unbind(1)
-        return _padded(rows, cols, cols, users, _INT64_MAX)[0]
-    if exclude.is_floating_point() or exclude.dim() != 2:
-        raise TypeError(
-            f"Expected `exclude` as {_EXCLUDE_KINDS}, but got {exclude.dtype} of shape "
-            f"{tuple(exclude.shape)}."
-        )
-    if exclude.shape[0] != users:
-        raise ValueError(
-            f"Expected `exclude` with {users} rows (one per user), but got {exclude.shape[0]}."
-        )
-    ids = exclude.to(torch.int64)
-    ids = torch.where(ids < 0, _INT64_MAX, ids).sort(dim=-1).values
-    if ids.shape[1] == 0:
-        ids = ids.new_full((users, 1), _INT64_MAX)
-    return ids
+    ids = _item_ids(exclude, "exclude", users, n_items)[0]
+    return torch.where(ids.lt(0), _INT64_MAX, ids).sort(dim=-1).values
 
 
-def _has_duplicates(ids: Tensor) -> Tensor:
-    """Scalar bool: a user lists one id twice (negative ids are padding)."""
-    ordered = ids.sort(dim=-1).values
-    return (ordered[:, 1:].eq(ordered[:, :-1]) & ordered[:, 1:].ge(0)).any()
+def catalog_target(
+    relevant: Tensor,
+    exclude: Tensor | None,
+    users: int,
+    n_items: int | None,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> CatalogTarget:
+    """``relevant`` and ``exclude`` in their padded form, read where they are, on ``device``.
+
+    A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
+    ``[B, P]`` one holds item ids (negative: padding), each with grade 1.
+    """
+    ids, grades = _item_ids(relevant, "relevant", users, n_items)
+    grades = (ids.ge(0) if grades is None else grades).to(dtype)
+    excluded = None if exclude is None else excluded_ids(exclude, users, n_items).to(device)
+    return CatalogTarget(ids.to(device), grades.to(device), excluded)
 
 
-def check_target(
-    target: CatalogTarget, n_items: int | None, gain: Gain, *, validate_args: bool
-) -> None:
+def _excluded_checks(excluded: Tensor, limit: int) -> list[tuple[Tensor, str]]:
+    """The checks of ``[B, E]`` ascending excluded ids: in ``[0, limit)``, each once per user."""
+    real = excluded.ne(_INT64_MAX)
+    return [
+        (
+            (real & (excluded.lt(0) | excluded.ge(limit))).any(),
+            f"Expected the excluded item ids in [0, {limit}), but one is outside.",
+        ),
+        (
+            (excluded[:, 1:].eq(excluded[:, :-1]) & real[:, 1:]).any(),
+            "Expected each excluded item once per user, but a user lists an item twice.",
+        ),
+    ]
+
+
+def check_target(target: CatalogTarget, n_items: int | None, options: ListOptions) -> None:
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
-    Ids outside ``[0, N)``, an id listed twice for a user, negative or NaN grades, an
-    overflowing exponential gain, and an item both relevant (a grade other than 0) and excluded
-    are errors.
+    Only with ``options.validate_args``. Ids outside ``[0, N)``, an id listed twice for a user,
+    negative or NaN grades, an overflowing exponential gain, and an item both relevant (a grade
+    other than 0) and excluded are errors.
     """
-    if not validate_args:
+    if not options.validate_args:
         return
-    ids, grades, excluded = target.ids, target.grades, target.excluded
-    valid = target.valid
+    ids, grades, excluded = target
+    gain = options.gain
+    valid = ids.ge(0)
     limit = _INT64_MAX if n_items is None else n_items
+    ordered = ids.sort(dim=-1).values
     checks: list[tuple[Tensor, str]] = [
         (
             (valid & ids.ge(limit)).any(),
             f"Expected the relevant item ids in [0, {limit}), but one is outside.",
         ),
         (
-            _has_duplicates(ids),
+            (ordered[:, 1:].eq(ordered[:, :-1]) & ordered[:, 1:].ge(0)).any(),
             "Expected each relevant item once per user, but a user lists an item twice.",
         ),
         (
@@ -236,38 +200,25 @@ def check_target(
             )
         )
     if excluded is not None:
-        real = excluded.ne(_INT64_MAX)
         # A stored grade of 0 is no relevant item (as a dense target's label 0).
-        found = _catalog._excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
-        checks += [
-            (
-                (real & (excluded.lt(0) | excluded.ge(limit))).any(),
-                f"Expected the excluded item ids in [0, {limit}), but one is outside.",
-            ),
-            (
-                (excluded[:, 1:].eq(excluded[:, :-1]) & real[:, 1:]).any(),
-                "Expected each excluded item once per user, but a user lists an item twice.",
-            ),
-            (
-                found.any(),
-                "Expected no item both relevant and excluded, but a user has one: an excluded "
-                "item takes no rank, so it cannot be found.",
-            ),
-        ]
+        found = _catalog.excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
+        checks += [*_excluded_checks(excluded, limit), (found.any(), _RELEVANT_AND_EXCLUDED)]
     _raise_checks(checks)
 
 
-def catalog_target(
-    relevant: Tensor,
-    exclude: Tensor | None,
-    users: int,
-    n_items: int | None,
-    dtype: torch.dtype,
-) -> CatalogTarget:
-    """``relevant`` and ``exclude`` in their padded form (see `relevance_target`)."""
-    ids, grades = relevance_target(relevant, users, n_items, dtype)
-    excluded = None if exclude is None else excluded_ids(exclude, users, n_items)
-    return CatalogTarget(ids, grades, excluded)
+def _raise_checks(checks: list[tuple[Tensor, str]]) -> None:
+    """Raise the message of the first failed check.
+
+    One read-back on the CPU; device-side assertions elsewhere.
+    """
+    flags = torch.stack([flag for flag, _ in checks])
+    if not _host.may_read_back(flags.device):
+        for flag, message in checks:
+            _host.assert_on_device(~flag, message)
+        return
+    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
+        if bad:
+            raise ValueError(message)
 
 
 def _blocking(
@@ -288,122 +239,34 @@ def _blocking(
     return max(1, min(users, elements // chunk_size)), chunk_size
 
 
-Block = tuple[int, int, int, Tensor]
+def embedding_scores(
+    queries: Tensor, items: Tensor, score_fn: ScoreFn | None
+) -> Callable[[slice, slice], Tensor]:
+    """The scores of a block of users against a chunk of items, by ``score_fn`` or a product.
 
-
-def stream_state(
-    blocks: Iterator[Block],
-    target: CatalogTarget,
-    kmax: int,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> _catalog.TopState:
-    """Absorb score blocks ``(first user, last user + 1, first item, block)``.
-
-    Blocks come user block by user block, each over all of its item chunks in order.
+    The product ``query_block @ item_chunk.T`` is written into one reused contiguous buffer
+    (the size of the first block, the largest), which the selection then reads once.
     """
-    users = target.ids.shape[0]
-    done: list[_catalog.TopState] = []
-    stream: _catalog.Stream | None = None
-    current = (-1, -1)
-    for first, stop, start, block in blocks:
-        if (first, stop) != current:
-            if stream is not None:
-                done.append(stream.result())
-            current = (first, stop)
-            rows = target.rows(first, stop)
-            state = _catalog.new_state(stop - first, kmax, target.ids.shape[1], dtype, device)
-            stream = _catalog.Stream(state, rows.ids, rows.excluded)
-        assert stream is not None
-        stream.absorb(block if block.dtype == dtype else block.to(dtype), start)
-    if stream is not None:
-        done.append(stream.result())
-    if not done:
-        return _catalog.new_state(users, kmax, target.ids.shape[1], dtype, device)
-    if len(done) == 1:
-        return done[0]
-    return _catalog.TopState(
-        scores=torch.cat([s.scores for s in done]),
-        index=torch.cat([s.index for s in done]),
-        boundary_count=torch.cat([s.boundary_count for s in done]),
-        rel_scores=torch.cat([s.rel_scores for s in done]),
-        rel_seen=torch.cat([s.rel_seen for s in done]),
-    )
+    buffer: list[Tensor] = []
 
+    def scores(users: slice, chunk: slice) -> Tensor:
+        query_block, item_chunk = queries[users], items[chunk]
+        shape = (query_block.shape[0], item_chunk.shape[0])
+        if score_fn is None:
+            if not buffer:
+                buffer.append(queries.new_empty(shape[0] * shape[1]))
+            return torch.mm(
+                query_block, item_chunk.T, out=buffer[0][: shape[0] * shape[1]].view(shape)
+            )
+        block = score_fn(query_block, item_chunk)
+        if tuple(block.shape) != shape:
+            raise ValueError(
+                f"Expected `score_fn` to return scores of shape {shape}, "
+                f"but got {tuple(block.shape)}."
+            )
+        return block
 
-def embedding_blocks(
-    queries: Tensor,
-    items: Tensor,
-    score_fn: ScoreFn | None,
-    block_users: int,
-    chunk: int,
-    item_offset: int,
-) -> Iterator[Block]:
-    """Score blocks of ``queries`` against item chunks, by ``score_fn`` or matrix products.
-
-    The default writes each block's product ``query_block @ item_chunk.T`` into one reused
-    contiguous buffer (``[block_users, chunk]``), which the selection then reads once.
-    """
-    users, n_items = queries.shape[0], items.shape[0]
-    buffer = None
-    if score_fn is None:
-        buffer = queries.new_empty(min(block_users, users) * min(chunk, n_items))
-    for first in range(0, users, block_users):
-        stop = min(first + block_users, users)
-        query_block = queries[first:stop]
-        for start in range(0, n_items, chunk):
-            item_chunk = items[start : start + chunk]
-            rows, width = stop - first, item_chunk.shape[0]
-            if score_fn is None:
-                assert buffer is not None
-                block = buffer[: rows * width].view(rows, width)
-                torch.mm(query_block, item_chunk.T, out=block)
-            else:
-                block = score_fn(query_block, item_chunk)
-                if tuple(block.shape) != (rows, width):
-                    raise ValueError(
-                        f"Expected `score_fn` to return scores of shape {(rows, width)}, "
-                        f"but got {tuple(block.shape)}."
-                    )
-            yield first, stop, item_offset + start, block
-
-
-def score_blocks(preds: Tensor, block_users: int, chunk: int) -> Iterator[Block]:
-    """Blocks of an existing ``[B, N]`` score matrix: views, never modified."""
-    users, n_items = preds.shape
-    for first in range(0, users, block_users):
-        stop = min(first + block_users, users)
-        for start in range(0, n_items, chunk):
-            yield first, stop, start, preds[first:stop, start : start + chunk]
-
-
-def _pack(state: _catalog.TopState) -> Tensor:
-    """The state as one int64 ``[B, 2K + 1 + 2P]`` tensor (scores by their bits)."""
-    bits = torch.int64 if state.scores.dtype == torch.float64 else torch.int32
-    return torch.cat(
-        [
-            state.scores.view(bits).to(torch.int64),
-            state.index,
-            state.boundary_count[:, None],
-            state.rel_scores.view(bits).to(torch.int64),
-            state.rel_seen.to(torch.int64),
-        ],
-        dim=-1,
-    )
-
-
-def _unpack(packed: Tensor, kmax: int, dtype: torch.dtype) -> _catalog.TopState:
-    """The inverse of `_pack`."""
-    bits = torch.int64 if dtype == torch.float64 else torch.int32
-    n_rel = (packed.shape[-1] - 2 * kmax - 1) // 2
-    rel_start = 2 * kmax + 1
-    return _catalog.TopState(
-        scores=packed.narrow(-1, 0, kmax).to(bits).view(dtype),
-        index=packed.narrow(-1, kmax, kmax),
-        boundary_count=packed[:, 2 * kmax],
-        rel_scores=packed.narrow(-1, rel_start, n_rel).to(bits).view(dtype),
-        rel_seen=packed.narrow(-1, rel_start + n_rel, n_rel).bool(),
-    )
+    return scores
 
 
 def gather_shards(
@@ -411,74 +274,79 @@ def gather_shards(
 ) -> tuple[_catalog.TopState, int]:
     """The whole catalog's state from every rank's shard state: one ``all_gather``.
 
-    Returns the merged state and the catalog size (the sum of the shard sizes; the shards
-    must tile ``[0, N)``).
+    Each rank's state travels as one int64 ``[B, 2K + 2P + 3]`` tensor (scores by their bits),
+    with its shard's size and offset. Returns the merged state and the catalog size (the sum of
+    the shard sizes; the shards must tile ``[0, N)``).
     """
-    world = dist.get_world_size(group)
-    packed = _pack(state)
-    shard = torch.tensor([[n_items, item_offset]], dtype=torch.int64, device=packed.device)
-    shard = shard.expand(packed.shape[0], 2)
-    packed = torch.cat([packed, shard], dim=-1).contiguous()
-    gathered = [torch.empty_like(packed) for _ in range(world)]
+    dtype, (users, kmax), n_rel = state.scores.dtype, state.scores.shape, state.rel_scores.shape[1]
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    shard = state.index.new_tensor([[n_items, item_offset]]).expand(users, 2)
+    parts = [state.scores.view(bits), state.index, state.boundary_count[:, None]]
+    parts += [state.rel_scores.view(bits), state.rel_seen, shard]
+    packed = torch.cat([part.to(torch.int64) for part in parts], dim=-1)
+    gathered = [torch.empty_like(packed) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, packed, group=group)
-    kmax = state.scores.shape[-1]
-    states = [_unpack(g[:, :-2], kmax, state.scores.dtype) for g in gathered]
-    sizes = [g[0, -2:] for g in gathered] if packed.shape[0] else []
-    total = sum(int(s[0]) for s in sizes) if sizes else n_items
-    if sizes:
-        spans = sorted((int(s[1]), int(s[0])) for s in sizes)
-        end = 0
-        for offset, size in spans:
-            if size and offset != end:
-                raise ValueError(
-                    "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
-                    f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
-                )
-            end += size
-    return _catalog.merge_states(states), total
+    states = []
+    for one in gathered:
+        scores, index, count, rel, seen, _ = one.split_with_sizes(
+            [kmax, kmax, 1, n_rel, n_rel, 2], dim=-1
+        )
+        rel_scores = rel.to(bits).view(dtype)
+        top = (scores.to(bits).view(dtype), index, count[:, 0])
+        states.append(_catalog.TopState(*top, rel_scores, seen.bool()))
+    spans = sorted((int(one[0, -1]), int(one[0, -2])) for one in gathered) if users else []
+    end = 0
+    for offset, size in spans:
+        if size and offset != end:
+            raise ValueError(
+                "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
+                f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
+            )
+        end += size
+    return _catalog.merge_states(states), (end if users else n_items)
 
 
 def catalog_values(
-    blocks: Iterator[Block],
+    scores: Callable[[slice, slice], Tensor],
+    blocking: tuple[int, int],
     target: CatalogTarget,
     options: ListOptions,
-    *,
     n_items: int,
-    dtype: torch.dtype,
-    device: torch.device,
     item_offset: int = 0,
     process_group: Any | None = None,
-    sharded: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks.
 
-    ``options`` are checked: their cut-offs, gain, discount and ties (and ``validate_args``
-    for the id checks of a ``sharded`` catalog, which need its size).
+    ``scores(users, items)`` gives a block, in the compute dtype of ``target.grades`` or cast
+    to it; blocks of ``blocking = (users per block, items per chunk)`` stream in, user block
+    by user block, each over its item chunks in order. ``options`` are checked: their
+    cut-offs, gain, discount and ties (and ``validate_args`` for the id checks of a catalog
+    sharded over ranks, with ``process_group``, which need its size).
     """
-    ks, gain, discount, ties = options.cutoffs.ks, options.gain, options.discount, options.ties
-    validate_args = options.validate_args
-    cutoffs = [n_items] if ks is None else list(ks)
+    sharded, (block_users, chunk) = process_group is not None, blocking
+    cutoffs = [n_items] if options.cutoffs.ks is None else list(options.cutoffs.ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
-    state = stream_state(blocks, target, kmax, dtype, device)
+    (users, n_relevant), dtype = target.ids.shape, target.grades.dtype
+    states = [_catalog.new_state(0, kmax, n_relevant, dtype, target.ids.device)]
+    for first in range(0, users, block_users):
+        stop = min(first + block_users, users)
+        rows = slice(first, stop)
+        excluded = None if target.excluded is None else target.excluded[rows]
+        state = _catalog.new_state(stop - first, kmax, n_relevant, dtype, target.ids.device)
+        stream = _catalog.Stream(state, target.ids[rows], excluded)
+        for start in range(0, n_items, chunk):
+            block = scores(rows, slice(start, start + chunk))
+            stream.absorb(block.to(dtype), item_offset + start)
+        states.append(stream.result())
+        if stream.nan:
+            raise ValueError("Expected the scores to have no NaN, but a block of scores has one.")
+    state = _catalog.cat_states(states)
     if sharded:
-        state, total = gather_shards(state, n_items, item_offset, process_group)
+        group = None if process_group == "default" else process_group
+        state, total = gather_shards(state, n_items, item_offset, group)
         # The catalog's size is known now: the id checks that needed it.
-        check_target(target, total, gain, validate_args=validate_args)
-    gains = _catalog.relevant_gains(target.grades, target.valid, gain, dtype)
-    value = _catalog.state_dcg(state, target.ids, gains, ks=cutoffs, discount=discount, ties=ties)
-    ideal = _catalog.relevant_ideal(target.grades, target.valid, cutoffs, gain, discount, dtype)
-    return value, ideal
-
-
-def _check_embeddings(queries: Any, items: Any) -> None:
-    for name, value in (("queries", queries), ("items", items)):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
-    if queries.dim() != 2 or items.dim() != 2:
-        raise ValueError(
-            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
-            f"{tuple(queries.shape)} and {tuple(items.shape)}."
-        )
+        check_target(target, total, options)
+    return _catalog.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
@@ -487,28 +355,20 @@ def _check_int(name: str, value: Any, *, minimum: int) -> None:
 
 
 def normalized(
-    value: Tensor,
-    ideal: Tensor,
-    empty_target_action: EmptyTargetAction,
-    gain: Gain,
-    listed: Tensor | None = None,
+    value: Tensor, ideal: Tensor, options: ListOptions, listed: Tensor | None = None
 ) -> Tensor:
     """NDCG from DCG and ideal DCG, raising for ``empty_target_action="error"`` (one read).
 
     ``listed`` (``[B, 1]`` bool) marks the users with an item that takes a rank (``None``:
     every user): one without is no list, so it has no empty target either.
     """
-    if empty_target_action == "error":
-        empty = ideal == 0
-        empty = (empty if listed is None else empty & listed).any()
+    if options.empty_target_action == "error":
+        empty = ideal.eq(0) if listed is None else ideal.eq(0) & listed
         message = (
             "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
         )
-        if not _host.may_read_back(empty.device):
-            _host.assert_on_device(~empty, message)
-        elif bool(empty):
-            raise ValueError(message)
-    return _kernels.normalize(value, ideal, empty_target_action, gain)
+        _raise_checks([(empty.any(), message)])
+    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
 @_validation.names_ported_keywords(_validation.CATALOG_PORTED_NAMES)
@@ -650,18 +510,23 @@ def catalog_ndcg_values(
     ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
     streaming arguments (those of `catalog_ndcg`) are checked here.
     """
-    _check_embeddings(queries, items)
-    ks, gain, validate_args = options.cutoffs.ks, options.gain, options.validate_args
+    for name, value in (("queries", queries), ("items", items)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
+    if queries.dim() != 2 or items.dim() != 2:
+        raise ValueError(
+            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
+            f"{tuple(queries.shape)} and {tuple(items.shape)}."
+        )
     _check_int("item_offset", item_offset, minimum=0)
     if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
         raise ValueError(
             f"Expected a catalog of fewer than {_catalog.PLACEHOLDER} items, but `item_offset` "
             f"{item_offset} + {items.shape[0]} items reach past it."
         )
-    if chunk_size is not None:
-        _check_int("chunk_size", chunk_size, minimum=1)
-    if memory_budget is not None:
-        _check_int("memory_budget", memory_budget, minimum=1)
+    for name, size in (("chunk_size", chunk_size), ("memory_budget", memory_budget)):
+        if size is not None:
+            _check_int(name, size, minimum=1)
     if score_fn is None and queries.shape[-1] != items.shape[-1]:
         raise ValueError(
             "Expected `queries` and `items` of the same width d, but got "
@@ -673,34 +538,20 @@ def catalog_ndcg_values(
             f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
         )
     sharded = process_group is not None
-    if sharded and ks is None:
+    if sharded and options.cutoffs.ks is None:
         raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
-    group = None if process_group == "default" else process_group
-    n_items = items.shape[0]
+    (users, _), (n_items, _) = queries.shape, items.shape
     dtype = _options.compute_dtype(queries.dtype)
-    users = queries.shape[0]
-    target = catalog_target(relevant, exclude, users, None if sharded else n_items, dtype)
-    target = CatalogTarget(
-        target.ids.to(queries.device),
-        target.grades.to(queries.device),
-        None if target.excluded is None else target.excluded.to(queries.device),
-    )
-    check_target(target, None if sharded else n_items, gain, validate_args=validate_args)
-    block_users, chunk = _blocking(users, chunk_size, memory_budget, queries.element_size())
+    size = None if sharded else n_items  # a shard's: the catalog's is known once gathered
+    target = catalog_target(relevant, exclude, users, size, dtype, queries.device)
+    check_target(target, size, options)
+    blocking = _blocking(users, chunk_size, memory_budget, queries.element_size())
     with torch.no_grad(), _host.full_precision(queries.device):
-        blocks = embedding_blocks(queries, items, score_fn, block_users, chunk, item_offset)
+        scores = embedding_scores(queries, items, score_fn)
         value, ideal = catalog_values(
-            blocks,
-            target,
-            options,
-            n_items=n_items,
-            dtype=dtype,
-            device=queries.device,
-            item_offset=item_offset,
-            process_group=group,
-            sharded=sharded,
+            scores, blocking, target, options, n_items, item_offset, process_group
         )
-    return normalized(value, ideal, options.empty_target_action, gain)
+    return normalized(value, ideal, options)
 
 
 def is_sparse(target: Any) -> bool:
@@ -708,7 +559,7 @@ def is_sparse(target: Any) -> bool:
     return isinstance(target, Tensor) and target.layout != torch.strided
 
 
-def shape_values(values: Tensor, cutoffs: Cutoffs, dtype: torch.dtype) -> Tensor:
+def shape_values(values: Tensor, cutoffs: _options.Cutoffs, dtype: torch.dtype) -> Tensor:
     """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
     out = values.to(_options.compute_dtype(dtype))
     return out if cutoffs.is_sequence else out[:, 0]
@@ -733,7 +584,6 @@ def sparse_values(
         ``None``: every user), as the lists' mask says of a dense target: a row of padding and
         excluded items only is no list.
     """
-    gain, validate_args = options.gain, options.validate_args
     ignore_index = options.ignore_index
     if ignore_index is not None:
         raise ValueError(
@@ -751,32 +601,26 @@ def sparse_values(
         )
     users, n_items = preds.shape
     dtype = _options.compute_dtype(preds.dtype)
-    ids, grades = relevance_target(target.to(preds.device), users, n_items, dtype)
-    excluded = None
-    if exclude is not None:
-        check_is_tensor("exclude", exclude)
-        excluded = excluded_ids(exclude.to(preds.device), users, n_items)
+    ids, grades, excluded = catalog_target(target, exclude, users, n_items, dtype, preds.device)
     if mask is not None:
         _validation.check_mask(mask, preds.shape)
         # Padding is padding, as with a dense target: a grade stored on a padded item is none.
         padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
         ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
     # `exclude` checked as given (ids, repeats, relevant items), before padding joins it.
-    check_target(CatalogTarget(ids, grades, excluded), n_items, gain, validate_args=validate_args)
-    if mask is not None:
+    check_target(CatalogTarget(ids, grades, excluded), n_items, options)
+    if mask is not None:  # (an item both excluded and padded is listed twice: harmless)
         padded = excluded_ids(~mask, users, n_items)
-        excluded = padded if excluded is None else _union(excluded, padded)
-    catalog = CatalogTarget(ids, grades, excluded)
+        both = padded if excluded is None else torch.cat([excluded, padded], dim=-1)
+        excluded = both.sort(dim=-1).values
     rows = None if excluded is None else listed(excluded, n_items)
-    block_users, chunk = _blocking(users, None, None, preds.element_size())
-    with torch.no_grad():
-        blocks = score_blocks(preds, block_users, chunk)
-        value, ideal = catalog_values(
-            blocks, catalog, options, n_items=n_items, dtype=dtype, device=preds.device
-        )
+    blocking = _blocking(users, None, None, preds.element_size())
+    with torch.no_grad():  # blocks of the score matrix: views, never modified
+        catalog = CatalogTarget(ids, grades, excluded)
+        value, ideal = catalog_values(lambda u, i: preds[u, i], blocking, catalog, options, n_items)
     if not normalize:
         return value, rows
-    return normalized(value, ideal, options.empty_target_action, gain, rows), rows
+    return normalized(value, ideal, options, rows), rows
 
 
 def listed(excluded: Tensor, n_items: int) -> Tensor:
@@ -787,14 +631,6 @@ def listed(excluded: Tensor, n_items: int) -> Tensor:
     inside = excluded.ge(0) & excluded.lt(n_items)
     inside[:, 1:] &= excluded[:, 1:].ne(excluded[:, :-1])
     return inside.sum(-1, keepdim=True).lt(n_items)
-
-
-def _union(a: Tensor, b: Tensor) -> Tensor:
-    """Per-user union of two ascending padded id lists (duplicates dropped)."""
-    both = torch.cat([a, b], dim=-1).sort(dim=-1).values
-    repeated = torch.zeros_like(both, dtype=torch.bool)
-    repeated[:, 1:] = both[:, 1:].eq(both[:, :-1])
-    return torch.where(repeated, _INT64_MAX, both).sort(dim=-1).values
 
 
 def dense_mask_with_exclusions(
@@ -810,56 +646,24 @@ def dense_mask_with_exclusions(
     _validation.check_preds_target(preds, target)
     _validation.check_mask(mask, preds.shape)
     check_is_tensor("exclude", exclude)
-    validate_args = options.validate_args
     shape = target.shape
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
     users, n_items = shape
-    ids = excluded_ids(exclude.to(target.device), users, n_items)
+    ids = excluded_ids(exclude, users, n_items).to(target.device)
     real = ids.ne(_INT64_MAX)
     keep = torch.ones(shape, dtype=torch.uint8, device=ids.device)
     keep.scatter_reduce_(
         1, torch.where(real, ids, 0).clamp(0, n_items - 1), (~real).to(torch.uint8), reduce="amin"
     )
     ranked = keep.bool()
-    if validate_args:
-        checks = [
-            (
-                (real & (ids.lt(0) | ids.ge(n_items))).any(),
-                f"Expected the excluded item ids in [0, {n_items}), but one is outside.",
-            ),
-            (
-                (ids[:, 1:].eq(ids[:, :-1]) & real[:, 1:]).any(),
-                "Expected each excluded item once per user, but a user lists an item twice.",
-            ),
-        ]
+    if options.validate_args:
         # Padding is no item, relevant or not, whatever its label.
         real_items = _validation.real_items(target, mask, options.ignore_index)
         relevant = target.ne(0) if real_items is None else target.ne(0) & real_items
-        checks.append(
-            (
-                (relevant & ~ranked).any(),
-                "Expected no item both relevant and excluded, but a user has one: an excluded "
-                "item takes no rank, so it cannot be found.",
-            )
-        )
-        _raise_checks(checks)
+        both = (relevant & ~ranked).any()
+        _raise_checks([*_excluded_checks(ids, n_items), (both, _RELEVANT_AND_EXCLUDED)])
     return ranked if mask is None else ranked & mask
-
-
-def _raise_checks(checks: list[tuple[Tensor, str]]) -> None:
-    """Raise the message of the first failed check.
-
-    One read-back on the CPU; device-side assertions elsewhere.
-    """
-    flags = torch.stack([flag for flag, _ in checks])
-    if not _host.may_read_back(flags.device):
-        for flag, message in checks:
-            _host.assert_on_device(~flag, message)
-        return
-    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
-        if bad:
-            raise ValueError(message)
 
 
 def user_share(users: int, process_group: Any | None, device: torch.device) -> Tensor | None:
