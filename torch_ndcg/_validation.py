@@ -71,24 +71,6 @@ def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: 
     raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
 
 
-def check_options(
-    gain: Any, discount: Any, *, ties: Any = None, empty_target_action: Any = None
-) -> None:
-    """Check the option strings of an entry point.
-
-    ``ties`` and ``empty_target_action`` only where the entry point takes them (the losses take
-    neither: ``None``).
-    """
-    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
-    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
-    if ties is not None:
-        check_option("ties", ties, TIES_NAMES, callable_ok=False)
-    if empty_target_action is not None:
-        check_option(
-            "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
-        )
-
-
 def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
     """The metrics name a result per cut-off: a ``k`` sequence must not repeat one."""
     if ks is not None and len(set(ks)) != len(ks):
@@ -97,17 +79,10 @@ def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
         )
 
 
-def check_cutoffs(k: Any) -> Cutoffs:
-    """``k`` checked (see `check_k`), with whether it was a sequence."""
-    return Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
-
-
 # Checked option sets kept for the functions, which get their options at every call: a loop
 # calling `ndcg` with the same options checks them at its first call only. At most this many.
 _KEPT_OPTION_SETS = 64
-_kept_options: dict[tuple[Any, ...], Any] = {}
-_Checked = TypeVar("_Checked")
-_Options = ParamSpec("_Options")
+_kept_options: dict[tuple[Any, ...], ListOptions] = {}
 
 
 def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -139,29 +114,6 @@ def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
-def _kept(check: Callable[_Options, _Checked]) -> Callable[_Options, _Checked]:
-    """``check`` of positional options, its configs kept: options met before are not checked.
-
-    Only options that passed are kept (see `_plain_key`), so bad ones raise at every call.
-    """
-
-    @functools.wraps(check)
-    def checked(*options: _Options.args, **keywords: _Options.kwargs) -> _Checked:
-        key = None if keywords else _plain_key((check, *options))
-        if key is not None and key in _kept_options:
-            found: _Checked = _kept_options[key]
-            return found
-        config = check(*options, **keywords)
-        if key is not None:
-            if len(_kept_options) >= _KEPT_OPTION_SETS:
-                _kept_options.clear()
-            _kept_options[key] = config
-        return config
-
-    return checked
-
-
-@_kept
 def check_list_options(
     k: Any,
     gain: Any,
@@ -173,21 +125,46 @@ def check_list_options(
 ) -> ListOptions:
     """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config.
 
-    Options met at an earlier call are not checked again (see `_kept`).
+    Options met at an earlier call are not checked again: the configs of options that passed
+    are kept (see `_plain_key`), so bad ones raise at every call.
     """
-    cutoffs = check_cutoffs(k)
+    options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+    key = _plain_key(options)
+    found = _kept_options.get(key) if key is not None else None
+    if found is not None:
+        return found
+    cutoffs = Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
     check_bool("validate_args", validate_args)
-    check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
-    check_ignore_index(ignore_index)
-    return ListOptions(
-        cutoffs, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
+    check_option("ties", ties, TIES_NAMES, callable_ok=False)
+    check_option(
+        "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
     )
+    check_ignore_index(ignore_index)
+    config = ListOptions(cutoffs, *options[1:])
+    if key is not None:
+        if len(_kept_options) >= _KEPT_OPTION_SETS:
+            _kept_options.clear()
+        _kept_options[key] = config
+    return config
 
 
 def check_ignore_index(ignore_index: Any) -> None:
     """``ignore_index`` is an int or ``None``."""
     if ignore_index is not None and not _is_int(ignore_index):
         raise TypeError(f"Expected `ignore_index` to be an int or None, but got {ignore_index!r}.")
+
+
+def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeError:
+    return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
+
+
+def _not_shaped_as_preds(name: str, value: Tensor, shape: torch.Size) -> ValueError:
+    return ValueError(
+        f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
+        f"{tuple(value.shape)}."
+    )
 
 
 def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
@@ -197,9 +174,7 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
     """
     for name, value in (("preds", preds), (target_name, target)):
         if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
-            )
+            raise _not_a_tensor(name, value)
     if not preds.is_floating_point():
         hint = (
             " (scores come first, labels second: scikit-learn and TF-Ranking take the labels first)"
@@ -234,16 +209,11 @@ def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
     if mask is None:
         return
     if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"Expected `{name}` to be a bool torch.Tensor or None, but got {type(mask).__name__}."
-        )
+        raise _not_a_tensor(name, mask, "a bool torch.Tensor or None")
     if mask.dtype != torch.bool:
         raise TypeError(f"Expected `{name}` to have dtype torch.bool, but got {mask.dtype}.")
     if mask.shape != shape:
-        raise ValueError(
-            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(mask.shape)}."
-        )
+        raise _not_shaped_as_preds(name, mask, shape)
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -343,7 +313,6 @@ def check_values(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
-    *,
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
@@ -378,22 +347,17 @@ def check_values(
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
     float_labels = real_target.is_floating_point()
-    if read_back or not torch.compiler.is_compiling():
-        # Eager: the rules of an input kind are built once (a training loop meets few kinds); a
-        # graph that torch.compile traces builds its own.
-        rules = eager_rules(
-            gain if isinstance(gain, str) else None,
-            preds.dtype,
-            n_items,
-            preds.device,
-            ignore_index,
-            finite_preds,
-            float_labels,
-        )
-    else:
-        rules = _traced_rules(
-            gain, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
-        )
+    # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
+    # graph that torch.compile traces builds its own.
+    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
+        gain if isinstance(gain, str) else None,
+        preds.dtype,
+        n_items,
+        preds.device,
+        ignore_index,
+        finite_preds,
+        float_labels,
+    )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
         low_pred, high_pred = torch.aminmax(preds)
@@ -433,7 +397,14 @@ def check_values(
                 raise ValueError(rule.message.format(found=found))
         if not integer_labels and label_like(low_pred, high_pred):
             signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
-            _hint_swapped_arguments(signs, low_pred, high_pred)
+            if all(signs):  # scores whole, some label fractional
+                warnings.warn(
+                    f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and "
+                    "`target` fractional values: were scores and labels swapped? Scores come "
+                    "first, labels second (scikit-learn and TF-Ranking take the labels first).",
+                    UserWarning,
+                    stacklevel=_frames_to_the_caller(),
+                )
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
@@ -458,9 +429,7 @@ def rules_hold(
     return True
 
 
-def small_batch_holds(
-    extremes: Sequence[float], gain: str, preds: Tensor, target: Tensor
-) -> bool:
+def small_batch_holds(extremes: Sequence[float], gain: str, preds: Tensor, target: Tensor) -> bool:
     """Whether the extremes a small path read back break no value check and need no hint.
 
     ``extremes``: smallest and largest score and label of a dense CPU batch whose rules are
@@ -519,19 +488,6 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-def _hint_swapped_arguments(signs: list[float], low_pred: float, high_pred: float) -> None:
-    """Warn when the scores look like graded labels and the labels like scores."""
-    scores_whole, labels_fractional = signs
-    if scores_whole and labels_fractional:
-        warnings.warn(
-            f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and `target` "
-            "fractional values: were scores and labels swapped? Scores come first, labels "
-            "second (scikit-learn and TF-Ranking take the labels first).",
-            UserWarning,
-            stacklevel=_frames_to_the_caller(),
-        )
-
-
 class _Rule(NamedTuple):
     """One value check of `check_values`: its message, and how each side judges it.
 
@@ -551,22 +507,22 @@ class _Rule(NamedTuple):
 
 
 def _value_rules(
-    gain: Any,
-    dtype: torch.dtype,
-    n_items: int | None,
-    limit: float | None,
+    gain: str | None,
+    preds_dtype: torch.dtype,
+    n_items: int,
+    device: torch.device,
     ignore_index: int | None,
     finite_preds: bool,
     float_labels: bool,
-    *,
-    limit_is_number: bool = True,
 ) -> list[_Rule]:
     """The rules of `check_values` that apply to this input, in the order they are checked.
 
-    One comparison a rule where the dtype allows it (integer labels are never NaN or infinite).
-    ``limit_is_number`` is False where the gain limit depends on a list length that
-    torch.compile traces as a symbol (float64 scores, dynamic lengths): the message then gives
-    its formula, and labels are compared with the symbol itself.
+    Scores of ``preds_dtype``, gains summed ``n_items`` at once; only a named ``gain`` (``None``
+    for a callable) has a limit and enters a message. One comparison a rule where the dtype
+    allows it (integer labels are never NaN or infinite). A length that torch.compile traces as
+    a symbol (dynamic lengths) is compared, never made a number (which would break the graph or
+    specialise it to one length): where the gain limit depends on it (float64 scores), the
+    message gives its formula, and labels are compared with the symbol itself.
     """
     rules = [
         _Rule(
@@ -617,72 +573,39 @@ def _value_rules(
             on_device="a negative label" + padding_hint,
         )
     )
-    if limit is not None:
-        if limit_is_number:
-            shown = (
-                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-            )
-        else:  # a symbol of the list length that torch.compile traces: the formula is shown
-            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
-        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
-        count = "" if n_items is None else f"{n_items} "
-        rules.append(
-            _Rule(
-                f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
-                f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
-                f"float64), but found {{found}}; {advice} the labels.",
-                # Compared in the labels' dtype, against its largest value within the limit
-                # (a traced symbol, compared as it is).
-                lambda lp, hp, lo, hi: (
-                    hi <= (largest_value_at_most(limit, hi.dtype) if limit_is_number else limit)
-                ),
-                lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
-            )
-        )
-    return rules
-
-
-def _traced_rules(
-    gain: Any,
-    preds_dtype: torch.dtype,
-    n_items: int,
-    device: torch.device,
-    ignore_index: int | None,
-    finite_preds: bool,
-    float_labels: bool,
-) -> list[_Rule]:
-    """The `_value_rules` of an input: scores of ``preds_dtype``, gains summed ``n_items`` at once.
-
-    A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
-    number (which would break the graph or specialise it to one length) where it need not be.
-    Only a named gain enters a message.
-    """
+    if gain is None:
+        return rules
     dtype = compute_dtype(preds_dtype)
     sums_bind = sum_may_overflow(n_items, dtype, device)
-    limit = (
-        None
-        if gain is None  # a callable, left out of the key of the kept rules
-        else largest_gain_label(gain, dtype, n_items if sums_bind else 1, device)
-    )
-    shown_items = n_items if isinstance(n_items, int) else None
-    named_gain = None if limit is None else gain
+    limit = largest_gain_label(gain, dtype, n_items if sums_bind else 1, device)
+    assert limit is not None
     # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
-    limit_is_number = not (sums_bind and torch.compiler.is_compiling())
-    return _value_rules(
-        named_gain,
-        dtype,
-        shown_items,
-        limit,
-        ignore_index,
-        finite_preds,
-        float_labels,
-        limit_is_number=limit_is_number,
+    number = not (sums_bind and torch.compiler.is_compiling())
+    if number:
+        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+    else:
+        shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
+    advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+    count = f"{n_items} " if isinstance(n_items, int) else ""
+    rules.append(
+        _Rule(
+            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
+            f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
+            f"float64), but found {{found}}; {advice} the labels.",
+            # Compared in the labels' dtype, against its largest value within the limit (a
+            # traced symbol, compared as it is).
+            lambda lp, hp, lo, hi: (
+                hi <= (largest_value_at_most(limit, hi.dtype) if number else limit)
+            ),
+            lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
+        )
     )
+    return rules
 
 
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
 _KEPT_RULE_LISTS = 256
-eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
+eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
@@ -723,7 +646,8 @@ def check_loss_options(
     """The options every loss shares, checked (after its own): by name, as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     cutoff = check_loss_k(k)
-    check_options(gain, discount)
+    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
     return {
@@ -863,6 +787,7 @@ def reject_ported_names(owner: str, arguments: Mapping[str, Any], ported: dict[s
 
 
 _Result = TypeVar("_Result")
+_Options = ParamSpec("_Options")
 
 
 def names_ported_keywords(
@@ -916,7 +841,7 @@ def check_confidence(confidence: Any) -> None:
 def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
     """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
     if not isinstance(values, Tensor):
-        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(values).__name__}.")
+        raise _not_a_tensor(name, values)
     if not values.is_floating_point():
         raise TypeError(f"Expected `{name}` to be a floating tensor, but got dtype {values.dtype}.")
     if values.ndim != 1:
@@ -958,9 +883,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
     fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
         if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Expected `values[{i}]` to be a torch.Tensor, but got {type(value).__name__}."
-            )
+            raise _not_a_tensor(f"values[{i}]", value)
         if value.ndim == 0 or value.shape[0] != query_ids.numel():
             raise ValueError(
                 f"Expected `values[{i}]` to have a row per query id ({query_ids.numel()} rows), "
@@ -986,7 +909,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
 def check_padded(padded: Any, slots: Any) -> None:
     """``padded`` is ``[Q, L, ...]`` lists and ``slots`` the 1-D integer positions of rows in it."""
     if not isinstance(padded, Tensor):
-        raise TypeError(f"Expected `padded` to be a torch.Tensor, but got {type(padded).__name__}.")
+        raise _not_a_tensor("padded", padded)
     if padded.ndim < 2:
         raise ValueError(
             f"Expected `padded` to be [Q, L, ...] lists, but got shape {tuple(padded.shape)}."
@@ -1039,18 +962,13 @@ def check_bool(name: str, value: Any) -> None:
 def check_indexes(indexes: Any, shape: torch.Size) -> None:
     """``indexes`` is an integer tensor of the shape of ``preds``."""
     if not isinstance(indexes, Tensor):
-        raise TypeError(
-            f"Expected `indexes` to be an int64 torch.Tensor, but got {type(indexes).__name__}."
-        )
+        raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
     if not is_integer_tensor(indexes):
         raise TypeError(
             f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
         )
     if indexes.shape != shape:
-        raise ValueError(
-            f"Expected `indexes` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(indexes.shape)}."
-        )
+        raise _not_shaped_as_preds("indexes", indexes, shape)
 
 
 def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
@@ -1112,21 +1030,14 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
-    gain, ignore_index = options.gain, options.ignore_index
     check_mask(retrieved, preds.shape, "retrieved")
     flat_target = target.reshape(-1)
-    real = real_items(flat_target, None, ignore_index)
+    real = real_items(flat_target, None, options.ignore_index)
     if options.validate_args:
         flat_scores = preds.reshape(-1) if scores is None else scores
         ranked = None if retrieved is None else retrieved.reshape(-1)
         check = check_values(
-            flat_scores,
-            flat_target,
-            real,
-            gain=gain,
-            ignore_index=ignore_index,
-            length=1,
-            ranked=ranked,
+            flat_scores, flat_target, real, options.gain, options.ignore_index, False, 1, ranked
         )
         if check is not None:
             check.resolve()
@@ -1185,13 +1096,5 @@ def check_lists(
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return CheckedLists(real, None)
-    check = check_values(
-        preds,
-        target,
-        real,
-        gain=gain,
-        ignore_index=ignore_index,
-        finite_preds=finite_preds,
-        ranked=retrieved,
-    )
+    check = check_values(preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved)
     return CheckedLists(real, check)
