@@ -50,11 +50,9 @@ def check_k(k: Any) -> tuple[int, ...] | None:
     """Return ``k`` as a tuple of positive ints (or ``None``), or raise naming what was given."""
     if k is None:
         return None
-    if _is_int(k) and k > 0:
-        return (int(k),)
-    is_sequence = isinstance(k, Sequence) and not isinstance(k, str) and len(k) > 0
-    if is_sequence and all(_is_int(item) and item > 0 for item in k):
-        return tuple(int(item) for item in k)
+    ks = (k,) if _is_int(k) else k if isinstance(k, Sequence) and not isinstance(k, str) else ()
+    if len(ks) > 0 and all(_is_int(item) and item > 0 for item in ks):
+        return tuple(int(item) for item in ks)
     raise ValueError(
         f"Expected `k` to be a positive int, a non-empty sequence of them, or None, but got {k!r}."
     )
@@ -88,9 +86,10 @@ _kept_options: dict[tuple[Any, ...], ListOptions] = {}
 def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """``options`` as a key that only equal options share, or ``None`` (not kept).
 
-    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and hashable
-    callables are kept, each with its type: ``True`` and ``1``, ``5`` and ``5.0``, ``[5]`` and
-    ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph checks as it traces).
+    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and callables (if
+    hashable: the lookup tells) are kept, each with its type: ``True`` and ``1``, ``5`` and
+    ``5.0``, ``[5]`` and ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph
+    checks as it traces).
     """
     if torch.compiler.is_compiling():
         return None
@@ -101,13 +100,7 @@ def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
             if not all(type(item) is int for item in option):
                 return None
             key.append((tuple, *option))
-        elif option is None or kind in (int, bool, str):
-            key.append((kind, option))
-        elif callable(option):
-            try:
-                hash(option)
-            except TypeError:
-                return None
+        elif option is None or kind in (int, bool, str) or callable(option):
             key.append((kind, option))
         else:
             return None
@@ -130,7 +123,10 @@ def check_list_options(
     """
     options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
     key = _plain_key(options)
-    found = _kept_options.get(key) if key is not None else None
+    try:
+        found = _kept_options.get(key) if key is not None else None
+    except TypeError:  # an unhashable callable: not kept
+        found = key = None
     if found is not None:
         return found
     cutoffs = Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
@@ -259,35 +255,6 @@ class CheckedValues(NamedTuple):
 
     max_label: int | float | None
     score_range: float | None
-
-
-def sum_may_overflow(length: int, dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether ``length`` gains of ``dtype``, each finite, could sum past the accumulation dtype.
-
-    Only then does the gain limit depend on the list length (float64 scores, or float32 sums on
-    MPS); for float32 scores summed in float64 it never does. Integer arithmetic: a symbolic
-    length gives a guard, not a number.
-    """
-    return length > int(torch.finfo(accumulate_dtype(device)).max // torch.finfo(dtype).max)
-
-
-def largest_gain_label(
-    gain: Any, dtype: torch.dtype, length: int, device: torch.device
-) -> float | None:
-    """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
-
-    Gains are computed in ``dtype`` (`torch_ndcg._options.compute_dtype` of the scores)
-    and a list's ``length`` gains are summed in the accumulation dtype (float64 wherever
-    ``device`` has it), so a label is
-    allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable
-    gain, whose growth is unknown. The same limit holds in every entry point.
-    """
-    if callable(gain):
-        return None
-    largest_gain = min(torch.finfo(dtype).max, torch.finfo(accumulate_dtype(device)).max / length)
-    if gain == "linear":
-        return largest_gain
-    return math.log2(largest_gain + 1)  # 2^y - 1 <= largest_gain
 
 
 def largest_value_at_most(limit: float, dtype: torch.dtype) -> float | int:
@@ -575,10 +542,16 @@ def _value_rules(
     )
     if gain is None:
         return rules
+    # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype (float64
+    # wherever the device has it): a label is allowed while gain(y) <= min(max(dtype),
+    # max(float64) / length). The length counts only where finite gains could sum past the
+    # accumulation dtype (float64 scores, or float32 sums on MPS): integer arithmetic there, so
+    # that a symbolic length gives a guard, not a number. The same limit in every entry point.
     dtype = compute_dtype(preds_dtype)
-    sums_bind = sum_may_overflow(n_items, dtype, device)
-    limit = largest_gain_label(gain, dtype, n_items if sums_bind else 1, device)
-    assert limit is not None
+    largest_sum = torch.finfo(accumulate_dtype(device)).max
+    sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
+    largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
+    limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
     # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
     number = not (sums_bind and torch.compiler.is_compiling())
     if number:
