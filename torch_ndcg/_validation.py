@@ -316,14 +316,9 @@ def check_values(
     float_labels = real_target.is_floating_point()
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own.
+    named = gain if isinstance(gain, str) else None
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
-        gain if isinstance(gain, str) else None,
-        preds.dtype,
-        n_items,
-        preds.device,
-        ignore_index,
-        finite_preds,
-        float_labels,
+        named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
     )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
@@ -343,26 +338,25 @@ def check_values(
         torch.stack([low_pred, high_pred]).to(torch.float64),
         torch.stack([low, high]).to(torch.float64),
     ]
-    integer_labels = not float_labels
     # The swap hint's two passes are read with the extremes, except on long lists: there
     # they would cost more than the checks and the ranking together, and are taken (with a
     # read-back of their own) only for label-like scores.
-    signs_read = not integer_labels and n_items < LONG_ROW_LENGTH
+    signs_read = float_labels and n_items < LONG_ROW_LENGTH
     if signs_read:
         parts.append(_swap_signs(preds, real_target, scored))
     extremes = torch.cat(parts)
 
     def judge(values: list[float]) -> CheckedValues:
         low_pred, high_pred, low, high = values[:4]
-        if integer_labels:
+        if not float_labels:
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
         for rule in rules:
-            found = rule.found(low_pred, high_pred, low, high)
-            if found is not None:
+            if not rule.ok(low_pred, high_pred, low, high):
+                found = rule.found(low_pred, high_pred, low, high)
                 raise ValueError(rule.message.format(found=found))
-        if not integer_labels and label_like(low_pred, high_pred):
+        if float_labels and label_like(low_pred, high_pred):
             signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
             if all(signs):  # scores whole, some label fractional
                 warnings.warn(
@@ -391,7 +385,7 @@ def rules_hold(
     """
     # A loop, not all() of a generator: a quarter of a microsecond less on the small hot paths.
     for rule in rules:  # noqa: SIM110
-        if rule.found(low_pred, high_pred, low, high) is not None:
+        if not rule.ok(low_pred, high_pred, low, high):
             return False
     return True
 
@@ -460,16 +454,17 @@ class _Rule(NamedTuple):
 
     Attributes:
         message: the error, with ``{found}`` for what was found.
-        ok: on the device, from the extremes ``(low_pred, high_pred, low, high)`` as tensors: a
-            bool scalar tensor, False on bad input (a device-side assertion).
-        found: on the host, from the extremes read back: ``None`` on good input, else the text
-            that stands for ``{found}``.
+        ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
+            them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
+            from them read back as numbers, a bool.
+        found: on the host, from the extremes read back where they fail: the text that stands
+            for ``{found}``.
         on_device: what the device-side assertion says was found (no value is read there).
     """
 
     message: str
-    ok: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
-    found: Callable[[float, float, float, float], str | None]
+    ok: Callable[[Any, Any, Any, Any], Any]
+    found: Callable[[float, float, float, float], str]
     on_device: str = "a value"
 
 
@@ -495,8 +490,8 @@ def _value_rules(
         _Rule(
             "Expected `preds` to contain no NaN, but found {found}.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-            lambda lp, hp, lo, hi: None if lp == lp and hp == hp else "NaN scores",
-            on_device="NaN scores",
+            lambda lp, hp, lo, hi: "NaN scores",
+            "NaN scores",
         )
     ]
     if finite_preds:
@@ -505,11 +500,7 @@ def _value_rules(
                 "Expected `preds` to be finite, but found {found}.",
                 # With no real score the smallest comes out above the largest: nothing to check.
                 lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
-                lambda lp, hp, lo, hi: (
-                    None
-                    if math.isfinite(lp) and math.isfinite(hp)
-                    else repr(lp if math.isinf(lp) else hp)
-                ),
+                lambda lp, hp, lo, hi: repr(lp if math.isinf(lp) else hp),
             )
         )
     if float_labels:
@@ -517,15 +508,15 @@ def _value_rules(
             _Rule(
                 "Expected `target` to contain no NaN, but found {found}.",
                 lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-                lambda lp, hp, lo, hi: None if lo == lo and hi == hi else "NaN labels",
-                on_device="NaN labels",
+                lambda lp, hp, lo, hi: "NaN labels",
+                "NaN labels",
             )
         )
         rules.append(
             _Rule(
                 "Expected `target` to be finite, but found {found}.",
-                lambda lp, hp, lo, hi: ~hi.isinf(),
-                lambda lp, hp, lo, hi: repr(hi) if math.isinf(hi) else None,
+                lambda lp, hp, lo, hi: abs(hi) != torch.inf,
+                lambda lp, hp, lo, hi: repr(hi),
             )
         )
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
@@ -534,10 +525,8 @@ def _value_rules(
         _Rule(
             f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
             lambda lp, hp, lo, hi: lo >= 0,
-            lambda lp, hp, lo, hi: (
-                None if lo >= 0 else f"the value {lo!r}" + (padding_hint if lo == -1 else "")
-            ),
-            on_device="a negative label" + padding_hint,
+            lambda lp, hp, lo, hi: f"the value {lo!r}" + (padding_hint if lo == -1 else ""),
+            "a negative label" + padding_hint,
         )
     )
     if gain is None:
@@ -559,18 +548,21 @@ def _value_rules(
     else:
         shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
     advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+
+    def within(low_pred: Any, high_pred: Any, low: Any, high: Any) -> Any:
+        if isinstance(high, Tensor) and number:
+            # Compared in the labels' dtype, against its largest value within the limit.
+            return high <= largest_value_at_most(limit, high.dtype)
+        return high <= limit  # read back, or against a traced symbol as it is
+
     count = f"{n_items} " if isinstance(n_items, int) else ""
     rules.append(
         _Rule(
             f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
             f"float64), but found {{found}}; {advice} the labels.",
-            # Compared in the labels' dtype, against its largest value within the limit (a
-            # traced symbol, compared as it is).
-            lambda lp, hp, lo, hi: (
-                hi <= (largest_value_at_most(limit, hi.dtype) if number else limit)
-            ),
-            lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
+            within,
+            lambda lp, hp, lo, hi: repr(hi),
         )
     )
     return rules
