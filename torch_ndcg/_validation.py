@@ -220,17 +220,9 @@ def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
     """
     if dtype == torch.bool:
         return value in (0, 1)
-    if not dtype.is_floating_point:
-        integer_range = torch.iinfo(dtype)
-        return integer_range.min <= value <= integer_range.max
-    # An int is a float of `dtype` if it is within range and its odd part fits the mantissa.
-    magnitude = abs(value)
-    if magnitude == 0:
-        return True
-    float_range = torch.finfo(dtype)
-    odd_part = magnitude // (magnitude & -magnitude)
-    mantissa_bits = 1 - round(math.log2(float_range.eps))  # eps = 2^-(stored bits): 24 in float32
-    return magnitude <= float_range.max and odd_part.bit_length() <= mantissa_bits
+    # It does if it is the largest value of `dtype` up to itself (floats are symmetric).
+    magnitude = abs(value) if dtype.is_floating_point else value
+    return largest_value_at_most(magnitude, dtype) == magnitude
 
 
 def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:
@@ -258,7 +250,7 @@ class CheckedValues(NamedTuple):
 
 
 def largest_value_at_most(limit: float, dtype: torch.dtype) -> float | int:
-    """The largest value of ``dtype`` that is at most ``limit`` (> 0), computed on the host.
+    """The largest value of ``dtype`` that is at most ``limit`` (>= 0 for floats), on the host.
 
     A tensor compared with a Python number is compared in its own dtype, where ``limit`` would
     be rounded (127.99999991 to 128.0 in float32, letting a label of 128 through); this value
@@ -1025,19 +1017,6 @@ def check_no_empty_target(empty: Tensor, noun: str) -> None:
         raise ValueError(message)
 
 
-class CheckedLists(NamedTuple):
-    """What `check_lists` made of its input.
-
-    Attributes:
-        real: the mask of real items (``None``: all real), retrieved or not.
-        check: the value checks still to be read back (see `check_values`), or ``None``
-            (not validated, an empty input, or checked on the device).
-    """
-
-    real: Tensor | None
-    check: DeferredCheck | None
-
-
 def check_lists(
     preds: Any,
     target: Any,
@@ -1048,18 +1027,24 @@ def check_lists(
     validate_args: bool,
     finite_preds: bool = False,
     retrieved: Tensor | None = None,
-) -> CheckedLists:
+) -> tuple[Tensor | None, DeferredCheck | None]:
     """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
 
     Types, dtypes and shapes are always checked (they read nothing back); with
     ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
     `check_values`; the scores of items not ``retrieved`` are not read.
+
+    Returns:
+        The mask of real items (``None``: all real), retrieved or not, and the value checks
+        still to be read back (see `check_values`), or ``None`` (not validated, an empty input,
+        or checked on the device).
     """
     check_preds_target(preds, target)
     check_mask(mask, preds.shape)
     check_mask(retrieved, preds.shape, "retrieved")
     real = real_items(target, mask, ignore_index)
     if not validate_args:
-        return CheckedLists(real, None)
-    check = check_values(preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved)
-    return CheckedLists(real, check)
+        return real, None
+    return real, check_values(
+        preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved
+    )
