@@ -191,9 +191,7 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
 
 def _lowest(dtype: torch.dtype) -> float | int:
     """The smallest value of ``dtype``: a sentinel below every valid label or gain."""
-    if dtype.is_floating_point:
-        return float("-inf")
-    return int(torch.iinfo(dtype).min)
+    return float("-inf") if dtype.is_floating_point else int(torch.iinfo(dtype).min)
 
 
 def ideal_ranked_gains(
