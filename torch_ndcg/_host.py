@@ -30,11 +30,6 @@ def may_read_back(device: torch.device) -> bool:
     return device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def eager_cpu(device: torch.device) -> bool:
-    """Whether work on ``device`` runs eagerly on the CPU (where ATen's thread split applies)."""
-    return device.type == "cpu" and not torch.compiler.is_compiling()
-
-
 @dataclass(frozen=True)
 class DeferredCheck:
     """An input check waiting for its values to reach the host.
@@ -108,19 +103,6 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
 _NOTHING_TO_SWITCH: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def _legacy_matmul_precision() -> str | None:
-    """``torch.get_float32_matmul_precision()``, or ``None`` under the newer API.
-
-    ``None`` where the caller set the precision through ``torch.backends[.cuda.matmul]
-    .fp32_precision``: the legacy getter then raises (torch refuses to read one API's state
-    after the other's was set).
-    """
-    try:
-        return torch.get_float32_matmul_precision()
-    except RuntimeError:
-        return None
-
-
 def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
     """The CUDA float32 matmul precision as the caller set it: ``(current, set, full)``.
 
@@ -129,9 +111,10 @@ def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
     refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
     ``"ieee"``).
     """
-    legacy = _legacy_matmul_precision()
-    if legacy is not None:
-        return legacy, torch.set_float32_matmul_precision, "highest"
+    try:  # the legacy getter raises where the precision was set through the newer API
+        return torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision, "highest"
+    except RuntimeError:
+        pass
     matmul = torch.backends.cuda.matmul
 
     def set_precision(value: str) -> None:

@@ -40,12 +40,9 @@ def gains(target: Tensor, gain: Gain) -> Tensor:
     Returns:
         A tensor of the shape of ``target``.
     """
-    if gain == "exponential":
-        return torch.exp2(target) - 1
-    if gain == "linear":
-        return target
-    assert callable(gain)
-    return gain(target)
+    if callable(gain):
+        return gain(target)
+    return torch.exp2(target) - 1 if gain == "exponential" else target
 
 
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:
@@ -54,12 +51,11 @@ def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     ``"log2"`` is $1 / \log_2(1 + r)$; ``"jarvelin"`` is $1 / \max(1, \log_2 r)$
     (Järvelin & Kekäläinen 2002); a callable receives the ranks as a floating tensor.
     """
+    if callable(discount):
+        return discount(ranks)
     if discount == "log2":
         return torch.log2(ranks + 1).reciprocal()
-    if discount == "jarvelin":
-        return torch.log2(ranks).clamp(min=1).reciprocal()
-    assert callable(discount)
-    return discount(ranks)
+    return torch.log2(ranks).clamp(min=1).reciprocal()
 
 
 def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
@@ -195,9 +191,7 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
 
 def _lowest(dtype: torch.dtype) -> float | int:
     """The smallest value of ``dtype``: a sentinel below every valid label or gain."""
-    if dtype.is_floating_point:
-        return float("-inf")
-    return int(torch.iinfo(dtype).min)
+    return float("-inf") if dtype.is_floating_point else int(torch.iinfo(dtype).min)
 
 
 def ideal_ranked_gains(
@@ -217,16 +211,14 @@ def ideal_ranked_gains(
     are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
     """
-    by_gain = callable(gain) or item_gains is not None
-    if by_gain:
-        assert item_gains is not None
-        values = item_gains
-    else:
+    if item_gains is None:
         values = target.to(torch.uint8) if target.dtype == torch.bool else target
+    else:
+        values = item_gains
     if mask is not None:
         values = torch.where(mask, values, _lowest(values.dtype))
     best = (top if select is None else select)(values, kmax)[0]
-    best_gains = best.to(dtype) if by_gain else gains(best.to(dtype), gain)
+    best_gains = gains(best.to(dtype), gain) if item_gains is None else best.to(dtype)
     if mask is not None:
         best_gains = torch.where(best == _lowest(values.dtype), 0, best_gains)
     return best_gains

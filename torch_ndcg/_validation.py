@@ -50,11 +50,9 @@ def check_k(k: Any) -> tuple[int, ...] | None:
     """Return ``k`` as a tuple of positive ints (or ``None``), or raise naming what was given."""
     if k is None:
         return None
-    if _is_int(k) and k > 0:
-        return (int(k),)
-    is_sequence = isinstance(k, Sequence) and not isinstance(k, str) and len(k) > 0
-    if is_sequence and all(_is_int(item) and item > 0 for item in k):
-        return tuple(int(item) for item in k)
+    ks = (k,) if _is_int(k) else k if isinstance(k, Sequence) and not isinstance(k, str) else ()
+    if len(ks) > 0 and all(_is_int(item) and item > 0 for item in ks):
+        return tuple(int(item) for item in ks)
     raise ValueError(
         f"Expected `k` to be a positive int, a non-empty sequence of them, or None, but got {k!r}."
     )
@@ -71,24 +69,6 @@ def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: 
     raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
 
 
-def check_options(
-    gain: Any, discount: Any, *, ties: Any = None, empty_target_action: Any = None
-) -> None:
-    """Check the option strings of an entry point.
-
-    ``ties`` and ``empty_target_action`` only where the entry point takes them (the losses take
-    neither: ``None``).
-    """
-    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
-    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
-    if ties is not None:
-        check_option("ties", ties, TIES_NAMES, callable_ok=False)
-    if empty_target_action is not None:
-        check_option(
-            "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
-        )
-
-
 def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
     """The metrics name a result per cut-off: a ``k`` sequence must not repeat one."""
     if ks is not None and len(set(ks)) != len(ks):
@@ -97,25 +77,19 @@ def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
         )
 
 
-def check_cutoffs(k: Any) -> Cutoffs:
-    """``k`` checked (see `check_k`), with whether it was a sequence."""
-    return Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
-
-
 # Checked option sets kept for the functions, which get their options at every call: a loop
 # calling `ndcg` with the same options checks them at its first call only. At most this many.
 _KEPT_OPTION_SETS = 64
-_kept_options: dict[tuple[Any, ...], Any] = {}
-_Checked = TypeVar("_Checked")
-_Options = ParamSpec("_Options")
+_kept_options: dict[tuple[Any, ...], ListOptions] = {}
 
 
 def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """``options`` as a key that only equal options share, or ``None`` (not kept).
 
-    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and hashable
-    callables are kept, each with its type: ``True`` and ``1``, ``5`` and ``5.0``, ``[5]`` and
-    ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph checks as it traces).
+    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and callables (if
+    hashable: the lookup tells) are kept, each with its type: ``True`` and ``1``, ``5`` and
+    ``5.0``, ``[5]`` and ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph
+    checks as it traces).
     """
     if torch.compiler.is_compiling():
         return None
@@ -126,42 +100,13 @@ def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
             if not all(type(item) is int for item in option):
                 return None
             key.append((tuple, *option))
-        elif option is None or kind in (int, bool, str):
-            key.append((kind, option))
-        elif callable(option):
-            try:
-                hash(option)
-            except TypeError:
-                return None
+        elif option is None or kind in (int, bool, str) or callable(option):
             key.append((kind, option))
         else:
             return None
     return tuple(key)
 
 
-def _kept(check: Callable[_Options, _Checked]) -> Callable[_Options, _Checked]:
-    """``check`` of positional options, its configs kept: options met before are not checked.
-
-    Only options that passed are kept (see `_plain_key`), so bad ones raise at every call.
-    """
-
-    @functools.wraps(check)
-    def checked(*options: _Options.args, **keywords: _Options.kwargs) -> _Checked:
-        key = None if keywords else _plain_key((check, *options))
-        if key is not None and key in _kept_options:
-            found: _Checked = _kept_options[key]
-            return found
-        config = check(*options, **keywords)
-        if key is not None:
-            if len(_kept_options) >= _KEPT_OPTION_SETS:
-                _kept_options.clear()
-            _kept_options[key] = config
-        return config
-
-    return checked
-
-
-@_kept
 def check_list_options(
     k: Any,
     gain: Any,
@@ -173,21 +118,49 @@ def check_list_options(
 ) -> ListOptions:
     """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config.
 
-    Options met at an earlier call are not checked again (see `_kept`).
+    Options met at an earlier call are not checked again: the configs of options that passed
+    are kept (see `_plain_key`), so bad ones raise at every call.
     """
-    cutoffs = check_cutoffs(k)
+    options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+    key = _plain_key(options)
+    try:
+        found = _kept_options.get(key) if key is not None else None
+    except TypeError:  # an unhashable callable: not kept
+        found = key = None
+    if found is not None:
+        return found
+    cutoffs = Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
     check_bool("validate_args", validate_args)
-    check_options(gain, discount, ties=ties, empty_target_action=empty_target_action)
-    check_ignore_index(ignore_index)
-    return ListOptions(
-        cutoffs, gain, discount, ties, empty_target_action, ignore_index, validate_args
+    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
+    check_option("ties", ties, TIES_NAMES, callable_ok=False)
+    check_option(
+        "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
     )
+    check_ignore_index(ignore_index)
+    config = ListOptions(cutoffs, *options[1:])
+    if key is not None:
+        if len(_kept_options) >= _KEPT_OPTION_SETS:
+            _kept_options.clear()
+        _kept_options[key] = config
+    return config
 
 
 def check_ignore_index(ignore_index: Any) -> None:
     """``ignore_index`` is an int or ``None``."""
     if ignore_index is not None and not _is_int(ignore_index):
         raise TypeError(f"Expected `ignore_index` to be an int or None, but got {ignore_index!r}.")
+
+
+def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeError:
+    return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
+
+
+def _not_shaped_as_preds(name: str, value: Tensor, shape: torch.Size) -> ValueError:
+    return ValueError(
+        f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
+        f"{tuple(value.shape)}."
+    )
 
 
 def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
@@ -197,9 +170,7 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
     """
     for name, value in (("preds", preds), (target_name, target)):
         if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}."
-            )
+            raise _not_a_tensor(name, value)
     if not preds.is_floating_point():
         hint = (
             " (scores come first, labels second: scikit-learn and TF-Ranking take the labels first)"
@@ -234,16 +205,11 @@ def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
     if mask is None:
         return
     if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"Expected `{name}` to be a bool torch.Tensor or None, but got {type(mask).__name__}."
-        )
+        raise _not_a_tensor(name, mask, "a bool torch.Tensor or None")
     if mask.dtype != torch.bool:
         raise TypeError(f"Expected `{name}` to have dtype torch.bool, but got {mask.dtype}.")
     if mask.shape != shape:
-        raise ValueError(
-            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(mask.shape)}."
-        )
+        raise _not_shaped_as_preds(name, mask, shape)
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -254,17 +220,9 @@ def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
     """
     if dtype == torch.bool:
         return value in (0, 1)
-    if not dtype.is_floating_point:
-        integer_range = torch.iinfo(dtype)
-        return integer_range.min <= value <= integer_range.max
-    # An int is a float of `dtype` if it is within range and its odd part fits the mantissa.
-    magnitude = abs(value)
-    if magnitude == 0:
-        return True
-    float_range = torch.finfo(dtype)
-    odd_part = magnitude // (magnitude & -magnitude)
-    mantissa_bits = 1 - round(math.log2(float_range.eps))  # eps = 2^-(stored bits): 24 in float32
-    return magnitude <= float_range.max and odd_part.bit_length() <= mantissa_bits
+    # It does if it is the largest value of `dtype` up to itself (floats are symmetric).
+    magnitude = abs(value) if dtype.is_floating_point else value
+    return largest_value_at_most(magnitude, dtype) == magnitude
 
 
 def real_items(target: Tensor, mask: Tensor | None, ignore_index: int | None) -> Tensor | None:
@@ -291,37 +249,8 @@ class CheckedValues(NamedTuple):
     score_range: float | None
 
 
-def sum_may_overflow(length: int, dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether ``length`` gains of ``dtype``, each finite, could sum past the accumulation dtype.
-
-    Only then does the gain limit depend on the list length (float64 scores, or float32 sums on
-    MPS); for float32 scores summed in float64 it never does. Integer arithmetic: a symbolic
-    length gives a guard, not a number.
-    """
-    return length > int(torch.finfo(accumulate_dtype(device)).max // torch.finfo(dtype).max)
-
-
-def largest_gain_label(
-    gain: Any, dtype: torch.dtype, length: int, device: torch.device
-) -> float | None:
-    """The largest label whose gain is finite in ``dtype`` and sums finitely over a list.
-
-    Gains are computed in ``dtype`` (`torch_ndcg._options.compute_dtype` of the scores)
-    and a list's ``length`` gains are summed in the accumulation dtype (float64 wherever
-    ``device`` has it), so a label is
-    allowed while ``gain(y) <= min(max(dtype), max(float64) / length)``. ``None`` for a callable
-    gain, whose growth is unknown. The same limit holds in every entry point.
-    """
-    if callable(gain):
-        return None
-    largest_gain = min(torch.finfo(dtype).max, torch.finfo(accumulate_dtype(device)).max / length)
-    if gain == "linear":
-        return largest_gain
-    return math.log2(largest_gain + 1)  # 2^y - 1 <= largest_gain
-
-
 def largest_value_at_most(limit: float, dtype: torch.dtype) -> float | int:
-    """The largest value of ``dtype`` that is at most ``limit`` (> 0), computed on the host.
+    """The largest value of ``dtype`` that is at most ``limit`` (>= 0 for floats), on the host.
 
     A tensor compared with a Python number is compared in its own dtype, where ``limit`` would
     be rounded (127.99999991 to 128.0 in float32, letting a label of 128 through); this value
@@ -343,7 +272,6 @@ def check_values(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
-    *,
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
@@ -378,22 +306,12 @@ def check_values(
     if real_target.dtype == torch.bool:
         real_target = real_target.to(torch.uint8)
     float_labels = real_target.is_floating_point()
-    if read_back or not torch.compiler.is_compiling():
-        # Eager: the rules of an input kind are built once (a training loop meets few kinds); a
-        # graph that torch.compile traces builds its own.
-        rules = eager_rules(
-            gain if isinstance(gain, str) else None,
-            preds.dtype,
-            n_items,
-            preds.device,
-            ignore_index,
-            finite_preds,
-            float_labels,
-        )
-    else:
-        rules = _traced_rules(
-            gain, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
-        )
+    # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
+    # graph that torch.compile traces builds its own.
+    named = gain if isinstance(gain, str) else None
+    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
+        named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
+    )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
         low_pred, high_pred = torch.aminmax(preds)
@@ -412,28 +330,34 @@ def check_values(
         torch.stack([low_pred, high_pred]).to(torch.float64),
         torch.stack([low, high]).to(torch.float64),
     ]
-    integer_labels = not float_labels
     # The swap hint's two passes are read with the extremes, except on long lists: there
     # they would cost more than the checks and the ranking together, and are taken (with a
     # read-back of their own) only for label-like scores.
-    signs_read = not integer_labels and n_items < LONG_ROW_LENGTH
+    signs_read = float_labels and n_items < LONG_ROW_LENGTH
     if signs_read:
         parts.append(_swap_signs(preds, real_target, scored))
     extremes = torch.cat(parts)
 
     def judge(values: list[float]) -> CheckedValues:
         low_pred, high_pred, low, high = values[:4]
-        if integer_labels:
+        if not float_labels:
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
         for rule in rules:
-            found = rule.found(low_pred, high_pred, low, high)
-            if found is not None:
+            if not rule.ok(low_pred, high_pred, low, high):
+                found = rule.found(low_pred, high_pred, low, high)
                 raise ValueError(rule.message.format(found=found))
-        if not integer_labels and label_like(low_pred, high_pred):
+        if float_labels and label_like(low_pred, high_pred):
             signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
-            _hint_swapped_arguments(signs, low_pred, high_pred)
+            if all(signs):  # scores whole, some label fractional
+                warnings.warn(
+                    f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and "
+                    "`target` fractional values: were scores and labels swapped? Scores come "
+                    "first, labels second (scikit-learn and TF-Ranking take the labels first).",
+                    UserWarning,
+                    stacklevel=_frames_to_the_caller(),
+                )
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
@@ -453,14 +377,12 @@ def rules_hold(
     """
     # A loop, not all() of a generator: a quarter of a microsecond less on the small hot paths.
     for rule in rules:  # noqa: SIM110
-        if rule.found(low_pred, high_pred, low, high) is not None:
+        if not rule.ok(low_pred, high_pred, low, high):
             return False
     return True
 
 
-def small_batch_holds(
-    extremes: Sequence[float], gain: str, preds: Tensor, target: Tensor
-) -> bool:
+def small_batch_holds(extremes: Sequence[float], gain: str, preds: Tensor, target: Tensor) -> bool:
     """Whether the extremes a small path read back break no value check and need no hint.
 
     ``extremes``: smallest and largest score and label of a dense CPU batch whose rules are
@@ -519,61 +441,49 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-def _hint_swapped_arguments(signs: list[float], low_pred: float, high_pred: float) -> None:
-    """Warn when the scores look like graded labels and the labels like scores."""
-    scores_whole, labels_fractional = signs
-    if scores_whole and labels_fractional:
-        warnings.warn(
-            f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and `target` "
-            "fractional values: were scores and labels swapped? Scores come first, labels "
-            "second (scikit-learn and TF-Ranking take the labels first).",
-            UserWarning,
-            stacklevel=_frames_to_the_caller(),
-        )
-
-
 class _Rule(NamedTuple):
     """One value check of `check_values`: its message, and how each side judges it.
 
     Attributes:
         message: the error, with ``{found}`` for what was found.
-        ok: on the device, from the extremes ``(low_pred, high_pred, low, high)`` as tensors: a
-            bool scalar tensor, False on bad input (a device-side assertion).
-        found: on the host, from the extremes read back: ``None`` on good input, else the text
-            that stands for ``{found}``.
+        ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
+            them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
+            from them read back as numbers, a bool.
+        found: on the host, from the extremes read back where they fail: the text that stands
+            for ``{found}``.
         on_device: what the device-side assertion says was found (no value is read there).
     """
 
     message: str
-    ok: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
-    found: Callable[[float, float, float, float], str | None]
+    ok: Callable[[Any, Any, Any, Any], Any]
+    found: Callable[[float, float, float, float], str]
     on_device: str = "a value"
 
 
 def _value_rules(
-    gain: Any,
-    dtype: torch.dtype,
-    n_items: int | None,
-    limit: float | None,
+    gain: str | None,
+    preds_dtype: torch.dtype,
+    n_items: int,
+    device: torch.device,
     ignore_index: int | None,
     finite_preds: bool,
     float_labels: bool,
-    *,
-    limit_is_number: bool = True,
 ) -> list[_Rule]:
     """The rules of `check_values` that apply to this input, in the order they are checked.
 
-    One comparison a rule where the dtype allows it (integer labels are never NaN or infinite).
-    ``limit_is_number`` is False where the gain limit depends on a list length that
-    torch.compile traces as a symbol (float64 scores, dynamic lengths): the message then gives
-    its formula, and labels are compared with the symbol itself.
+    Scores of ``preds_dtype``, gains summed ``n_items`` at once; only a named ``gain`` (``None``
+    for a callable) has a limit and enters a message. One comparison a rule where the dtype
+    allows it (integer labels are never NaN or infinite). A length that torch.compile traces as
+    a symbol (dynamic lengths) is compared, never made a number (which would break the graph or
+    specialise it to one length): where the gain limit depends on it (float64 scores), the
+    message gives its formula, and labels are compared with the symbol itself.
     """
     rules = [
         _Rule(
             "Expected `preds` to contain no NaN, but found {found}.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-            lambda lp, hp, lo, hi: None if lp == lp and hp == hp else "NaN scores",
-            on_device="NaN scores",
+            lambda lp, hp, lo, hi: "NaN scores",
+            "NaN scores",
         )
     ]
     if finite_preds:
@@ -582,11 +492,7 @@ def _value_rules(
                 "Expected `preds` to be finite, but found {found}.",
                 # With no real score the smallest comes out above the largest: nothing to check.
                 lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
-                lambda lp, hp, lo, hi: (
-                    None
-                    if math.isfinite(lp) and math.isfinite(hp)
-                    else repr(lp if math.isinf(lp) else hp)
-                ),
+                lambda lp, hp, lo, hi: repr(lp if math.isinf(lp) else hp),
             )
         )
     if float_labels:
@@ -594,15 +500,15 @@ def _value_rules(
             _Rule(
                 "Expected `target` to contain no NaN, but found {found}.",
                 lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-                lambda lp, hp, lo, hi: None if lo == lo and hi == hi else "NaN labels",
-                on_device="NaN labels",
+                lambda lp, hp, lo, hi: "NaN labels",
+                "NaN labels",
             )
         )
         rules.append(
             _Rule(
                 "Expected `target` to be finite, but found {found}.",
-                lambda lp, hp, lo, hi: ~hi.isinf(),
-                lambda lp, hp, lo, hi: repr(hi) if math.isinf(hi) else None,
+                lambda lp, hp, lo, hi: abs(hi) != torch.inf,
+                lambda lp, hp, lo, hi: repr(hi),
             )
         )
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
@@ -611,78 +517,52 @@ def _value_rules(
         _Rule(
             f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
             lambda lp, hp, lo, hi: lo >= 0,
-            lambda lp, hp, lo, hi: (
-                None if lo >= 0 else f"the value {lo!r}" + (padding_hint if lo == -1 else "")
-            ),
-            on_device="a negative label" + padding_hint,
+            lambda lp, hp, lo, hi: f"the value {lo!r}" + (padding_hint if lo == -1 else ""),
+            "a negative label" + padding_hint,
         )
     )
-    if limit is not None:
-        if limit_is_number:
-            shown = (
-                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-            )
-        else:  # a symbol of the list length that torch.compile traces: the formula is shown
-            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
-        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
-        count = "" if n_items is None else f"{n_items} "
-        rules.append(
-            _Rule(
-                f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
-                f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
-                f"float64), but found {{found}}; {advice} the labels.",
-                # Compared in the labels' dtype, against its largest value within the limit
-                # (a traced symbol, compared as it is).
-                lambda lp, hp, lo, hi: (
-                    hi <= (largest_value_at_most(limit, hi.dtype) if limit_is_number else limit)
-                ),
-                lambda lp, hp, lo, hi: repr(hi) if hi > limit else None,
-            )
-        )
-    return rules
-
-
-def _traced_rules(
-    gain: Any,
-    preds_dtype: torch.dtype,
-    n_items: int,
-    device: torch.device,
-    ignore_index: int | None,
-    finite_preds: bool,
-    float_labels: bool,
-) -> list[_Rule]:
-    """The `_value_rules` of an input: scores of ``preds_dtype``, gains summed ``n_items`` at once.
-
-    A length that torch.compile traces as a symbol (dynamic lengths) is compared, never made a
-    number (which would break the graph or specialise it to one length) where it need not be.
-    Only a named gain enters a message.
-    """
+    if gain is None:
+        return rules
+    # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype (float64
+    # wherever the device has it): a label is allowed while gain(y) <= min(max(dtype),
+    # max(float64) / length). The length counts only where finite gains could sum past the
+    # accumulation dtype (float64 scores, or float32 sums on MPS): integer arithmetic there, so
+    # that a symbolic length gives a guard, not a number. The same limit in every entry point.
     dtype = compute_dtype(preds_dtype)
-    sums_bind = sum_may_overflow(n_items, dtype, device)
-    limit = (
-        None
-        if gain is None  # a callable, left out of the key of the kept rules
-        else largest_gain_label(gain, dtype, n_items if sums_bind else 1, device)
-    )
-    shown_items = n_items if isinstance(n_items, int) else None
-    named_gain = None if limit is None else gain
+    largest_sum = torch.finfo(accumulate_dtype(device)).max
+    sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
+    largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
+    limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
     # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
-    limit_is_number = not (sums_bind and torch.compiler.is_compiling())
-    return _value_rules(
-        named_gain,
-        dtype,
-        shown_items,
-        limit,
-        ignore_index,
-        finite_preds,
-        float_labels,
-        limit_is_number=limit_is_number,
+    number = not (sums_bind and torch.compiler.is_compiling())
+    if number:
+        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+    else:
+        shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
+    advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+
+    def within(low_pred: Any, high_pred: Any, low: Any, high: Any) -> Any:
+        if isinstance(high, Tensor) and number:
+            # Compared in the labels' dtype, against its largest value within the limit.
+            return high <= largest_value_at_most(limit, high.dtype)
+        return high <= limit  # read back, or against a traced symbol as it is
+
+    count = f"{n_items} " if isinstance(n_items, int) else ""
+    rules.append(
+        _Rule(
+            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
+            f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
+            f"float64), but found {{found}}; {advice} the labels.",
+            within,
+            lambda lp, hp, lo, hi: repr(hi),
+        )
     )
+    return rules
 
 
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
 _KEPT_RULE_LISTS = 256
-eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_traced_rules)
+eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 
 
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
@@ -723,7 +603,8 @@ def check_loss_options(
     """The options every loss shares, checked (after its own): by name, as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     cutoff = check_loss_k(k)
-    check_options(gain, discount)
+    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
     return {
@@ -863,6 +744,7 @@ def reject_ported_names(owner: str, arguments: Mapping[str, Any], ported: dict[s
 
 
 _Result = TypeVar("_Result")
+_Options = ParamSpec("_Options")
 
 
 def names_ported_keywords(
@@ -916,7 +798,7 @@ def check_confidence(confidence: Any) -> None:
 def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
     """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
     if not isinstance(values, Tensor):
-        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(values).__name__}.")
+        raise _not_a_tensor(name, values)
     if not values.is_floating_point():
         raise TypeError(f"Expected `{name}` to be a floating tensor, but got dtype {values.dtype}.")
     if values.ndim != 1:
@@ -958,9 +840,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
     fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
         if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Expected `values[{i}]` to be a torch.Tensor, but got {type(value).__name__}."
-            )
+            raise _not_a_tensor(f"values[{i}]", value)
         if value.ndim == 0 or value.shape[0] != query_ids.numel():
             raise ValueError(
                 f"Expected `values[{i}]` to have a row per query id ({query_ids.numel()} rows), "
@@ -986,7 +866,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
 def check_padded(padded: Any, slots: Any) -> None:
     """``padded`` is ``[Q, L, ...]`` lists and ``slots`` the 1-D integer positions of rows in it."""
     if not isinstance(padded, Tensor):
-        raise TypeError(f"Expected `padded` to be a torch.Tensor, but got {type(padded).__name__}.")
+        raise _not_a_tensor("padded", padded)
     if padded.ndim < 2:
         raise ValueError(
             f"Expected `padded` to be [Q, L, ...] lists, but got shape {tuple(padded.shape)}."
@@ -1039,18 +919,13 @@ def check_bool(name: str, value: Any) -> None:
 def check_indexes(indexes: Any, shape: torch.Size) -> None:
     """``indexes`` is an integer tensor of the shape of ``preds``."""
     if not isinstance(indexes, Tensor):
-        raise TypeError(
-            f"Expected `indexes` to be an int64 torch.Tensor, but got {type(indexes).__name__}."
-        )
+        raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
     if not is_integer_tensor(indexes):
         raise TypeError(
             f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
         )
     if indexes.shape != shape:
-        raise ValueError(
-            f"Expected `indexes` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(indexes.shape)}."
-        )
+        raise _not_shaped_as_preds("indexes", indexes, shape)
 
 
 def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
@@ -1112,21 +987,14 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
-    gain, ignore_index = options.gain, options.ignore_index
     check_mask(retrieved, preds.shape, "retrieved")
     flat_target = target.reshape(-1)
-    real = real_items(flat_target, None, ignore_index)
+    real = real_items(flat_target, None, options.ignore_index)
     if options.validate_args:
         flat_scores = preds.reshape(-1) if scores is None else scores
         ranked = None if retrieved is None else retrieved.reshape(-1)
         check = check_values(
-            flat_scores,
-            flat_target,
-            real,
-            gain=gain,
-            ignore_index=ignore_index,
-            length=1,
-            ranked=ranked,
+            flat_scores, flat_target, real, options.gain, options.ignore_index, False, 1, ranked
         )
         if check is not None:
             check.resolve()
@@ -1149,19 +1017,6 @@ def check_no_empty_target(empty: Tensor, noun: str) -> None:
         raise ValueError(message)
 
 
-class CheckedLists(NamedTuple):
-    """What `check_lists` made of its input.
-
-    Attributes:
-        real: the mask of real items (``None``: all real), retrieved or not.
-        check: the value checks still to be read back (see `check_values`), or ``None``
-            (not validated, an empty input, or checked on the device).
-    """
-
-    real: Tensor | None
-    check: DeferredCheck | None
-
-
 def check_lists(
     preds: Any,
     target: Any,
@@ -1172,26 +1027,24 @@ def check_lists(
     validate_args: bool,
     finite_preds: bool = False,
     retrieved: Tensor | None = None,
-) -> CheckedLists:
+) -> tuple[Tensor | None, DeferredCheck | None]:
     """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
 
     Types, dtypes and shapes are always checked (they read nothing back); with
     ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
     `check_values`; the scores of items not ``retrieved`` are not read.
+
+    Returns:
+        The mask of real items (``None``: all real), retrieved or not, and the value checks
+        still to be read back (see `check_values`), or ``None`` (not validated, an empty input,
+        or checked on the device).
     """
     check_preds_target(preds, target)
     check_mask(mask, preds.shape)
     check_mask(retrieved, preds.shape, "retrieved")
     real = real_items(target, mask, ignore_index)
     if not validate_args:
-        return CheckedLists(real, None)
-    check = check_values(
-        preds,
-        target,
-        real,
-        gain=gain,
-        ignore_index=ignore_index,
-        finite_preds=finite_preds,
-        ranked=retrieved,
+        return real, None
+    return real, check_values(
+        preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved
     )
-    return CheckedLists(real, check)
