@@ -1001,6 +1001,21 @@ def check_rows(
     return real
 
 
+def raise_failed_checks(checks: list[tuple[Tensor, str]]) -> None:
+    """Raise the message of the first failed check.
+
+    One read-back on the CPU; device-side assertions elsewhere.
+    """
+    flags = torch.stack([flag for flag, _ in checks])
+    if not _host.may_read_back(flags.device):
+        for flag, message in checks:
+            assert_on_device(~flag, message)
+        return
+    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
+        if bad:
+            raise ValueError(message)
+
+
 def check_no_empty_target(empty: Tensor, noun: str) -> None:
     """Raise for ``empty_target_action="error"`` where a ``noun`` (list, query, user) is empty.
 

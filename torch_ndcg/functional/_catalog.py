@@ -203,22 +203,7 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
         # A stored grade of 0 is no relevant item (as a dense target's label 0).
         found = _catalog.excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
         checks += [*_excluded_checks(excluded, limit), (found.any(), _RELEVANT_AND_EXCLUDED)]
-    _raise_checks(checks)
-
-
-def _raise_checks(checks: list[tuple[Tensor, str]]) -> None:
-    """Raise the message of the first failed check.
-
-    One read-back on the CPU; device-side assertions elsewhere.
-    """
-    flags = torch.stack([flag for flag, _ in checks])
-    if not _host.may_read_back(flags.device):
-        for flag, message in checks:
-            _host.assert_on_device(~flag, message)
-        return
-    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
-        if bad:
-            raise ValueError(message)
+    _validation.raise_failed_checks(checks)
 
 
 def _blocking(
@@ -364,10 +349,7 @@ def normalized(
     """
     if options.empty_target_action == "error":
         empty = ideal.eq(0) if listed is None else ideal.eq(0) & listed
-        message = (
-            "Found a user with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
-        )
-        _raise_checks([(empty.any(), message)])
+        _validation.check_no_empty_target(empty, "user")
     return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
 
 
@@ -662,7 +644,8 @@ def dense_mask_with_exclusions(
         real_items = _validation.real_items(target, mask, options.ignore_index)
         relevant = target.ne(0) if real_items is None else target.ne(0) & real_items
         both = (relevant & ~ranked).any()
-        _raise_checks([*_excluded_checks(ids, n_items), (both, _RELEVANT_AND_EXCLUDED)])
+        checks = [*_excluded_checks(ids, n_items), (both, _RELEVANT_AND_EXCLUDED)]
+        _validation.raise_failed_checks(checks)
     return ranked if mask is None else ranked & mask
 
 
