@@ -22,6 +22,15 @@ from torch_ndcg import _tables as tables
 pytestmark = pytest.mark.budget
 
 
+def small_integer_labels(
+    target: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, int] | None:
+    """The labels as int64 and their number of levels, as the kernel decides it from its probe."""
+    probe = fast_paths.label_range_probe(target, mask)
+    levels = fast_paths.counted_levels(target, None if probe is None else probe.tolist())
+    return None if levels is None else (target.to(torch.int64), levels)
+
+
 def test_gains() -> None:
     labels = torch.tensor([0.0, 1.0, 2.0, 4.0])
     torch.testing.assert_close(kernels.gains(labels, "exponential"), torch.tensor([0.0, 1, 3, 15]))
@@ -319,3 +328,62 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
     finally:
         matmul.fp32_precision = "none"
     assert torch.get_float32_matmul_precision() == before
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    length=st.integers(1, 40),
+    top_label=st.integers(0, 70),
+    k=st.lists(st.integers(1, 45), min_size=1, max_size=3, unique=True),
+    gain=st.sampled_from(["exponential", "linear"]),
+    discount=st.sampled_from(["log2", "jarvelin"]),
+    dtype=st.sampled_from([torch.int64, torch.int32, torch.float32, torch.float64, torch.bool]),
+    padded=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_label_count_ideal_equals_ideal_from_the_top_labels(
+    rows: int,
+    length: int,
+    top_label: int,
+    k: list[int],
+    gain: str,
+    discount: str,
+    dtype: torch.dtype,
+    padded: bool,
+    seed: int,
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, top_label + 1, (rows, length), generator=gen).to(dtype)
+    mask = torch.rand(rows, length, generator=gen) < 0.7 if padded else None
+    if mask is not None and dtype.is_floating_point:
+        target = torch.where(mask, target, float("nan"))  # padding may hold anything
+    kmax = min(max(k), length)
+    counted = small_integer_labels(target, mask)
+    levels_limit = fast_paths._MAX_COUNTED_LEVELS
+    real_max = int((target if mask is None else torch.where(mask, target, 0)).nan_to_num().max())
+    assert (counted is not None) == (real_max < levels_limit)
+    if counted is None:
+        return
+    labels, levels = counted
+    assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
+    options: Any = {"gain": gain, "discount": discount}
+    by_counts = fast_paths.ideal_dcg_from_label_counts(
+        labels, mask, levels, k, kmax, dtype=torch.float64, **options
+    )
+    best = kernels.ideal_ranked_gains(target, None, mask, kmax, options["gain"], torch.float64)
+    by_top_labels = kernels.cumulative_dcg(best, k, options["discount"])
+    torch.testing.assert_close(by_counts, by_top_labels, rtol=1e-12, atol=1e-12)
+
+
+def test_small_integer_labels_refuses_fractional_and_large_labels() -> None:
+    assert small_integer_labels(torch.tensor([[0.0, 1.5]]), None) is None
+    assert small_integer_labels(torch.tensor([[0.0, 3e9]]), None) is None  # past int32
+    assert small_integer_labels(torch.tensor([[0, 64]]), None) is None  # 65 levels > 64
+    counted = small_integer_labels(torch.tensor([[0, 63]], dtype=torch.uint8), None)
+    assert counted is not None
+    assert counted[0].dtype == torch.int64
+    assert counted[1] == 64
+    # A fractional label on padding does not count.
+    mask = torch.tensor([[True, False]])
+    assert small_integer_labels(torch.tensor([[2.0, 0.5]]), mask) is not None

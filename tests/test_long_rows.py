@@ -165,7 +165,7 @@ def test_callable_gain_integer_and_fractional_labels(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("ties", ["average", "first"])
 @pytest.mark.budget
 def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties: str) -> None:
-    """Tie-free long rows never build integer keys of the whole row."""
+    """Tie-free long rows never build integer keys of the whole row (nor a label histogram)."""
     from torch_ndcg import _fast_paths
 
     preds, target = data(8)
@@ -175,6 +175,7 @@ def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties
 
     want = general(monkeypatch, ndcg, preds, target, k=[1, 10], ties=ties)
     monkeypatch.setattr(_fast_paths, "ranking_keys", refused)
+    monkeypatch.setattr(_fast_paths, "ideal_dcg_from_label_counts", refused)
     got = ndcg(preds, target, k=[1, 10], ties=ties)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 

@@ -21,6 +21,7 @@ class _Lists:
     target: Tensor
     mask: Tensor | None
     leading_shape: torch.Size
+    max_label: float | None  # the largest real label, where the checks read it
     ranked: Tensor | None = None
 
 
@@ -60,14 +61,14 @@ def _prepare_lists(
         validate_args=options.validate_args,
         retrieved=retrieved,
     )
-    if check is not None:
-        check.resolve()
+    checked = None if check is None else check.resolve()
     length = preds.shape[-1]
     return _Lists(
         preds=preds.reshape(-1, length),
         target=target.reshape(-1, length),
         mask=None if real is None else real.reshape(-1, length),
         leading_shape=preds.shape[:-1],
+        max_label=None if checked is None else checked.max_label,
         ranked=None if retrieved is None else retrieved.reshape(-1, length),
     )
 
@@ -296,7 +297,7 @@ def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
     classes add them up as they are.
     """
     value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, ranked=lists.ranked
+        lists.preds, lists.target, lists.mask, options, lists.max_label, lists.ranked
     )
     if options.empty_target_action == "error":
         _validation.check_no_empty_target(_kernels.empty_lists(ideal, lists.mask), "list")
