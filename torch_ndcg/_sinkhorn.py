@@ -116,9 +116,7 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.blocks = list(
-            _pairwise._row_blocks(n_lists, length, length, upper=False, device=x.device)
-        )
+        self.blocks = list(_pairwise._row_blocks(n_lists, length, length, x.device))
         self.row_max = x if len(self.blocks) == 1 else torch.zeros_like(x)  # set by `start`
         self.whole: Tensor | None = None
         self.cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
