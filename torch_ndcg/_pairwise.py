@@ -627,9 +627,10 @@ class SmoothRanks(torch.autograd.Function):
             slope.addcmul_(slope, slope, value=-1.0)  # sigma' = sigma (1 - sigma)
             with full_precision(u.device):
                 sums = torch.bmm(slope, columns)
+            own: Tensor = grad_ranks[:, i0:i1]
             if valid is None:
-                return sums[..., 0] - grad_ranks[:, i0:i1] * slope.sum(dim=-1)
-            return valid[:, i0:i1] * sums[..., 0] - grad_ranks[:, i0:i1] * sums[..., 1]
+                return sums[..., 0] - own * slope.sum(dim=-1)
+            return valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
 
         n_lists, length = u.shape
         blocks = _row_blocks(n_lists, length, length, u.device, single_temporary=True)
