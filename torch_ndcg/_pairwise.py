@@ -630,7 +630,8 @@ class SmoothRanks(torch.autograd.Function):
             own: Tensor = grad_ranks[:, i0:i1]
             if valid is None:
                 return sums[..., 0] - own * slope.sum(dim=-1)
-            return valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
+            grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
+            return grad
 
         n_lists, length = u.shape
         blocks = _row_blocks(n_lists, length, length, u.device, single_temporary=True)
