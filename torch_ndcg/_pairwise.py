@@ -17,7 +17,7 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -51,18 +51,18 @@ def _row_blocks(
     n_lists: int,
     rows: int,
     length: int,
-    *,
-    upper: bool,
     device: torch.device,
+    *,
+    upper: bool = False,
     single_temporary: bool = False,
-) -> Iterator[tuple[int, int]]:
+) -> list[tuple[int, int]]:
     """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
 
     A block is `BLOCK_ELEMENTS` on the CPU; on an accelerator `ACCELERATOR_BLOCK_ELEMENTS`,
     or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a computation that keeps one block
     temporary at a time (``single_temporary``).
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
-    strict upper triangle), so later blocks take more rows.
+    strict upper triangle), so later blocks take more rows. An empty batch has no block.
     """
     block = BLOCK_ELEMENTS
     if accelerator_blocks(device):
@@ -71,26 +71,34 @@ def _row_blocks(
             if single_temporary
             else ACCELERATOR_BLOCK_ELEMENTS
         )
-    i0 = 0
-    while i0 < rows:
+    blocks, i0 = [], 0
+    while i0 < rows and n_lists > 0:
         cols = length - (i0 + 1) if upper else length
-        step = max(1, block // max(1, n_lists * cols))
-        i1 = min(rows, i0 + step)
-        yield i0, i1
+        i1 = min(rows, i0 + max(1, block // max(1, n_lists * cols)))
+        blocks.append((i0, i1))
         i0 = i1
+    return blocks
+
+
+def _by_rows(
+    like: Tensor, blocks: list[tuple[int, int]], rows_of: Callable[[int, int], Tensor]
+) -> Tensor:
+    """An ``[N, L]`` tensor whose rows ``[i0, i1)`` are ``rows_of(i0, i1)``, block by block.
+
+    One block's result is returned as it is (no copy); each block's temporaries are freed before
+    the next block is made.
+    """
+    if len(blocks) == 1:
+        return rows_of(*blocks[0])
+    out = like.new_empty(like.shape)
+    for i0, i1 in blocks:
+        out[:, i0:i1] = rows_of(i0, i1)
+    return out
 
 
 # Pair weight tables of at most this many elements (4 MiB of float32) are built once per call
 # instead of once per block, and kept between calls (`torch_ndcg._tables`).
 PAIR_TABLE_ELEMENTS = 1 << 20
-
-
-def pair_table_fits(rows: int, length: int) -> bool:
-    """Whether the pair weight table of ``rows`` positions in lists of ``length`` is small enough.
-
-    At most `PAIR_TABLE_ELEMENTS`; above, each block builds its own position weights.
-    """
-    return rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
 
 
 # Batches of at most this many pairs in all (``N L^2``: 8 lists of 64 items, 128 of 16) take
@@ -125,11 +133,11 @@ def lambda_tables(
     (times ``mu`` for ``"ndcg2pp"``), for ``"ndcg2"`` and ``"ndcg2pp"``; ``None`` where the
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
-    ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), where
-    `pair_table_fits`, else ``None``. ``square_table``: the same weights as a symmetric square
-    ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the diagonal and
-    where both positions are past ``rows``), for a batch that takes the dense paths (``dense``, see
-    `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
+    ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), when that is at
+    most `PAIR_TABLE_ELEMENTS` elements, else ``None``. ``square_table``: the same weights as a
+    symmetric square ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the
+    diagonal and where both positions are past ``rows``), for a batch that takes the dense paths
+    (``dense``, see `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
     `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
     cut_discounts = delta = None
@@ -143,19 +151,17 @@ def lambda_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    pair_table = square_table = None
-    if pair_table_fits(rows, length):
-        pair_table = pair_position_weights(0, rows, length, cut_discounts, delta)
+    fits = rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
+    table = None
+    if fits or (dense and rows > 0):
+        table = pair_position_weights(0, rows, length, cut_discounts, delta)
+    square_table = None
     if dense:
         upper = discounts.new_zeros(length, length)
-        if rows > 0:
-            upper[:rows, 1:] = (
-                pair_table
-                if pair_table is not None
-                else pair_position_weights(0, rows, length, cut_discounts, delta)
-            )
+        if table is not None:
+            upper[:rows, 1:] = table
         square_table = upper + upper.T  # no overlap: exact
-    return cut_discounts, delta, pair_table, square_table
+    return cut_discounts, delta, table if fits else None, square_table
 
 
 def pair_position_weights(
@@ -170,17 +176,30 @@ def pair_position_weights(
     """
     ref = position_discounts if position_discounts is not None else delta
     assert ref is not None
-    i = torch.arange(i0, i1, device=ref.device)
-    j = torch.arange(i0 + 1, length, device=ref.device)
-    gap = j[None, :] - i[:, None]
-    weights: Tensor | None = None
+    gap = (
+        torch.arange(i0 + 1, length, device=ref.device)
+        - torch.arange(i0, i1, device=ref.device)[:, None]
+    )
+    weights = None if delta is None else delta[gap.clamp(min=0)]
     if position_discounts is not None:
-        weights = (position_discounts[i0:i1, None] - position_discounts[None, i0 + 1 :]).abs()
-    if delta is not None:
-        gap_weights = delta[gap.clamp(min=0)]
-        weights = gap_weights if weights is None else weights + gap_weights
+        distance = (position_discounts[i0:i1, None] - position_discounts[None, i0 + 1 :]).abs()
+        weights = distance if weights is None else distance + weights
     assert weights is not None
     return torch.where(gap > 0, weights, 0)
+
+
+def _block_weights(
+    pair_table: Tensor | None,
+    i0: int,
+    i1: int,
+    length: int,
+    position_discounts: Tensor | None,
+    delta: Tensor | None,
+) -> Tensor:
+    """`pair_position_weights` of rows ``[i0, i1)``, cut from ``pair_table`` when given."""
+    if pair_table is not None:
+        return pair_table[i0:i1, i0:]
+    return pair_position_weights(i0, i1, length, position_discounts, delta)
 
 
 def reduce_losses(
@@ -212,6 +231,16 @@ class KeptGradient(torch.autograd.Function):
     gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
     saves the gradient of the reduced loss and sets ``ctx.per_list`` for ``"none"``.
     """
+
+    @staticmethod
+    def keep(
+        ctx: Any, loss: Tensor, grad: Tensor | None, divisor: Tensor | None, reduction: str
+    ) -> Tensor:
+        """Save the gradient of the reduced ``loss`` (``grad`` over ``divisor``); ``loss``."""
+        if grad is not None:
+            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
+        ctx.per_list = reduction == "none"
+        return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
@@ -285,10 +314,7 @@ class DensePairwiseLogistic(KeptGradient):
                 grad.mul_(sigma)
             if counted is not None:
                 grad = torch.where(counted.unsqueeze(1), grad, 0)
-        if grad is not None:
-            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
-        ctx.per_list = reduction == "none"
-        return loss
+        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
 
 
 def _dense_above(s: Tensor, temperature: float) -> Tensor:
@@ -383,10 +409,7 @@ class DenseApproxNDCG(KeptGradient):
                 grad = grad / temperature
             if not zero_outside:
                 grad = torch.where(counted.unsqueeze(1), grad, 0)
-        if grad is not None:
-            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
-        ctx.per_list = reduction == "none"
-        return loss
+        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
 
 
 def dense_approx_ndcg_loss(
@@ -416,7 +439,17 @@ def dense_approx_ndcg_loss(
     return torch.where(counted, 1 - terms.sum(-1), 0)
 
 
-class PairwiseLogistic(torch.autograd.Function):
+class _KeptPerList(torch.autograd.Function):
+    """A per-list loss whose forward saved its ``[N, L]`` gradient: backward scales it."""
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_loss: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        return (grad_loss[:, None] * grad, *[None] * (len(ctx.needs_input_grad) - 1))
+
+
+class PairwiseLogistic(_KeptPerList):
     r"""Per-list $\sum_{i<j} |g_i - g_j| \, W_{ij} \, \log(1 + e^{-(u_w - u_l)})$, blockwise.
 
     Inputs are in the current rank order (position = rank, so $u_i \ge u_j$ for
@@ -450,48 +483,37 @@ class PairwiseLogistic(torch.autograd.Function):
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
-        if n_lists == 0:
-            rows = 0  # an empty batch has no pair
-        for i0, i1 in _row_blocks(n_lists, rows, length, upper=True, device=u.device):
+        for i0, i1 in _row_blocks(n_lists, rows, length, u.device, upper=True):
             c0 = i0 + 1
-            if pair_table is not None:
-                position_weights = pair_table[i0:i1, i0:]
-            else:
-                position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
             # Gain difference g_j - g_i; its sign says which item should rank higher.
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
             # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
             # The difference is taken before scaling: sigma * u may overflow where it does not.
             z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
-            weight = gain_gap.abs_().mul_(position_weights)
+            weight = gain_gap.abs_().mul_(
+                _block_weights(pair_table, i0, i1, length, position_discounts, delta)
+            )
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
             if row_factor is not None:
                 weight.mul_(row_factor[:, i0:i1, None])
-            flat = weight.view(n_lists, 1, -1)
+            pair_losses = F.softplus(z).view(n_lists, -1, 1)
             with full_precision(u.device):
-                loss += torch.bmm(flat, F.softplus(z).view(n_lists, -1, 1)).view(n_lists)
-            del flat
+                loss += torch.bmm(weight.view(n_lists, 1, -1), pair_losses).view(n_lists)
             if grad is not None:
-                # d loss / d z = weight * sigmoid(z); dz/du_i = sigma sign(g_j - g_i).
-                slope = torch.sigmoid(z).mul_(weight).copysign_(z)
-                grad[:, i0:i1].add_(slope.sum(dim=-1))
-                grad[:, c0:].sub_(slope.sum(dim=1))
-                del slope
+                # The slope, in place: d loss / d z = weight * sigmoid(z), and
+                # dz/du_i = sigma sign(g_j - g_i).
+                weight.copysign_(z).mul_(z.sigmoid_())
+                grad[:, i0:i1].add_(weight.sum(dim=-1))
+                grad[:, c0:].sub_(weight.sum(dim=1))
             # Freed before the next block is made: one block's temporaries alive at a time.
-            del gain_gap, z, weight
+            del gain_gap, z, weight, pair_losses
         if grad is not None:
             ctx.save_for_backward(grad.mul_(sigma))
         return loss
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-        (grad,) = ctx.saved_tensors
-        return (grad_loss[:, None] * grad, *([None] * 9))
 
-
-class FactoredPairwiseLogistic(torch.autograd.Function):
+class FactoredPairwiseLogistic(_KeptPerList):
     r"""`PairwiseLogistic` with a factor per item, and each item's share of the pair losses.
 
     Each pair's weight is multiplied by the factors of both its items, $f_w f_l$ (``factor``,
@@ -518,21 +540,17 @@ class FactoredPairwiseLogistic(torch.autograd.Function):
         sigma: float,
     ) -> tuple[Tensor, Tensor]:
         n_lists, length = u.shape
-        if n_lists == 0:
-            rows = 0  # an empty batch has no pair
-        blocks = list(_row_blocks(n_lists, rows, length, upper=True, device=u.device))
+        blocks = _row_blocks(n_lists, rows, length, u.device, upper=True)
         largest = max((2 * (i1 - i0) * (length - i0 - 1) for i0, i1 in blocks), default=0)
         buffer = u.new_empty(n_lists * largest)
         # Sums over each item's pairs, without its own factor: [upper/lower, N, L, loss/slope].
         sums = u.new_zeros(2, n_lists, length, 2)
         for i0, i1 in blocks:
             c0, height, cols = i0 + 1, i1 - i0, length - i0 - 1
-            if pair_table is not None:
-                position_weights = pair_table[i0:i1, i0:]
-            else:
-                position_weights = pair_position_weights(i0, i1, length, position_discounts, delta)
             # (g_j - g_i) times the position weight: its sign says which item should rank higher.
-            weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(position_weights)
+            weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(
+                _block_weights(pair_table, i0, i1, length, position_discounts, delta)
+            )
             pairs = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
             z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=pairs[:, :, 1])
             z.mul_(sigma).copysign_(weight)  # -sigma (u_w - u_l), as in PairwiseLogistic
@@ -554,12 +572,6 @@ class FactoredPairwiseLogistic(torch.autograd.Function):
         ctx.save_for_backward(grad)
         ctx.mark_non_differentiable(shares)
         return loss, shares
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_loss: Tensor, _: Tensor) -> tuple[Tensor | None, ...]:
-        (grad,) = ctx.saved_tensors
-        return (grad_loss[:, None] * grad, *([None] * 7))
 
 
 class SmoothRanks(torch.autograd.Function):
@@ -590,57 +602,38 @@ class SmoothRanks(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
-        n_lists, length = s.shape
-        blocks = list(
-            _row_blocks(
-                n_lists, length, length, upper=False, device=s.device, single_temporary=True
-            )
-        )
-        ranks = s.new_empty(s.shape) if len(blocks) > 1 else None
-        for i0, i1 in blocks:
+        def block_ranks(i0: int, i1: int) -> Tensor:
             above = SmoothRanks._above(s, i0, i1, temperature)
             if valid is None:
-                block_ranks = above.sum(dim=-1)
-            else:
-                with full_precision(s.device):
-                    block_ranks = torch.bmm(above, valid[:, :, None]).squeeze(-1)
-            del above  # freed before the next block is made
-            if ranks is None:  # one block: no copy
-                ranks = block_ranks
-            else:
-                ranks[:, i0:i1] = block_ranks
+                return above.sum(dim=-1)
+            with full_precision(s.device):
+                return torch.bmm(above, valid[:, :, None]).squeeze(-1)
+
+        n_lists, length = s.shape
+        blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
-        return s.new_full(s.shape, 0.5) if ranks is None else ranks.add_(0.5)
+        return _by_rows(s, blocks, block_ranks).add_(0.5)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None, None]:
         u, valid = ctx.saved_tensors
-        n_lists, length = u.shape
         # Q v and Q g-bar, from one product with both as columns, or with v = 1 from row sums.
         columns = grad_ranks[:, :, None] if valid is None else torch.stack([grad_ranks, valid], -1)
-        blocks = list(
-            _row_blocks(
-                n_lists, length, length, upper=False, device=u.device, single_temporary=True
-            )
-        )
-        grad = u.new_empty(u.shape) if len(blocks) > 1 else None
-        for i0, i1 in blocks:
+
+        def block_grad(i0: int, i1: int) -> Tensor:
             slope = SmoothRanks._above(u, i0, i1, ctx.temperature)
             slope.addcmul_(slope, slope, value=-1.0)  # sigma' = sigma (1 - sigma)
             with full_precision(u.device):
                 sums = torch.bmm(slope, columns)
-            own_grad = grad_ranks[:, i0:i1]
+            own: Tensor = grad_ranks[:, i0:i1]
             if valid is None:
-                block_grad = sums[..., 0] - own_grad * slope.sum(dim=-1)
-            else:
-                block_grad = valid[:, i0:i1] * sums[..., 0] - own_grad * sums[..., 1]
-            del slope  # freed before the next block is made
-            if grad is None:  # one block: no copy
-                grad = block_grad
-            else:
-                grad[:, i0:i1] = block_grad
-        if grad is None:  # no rows
-            return torch.zeros_like(u), None, None
+                return sums[..., 0] - own * slope.sum(dim=-1)
+            grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
+            return grad
+
+        n_lists, length = u.shape
+        blocks = _row_blocks(n_lists, length, length, u.device, single_temporary=True)
+        grad = _by_rows(u, blocks, block_grad)
         return (grad if ctx.temperature == 1 else grad.div_(ctx.temperature)), None, None

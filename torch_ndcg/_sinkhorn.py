@@ -28,7 +28,6 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -73,11 +72,6 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
     return values * (below - above) - prefix.gather(-1, below) + (total - prefix.gather(-1, upto))
 
 
-def _reciprocal(values: Tensor) -> Tensor:
-    """``1 / values`` (a fresh tensor), 0 (an empty row or column) giving the largest finite one."""
-    return values.clamp_min(torch.finfo(values.dtype).tiny).reciprocal_()
-
-
 # The backward is linear in the incoming gradient: each list's is scaled by a power of 2 (exact)
 # to about 2^GRADIENT_EXPONENT, and the result back. Its vectors shrink along the reverse
 # iterations; unscaled, their products with the smallest kernel entries fall into subnormal
@@ -108,7 +102,8 @@ class _Kernel:
 
     ``x`` = s / T, ``y`` = A / T, ``coef`` = n + 1 - 2i (positions), ``rows`` / ``cols`` the
     valid positions / real items (bool, or ``None`` for all). ``m`` is each row's largest
-    logit, found by `start`.
+    logit. Made, it holds ``row_sums``, the row sums of ``K``, and keeps ``K`` whole
+    (``whole``) while it takes at most `CACHE_BYTES`.
     """
 
     def __init__(
@@ -116,12 +111,28 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.blocks = list(
-            _pairwise._row_blocks(n_lists, length, length, upper=False, device=x.device)
+        self.blocks = _pairwise._row_blocks(n_lists, length, length, x.device)
+        several = len(self.blocks) > 1
+        cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
+        self.whole = x.new_empty(n_lists, length, length) if cached and several else None
+        # Row maxima and sums written in place (a list of small tensors between the blocks
+        # would fragment the heap): one block's are taken as they are.
+        self.row_max, self.row_sums = (
+            (x, x) if not several else (x.new_empty(x.shape), x.new_zeros(x.shape))
         )
-        self.row_max = x if len(self.blocks) == 1 else torch.zeros_like(x)  # set by `start`
-        self.whole: Tensor | None = None
-        self.cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
+        for i0, i1 in self.blocks:
+            logits, valid = self._logits(i0, i1)
+            masked = logits if valid is None else torch.where(valid, logits, -torch.inf)
+            top = masked.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
+            block = self._block(logits, valid, top)
+            if not several:  # one block: nothing copied, the whole kernel kept as it is
+                self.row_max, self.row_sums = top, block.sum(dim=-1)
+                self.whole = block if cached else None
+            else:
+                self.row_max[:, i0:i1] = top
+                self.row_sums[:, i0:i1] = block.sum(dim=-1)
+                if self.whole is not None:
+                    self.whole[:, i0:i1] = block
 
     def _logits(self, i0: int, i1: int) -> tuple[Tensor, Tensor | None]:
         logits = self.coef[:, i0:i1, None] * self.x[:, None, :] - self.y[:, None, :]
@@ -130,13 +141,10 @@ class _Kernel:
             valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
         return logits, valid
 
-    def _block(
-        self, i0: int, i1: int, logits: Tensor | None = None, valid: Tensor | None = None
-    ) -> Tensor:
-        """Rows ``i0:i1`` of ``K``, from their `_logits` when given (then overwritten)."""
-        if logits is None:
-            logits, valid = self._logits(i0, i1)
-        shifted = logits.sub_(self.row_max[:, i0:i1, None])
+    @staticmethod
+    def _block(logits: Tensor, valid: Tensor | None, row_max: Tensor) -> Tensor:
+        """Rows of ``K`` from their `_logits` (overwritten) and their largest logits."""
+        shifted = logits.sub_(row_max[:, :, None])
         # Entries below the smallest normal float are set to 0: an exponential or a product
         # that underflows into subnormals runs an order of magnitude slower on CPUs.
         tiny = torch.finfo(shifted.dtype).tiny
@@ -145,94 +153,27 @@ class _Kernel:
             shifted = torch.where(valid, shifted, floor)
         return torch.threshold_(shifted.clamp_(min=floor).exp_(), 2 * tiny, 0.0)
 
-    def start(self) -> Tensor:
-        """Find the row maxima (and keep ``K`` if cached); return the row sums of ``K``."""
-        single = len(self.blocks) == 1  # then nothing is copied
-        sums = self.x if single else torch.zeros_like(self.x)
-        if self.cached and not single:
-            n_lists, length = self.x.shape
-            self.whole = self.x.new_empty(n_lists, length, length)
+    def times(self, v: Tensor, add: Tensor | None = None, *, transposed: bool = False) -> Tensor:
+        r"""$v K + a$, or $v K^\top + a$ (``transposed``), for ``[N, R, L]`` rows ``v``.
+
+        ``add`` (``None``: nothing added) has the shape of ``v``. From the kept kernel, one
+        batched product; else through the kernel's blocks, made again. On a CPU a row vector
+        times ``K`` or ``K^T`` is about twice as fast as ``K`` times a column at 256 x 100.
+        Called inside `full_precision`.
+        """
+        if self.whole is not None:
+            kernel = self.whole.mT if transposed else self.whole
+            return torch.bmm(v, kernel) if add is None else torch.baddbmm(add, v, kernel)
+        out = v.new_empty(v.mT.shape) if transposed else v.new_zeros(v.shape)
         for i0, i1 in self.blocks:
             logits, valid = self._logits(i0, i1)
-            masked = logits if valid is None else torch.where(valid, logits, -torch.inf)
-            top = masked.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
-            if single:
-                self.row_max = top
-            else:
-                self.row_max[:, i0:i1] = top
-            block = self._block(i0, i1, logits, valid)
-            if single:
-                self.whole = block if self.cached else None
-                return block.sum(dim=-1)
-            sums[:, i0:i1] = block.sum(dim=-1)
-            if self.whole is not None:
-                self.whole[:, i0:i1] = block
-        return sums
-
-    def _each(self) -> Iterator[tuple[int, int, Tensor]]:
-        if self.whole is not None:
-            yield 0, self.whole.shape[1], self.whole
-            return
-        for i0, i1 in self.blocks:
-            yield i0, i1, self._block(i0, i1)
-
-    def times(self, vectors: Tensor) -> Tensor:
-        """$K v$ for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
-        if self.whole is not None:
-            with full_precision(vectors.device):
-                return torch.bmm(self.whole, vectors)
-        out = vectors.new_empty(vectors.shape)
-        with full_precision(vectors.device):
-            for i0, i1, block in self._each():
-                out[:, i0:i1] = torch.bmm(block, vectors)
-        return out
-
-    def transposed_times(self, vectors: Tensor) -> Tensor:
-        r"""$K^\top v$ for ``[N, L, R]`` ``vectors``: ``[N, L, R]``."""
-        # (v^T K)^T: the kernel read row by row, as it is stored.
-        if self.whole is not None:
-            with full_precision(vectors.device):
-                return torch.bmm(vectors.transpose(1, 2), self.whole).transpose(1, 2)
-        out = vectors.new_zeros(vectors.shape[0], vectors.shape[2], vectors.shape[1])
-        with full_precision(vectors.device):
-            for i0, i1, block in self._each():
-                out.baddbmm_(vectors[:, i0:i1].transpose(1, 2), block)
-        return out.transpose(1, 2)
-
-
-Product = Callable[[Tensor, Tensor | None], Tensor]
-
-
-def _products(kernel: _Kernel) -> tuple[Product, Product]:
-    r"""$(v, a) \mapsto v K + a$ and $(v, a) \mapsto v K^\top + a$ for rows ``v``.
-
-    ``v`` is ``[N, R, L]`` (``R`` row vectors per list), ``a`` (``None``: nothing added) has
-    its shape. From the kept kernel, one batched product each (called inside
-    `full_precision`); else through the kernel's blocks. On a CPU a row vector times ``K``
-    or ``K^T`` is about twice as fast as ``K`` times a column at 256 x 100.
-    """
-    whole = kernel.whole
-    if whole is None:
-
-        def times(v: Tensor, add: Tensor | None) -> Tensor:
-            out = kernel.transposed_times(v.mT).mT
-            return out if add is None else out.add_(add)
-
-        def times_transposed(v: Tensor, add: Tensor | None) -> Tensor:
-            out = kernel.times(v.mT).mT
-            return out if add is None else out.add_(add)
-
-        return times, times_transposed
-
-    transposed = whole.mT
-
-    def kept_times(v: Tensor, add: Tensor | None) -> Tensor:
-        return torch.bmm(v, whole) if add is None else torch.baddbmm(add, v, whole)
-
-    def kept_times_transposed(v: Tensor, add: Tensor | None) -> Tensor:
-        return torch.bmm(v, transposed) if add is None else torch.baddbmm(add, v, transposed)
-
-    return kept_times, kept_times_transposed
+            block = self._block(logits, valid, self.row_max[:, i0:i1])
+            if transposed:  # K v^T, by rows
+                out[:, i0:i1] = torch.bmm(block, v.mT)
+            else:  # v K, the kernel read row by row, as it is made
+                out.baddbmm_(v[:, :, i0:i1], block)
+        out = out.mT if transposed else out
+        return out if add is None else out.add_(add)
 
 
 class NeuralSortSinkhorn(torch.autograd.Function):
@@ -251,7 +192,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     (zeros before the first), so the backward runs ``max_iter`` reverse steps with no masks:
     steps before the first iteration carry zeros.
 
-    Vectors are rows ``[N, 1, L]``, as the batched products take them (`_products`); the
+    Vectors are rows ``[N, 1, L]``, as the batched products take them (`_Kernel.times`); the
     iterations' ``r`` and ``c`` are kept ``[N, 2, max_iter + 1, L]``.
     """
 
@@ -270,25 +211,23 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     ) -> Tensor:
         kernel = _Kernel(x, y, coef, rows, cols)
         n_lists, length = x.shape
-        r = _reciprocal(kernel.start()[:, None, :])
-        times, times_transposed = _products(kernel)  # after `start`, which keeps the kernel
+        tiny = torch.finfo(x.dtype).tiny
         row_mask = None if rows is None else rows.to(x.dtype)[:, None, :]
         col_ones = x.new_ones(n_lists, 1, length) if cols is None else cols.to(x.dtype)[:, None, :]
-        if row_mask is not None:
-            r.mul_(row_mask)  # r is finite: 0 past the real rows
+
+        def scaling(sums: Tensor, mask: Tensor | None, *, copy: bool = False) -> Tensor:
+            """``1 / sums`` (an empty row or column: the largest finite), 0 outside ``mask``."""
+            reciprocal = (sums.clamp_min(tiny) if copy else sums.clamp_min_(tiny)).reciprocal_()
+            return reciprocal if mask is None else reciprocal.mul_(mask)
+
+        r = scaling(kernel.row_sums[:, None, :], row_mask, copy=True)  # 0 past the real rows
         scalings, columns, sums = [r], [col_ones], []
         # The products' precision is switched once, around all the iterations.
         with full_precision(x.device):
-            tiny = torch.finfo(x.dtype).tiny  # `_reciprocal`, inlined
             for _ in range(max_iter):
-                column_sums = times(r, None)
-                sums.append(column_sums)
-                c = column_sums.clamp_min(tiny).reciprocal_()
-                if cols is not None:
-                    c.mul_(col_ones)
-                r = times_transposed(c, None).clamp_min_(tiny).reciprocal_()
-                if row_mask is not None:
-                    r.mul_(row_mask)
+                sums.append(kernel.times(r))
+                c = scaling(sums[-1], None if cols is None else col_ones, copy=True)
+                r = scaling(kernel.times(c, transposed=True), row_mask)
                 scalings.append(r)
                 columns.append(c)
             # 0, r_0..r_T, then 0, c_0 (ones) .. c_T: [N, 2 (T + 2), L].
@@ -299,7 +238,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             if max_iter > 0 and n_lists * length > 0:
                 # Iteration t (1..T) met the tolerance if every |c_t (K^T r_t) - 1| of a real
                 # item is below it (c is 0 elsewhere: |0 - 1| * 0).
-                sums.append(times(r, None))
+                sums.append(kernel.times(r))
                 gaps = (stacked[:, max_iter + 4 :] * torch.cat(sums[1:], dim=1)).sub_(1).abs_()
                 if cols is not None:
                     gaps.mul_(col_ones)
@@ -315,7 +254,7 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             r, c = aligned[:, 0, max_iter:], aligned[:, 1, max_iter:]
             col_weights = c * g[:, None, :]
             row_weights = r * d
-            kept_product = times_transposed(col_weights, None)  # (K (c g))^T
+            kept_product = kernel.times(col_weights, transposed=True)  # (K (c g))^T
             value = torch.bmm(row_weights, kept_product.mT).view(n_lists)
         ctx.kernel = kernel
         ctx.save_for_backward(g, d, aligned, steps, last, row_weights, col_weights, kept_product)
@@ -325,73 +264,55 @@ class NeuralSortSinkhorn(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_value: Tensor) -> tuple[Tensor | None, ...]:
+        g, d, aligned, steps, last, row_weights, col_weights, kept_product = ctx.saved_tensors
+        kernel, max_iter = ctx.kernel, ctx.max_iter
         with full_precision(grad_value.device):
-            grad_x, grad_y = NeuralSortSinkhorn._backward(
-                ctx.kernel, ctx.max_iter, grad_value, *ctx.saved_tensors
-            )
-        return grad_x, grad_y, None, None, None, None, None, None, None
-
-    @staticmethod
-    def _backward(
-        kernel: _Kernel,
-        max_iter: int,
-        grad_value: Tensor,
-        g: Tensor,
-        d: Tensor,
-        aligned: Tensor,
-        steps: Tensor,
-        last: Tensor,
-        row_weights: Tensor,
-        col_weights: Tensor,
-        kept_product: Tensor,
-    ) -> tuple[Tensor, Tensor]:
-        n_lists, length = g.shape
-        times, times_transposed = _products(kernel)
-        scale, unscale = _gradient_scale(grad_value, g)
-        grad_value = (grad_value * scale)[:, None, None]
-        # The iterations run in reverse from position T (the stop) down; positions before
-        # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
-        # gradient is -grad r^2, 0 where clamped: the factors -r^2 (or 0) of every iteration
-        # are worked out at once. c_0 (ones) is a constant: its factor is 0. (Squares stay
-        # far from overflowing: every row of K holds a 1, and NeuralSort's row i peaks at the
-        # i-th largest score, so every column of distinct scores does too; the clamp keeps a
-        # degenerate one finite.)
-        factors = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
-        factors.masked_fill_(aligned >= 1 / torch.finfo(g.dtype).tiny, 0)
-        factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
-        factor_r = factors[:, 0].unsqueeze(2).unbind(1)
-        factor_c = factors[:, 1].unsqueeze(2).unbind(1)
-        # The value is sum_i d_i r_i (K (c g))_i of the picked r, c.
-        row_weights = row_weights * grad_value
-        grad_r = kept_product * d * grad_value
-        grad_c: Tensor | None = times(row_weights, None).mul_(g[:, None, :])
-        rhos: list[Tensor] = []
-        sigmas: list[Tensor] = []
-        for k in range(max_iter, 0, -1):
-            # r = 1 / (K c): its gradient reaches c and K.
-            rho = grad_r * factor_r[k]
-            # c = 1 / (K^T r_before): its gradient reaches r_before and K.
-            sigma = times(rho, grad_c).mul_(factor_c[k])
-            grad_r = times_transposed(sigma, None)
-            grad_c = None
-            rhos.append(rho)
-            sigmas.append(sigma)
-        # r_0 = 1 / (K 1): the row softmax.
-        rhos.append(grad_r * factor_r[0])
-        # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q]. (Each
-        # `max_iter` vectors freed once copied: the peak memory is in what follows.)
-        del factors, factor_r, factor_c
-        lefts = torch.cat([row_weights, *reversed(rhos), aligned[:, 0, :max_iter]], dim=1)
-        del rhos
-        rights = torch.cat([col_weights, aligned[:, 1], *reversed(sigmas)], dim=1)
-        del sigmas
-        # dK/da = K (row maxima are constants: every row scaling is undone by the next row
-        # step), a_ij = coef_i x_j - y_j.
-        pairs = lefts.shape[1]
-        pulled = torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1)
-        del lefts
-        both = times(pulled, None)
-        del pulled
-        grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
-        grads.mul_(unscale[:, None, None])
-        return grads[:, 0], grads[:, 1].neg()
+            n_lists, length = g.shape
+            scale, unscale = _gradient_scale(grad_value, g)
+            grad_value = (grad_value * scale)[:, None, None]
+            # The iterations run in reverse from position T (the stop) down; positions before
+            # iteration 0 hold zeros. Through r = 1 / u (clamped at the largest finite r) the
+            # gradient is -grad r^2, 0 where clamped: the factors -r^2 (or 0) of every iteration
+            # are worked out at once. c_0 (ones) is a constant: its factor is 0. (Squares stay
+            # far from overflowing: every row of K holds a 1, and NeuralSort's row i peaks at the
+            # i-th largest score, so every column of distinct scores does too; the clamp keeps a
+            # degenerate one finite.)
+            factors = aligned.square().clamp_(max=torch.finfo(g.dtype).max).neg_()
+            factors.masked_fill_(aligned >= 1 / torch.finfo(g.dtype).tiny, 0)
+            factors[:, 1].masked_fill_((steps < max_iter - last + 1)[:, None], 0)
+            factor_r = factors[:, 0].unsqueeze(2).unbind(1)
+            factor_c = factors[:, 1].unsqueeze(2).unbind(1)
+            # The value is sum_i d_i r_i (K (c g))_i of the picked r, c.
+            row_weights = row_weights * grad_value
+            grad_r = kept_product * d * grad_value
+            grad_c: Tensor | None = kernel.times(row_weights).mul_(g[:, None, :])
+            rhos: list[Tensor] = []
+            sigmas: list[Tensor] = []
+            for k in range(max_iter, 0, -1):
+                # r = 1 / (K c): its gradient reaches c and K.
+                rho = grad_r * factor_r[k]
+                # c = 1 / (K^T r_before): its gradient reaches r_before and K.
+                sigma = kernel.times(rho, grad_c).mul_(factor_c[k])
+                grad_r = kernel.times(sigma, transposed=True)
+                grad_c = None
+                rhos.append(rho)
+                sigmas.append(sigma)
+            # r_0 = 1 / (K 1): the row softmax.
+            rhos.append(grad_r * factor_r[0])
+            # K-bar = sum over q of the outer products lefts[:, q]^T rights[:, q]. (Each
+            # `max_iter` vectors freed once copied: the peak memory is in what follows.)
+            del factors, factor_r, factor_c
+            lefts = torch.cat([row_weights, *reversed(rhos), aligned[:, 0, :max_iter]], dim=1)
+            del rhos
+            rights = torch.cat([col_weights, aligned[:, 1], *reversed(sigmas)], dim=1)
+            del sigmas
+            # dK/da = K (row maxima are constants: every row scaling is undone by the next row
+            # step), a_ij = coef_i x_j - y_j.
+            pairs = lefts.shape[1]
+            pulled = torch.cat([lefts * kernel.coef[:, None, :], lefts], dim=1)
+            del lefts
+            both = kernel.times(pulled)
+            del pulled
+            grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
+            grads.mul_(unscale[:, None, None])
+            return grads[:, 0], grads[:, 1].neg(), *[None] * 7
