@@ -341,14 +341,17 @@ def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit()
 # spare for torch's own Python. Since the small-batch paths (`torch_ndcg._small_batch`, one
 # autograd Function per small-batch loss, `_losses._small_checks`, NeuralNDCG's unmasked
 # Sinkhorn iterations): 20, 26, 32, 61, 54 and 310. Since the one dispatch of `ndcg` and
-# `NDCG.update` (issue 26: checks judged at the edge, no kept plans): ndcg 27, NDCG.update 34.
+# `NDCG.update` (issue 26: checks judged at the edge, no kept plans): ndcg 27, NDCG.update 34;
+# since the losses' one `LossOptions` and Sinkhorn's one product method (issue 26): Approx 57,
+# Neural 405 (host time per step unchanged: `python benchmarks/bench_host.py --baseline 02a50c9`
+# gave 1.00x and 1.04x at [8, 10]).
 PYTHON_CALL_BUDGET = {
     "ndcg": 28,
     "NDCG.update": 35,
     "RetrievalNDCG.update": 35,
     "LambdaRankLoss": 63,
-    "ApproxNDCGLoss": 56,
-    "NeuralNDCGLoss": 320,
+    "ApproxNDCGLoss": 58,
+    "NeuralNDCGLoss": 410,
 }
 
 
