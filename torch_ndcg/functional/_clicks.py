@@ -50,9 +50,10 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
         tensor([1.0000, 0.5000, 0.2500, 0.0000])
     """
     _validation.check_positive("eta", eta, allow_zero=True)
-    _clicks._check_tensor("positions", positions, positions.shape, kind="integer")
-    check = _clicks.value_checks(_clicks.check_positions(positions, positions.shape, None, None))
-    _clicks.resolve_checks(check)
+    _validation.check_click_tensor("positions", positions, positions.shape, kind="integer")
+    position_checks = _validation.check_positions(positions, positions.shape, None, None)
+    check = _validation.value_checks(position_checks)
+    _validation.resolve_checks(check)
     shown = positions != _clicks.NOT_SHOWN
     ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
     return torch.where(shown, ranks.pow(-eta), 0)
@@ -148,7 +149,7 @@ def simulate_clicks(
                 f"but got shape {tuple(examination.shape)}."
             )
         n_positions = examination.numel()
-    checks = _clicks.check_positions(positions, target.shape, n_positions, mask)
+    checks = _validation.check_positions(positions, target.shape, n_positions, mask)
     labels = target.to(torch.get_default_dtype())
     real_labels = labels if mask is None else torch.where(mask, labels, 0)
     low, high = torch.aminmax(real_labels) if labels.numel() else (labels.sum(), labels.sum())
@@ -162,7 +163,7 @@ def simulate_clicks(
         message = "Expected `examination` to hold probabilities in [0, 1], but found {found}."
         checks.append((low_p >= 0, low_p, message))
         checks.append((high_p <= 1, high_p, message))
-    _clicks.resolve_checks(_clicks.value_checks(checks))
+    _validation.resolve_checks(_validation.value_checks(checks))
 
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read

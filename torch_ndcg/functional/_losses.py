@@ -150,8 +150,10 @@ def _prepare(
         # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
         # The caller's checks were made before these (as device-side assertions they fire
         # first): judged first, they name the same error eagerly as there.
-        weight_check = _clicks.check_weight(weight, preds.shape, real, validate_args=validate_args)
-        checked = _clicks.resolve_checks(check, weight_check, judged_before=extra_checks)
+        weight_check = _validation.check_weight(
+            weight, preds.shape, real, validate_args=validate_args
+        )
+        checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -1029,13 +1031,13 @@ class ListwiseLoss(Loss):
         if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
             _validation.check_preds_target(preds, target)
             _validation.check_mask(mask, preds.shape)
-            _clicks._check_tensor("noise", noise, preds.shape, kind="floating")
+            _validation.check_click_tensor("noise", noise, preds.shape, kind="floating")
             if options.validate_args and noise.numel() > 0:
                 real = _validation.real_items(target, mask, options.ignore_index)
                 found = noise.detach()
                 low, high = torch.aminmax(found if real is None else found.where(real, 0))
                 message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
-                checks = _clicks.value_checks(
+                checks = _validation.value_checks(
                     [((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
                 )
         # The targets are weighted below, the weights checked there (`gain_scale`).
@@ -1109,11 +1111,11 @@ def _unbiased_lambdarank(
     _validation.check_preds_target(preds, clicks, target_name="clicks")
     _validation.check_mask(mask, preds.shape)
     real = _validation.real_items(clicks, mask, options.ignore_index)
-    extra = _clicks.check_positions(
+    extra = _validation.check_positions(
         positions, preds.shape, biases.num_positions, real, validate_args=options.validate_args
     )
     if options.validate_args:
-        extra += _clicks.check_binary("clicks", clicks, real)
+        extra += _validation.check_binary("clicks", clicks, real)
     shown = positions != _clicks.NOT_SHOWN
     taken = shown if real is None else real & shown
     lists = _prepare(
@@ -1121,7 +1123,7 @@ def _unbiased_lambdarank(
         clicks,
         taken,
         options,
-        extra_checks=_clicks.value_checks(extra) if options.validate_args else None,
+        extra_checks=_validation.value_checks(extra) if options.validate_args else None,
     )
     n, length = biases.num_positions, preds.shape[-1]
     # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
@@ -1321,7 +1323,7 @@ def _check_click_counts(
             "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
         )
     )
-    _clicks.resolve_checks(_clicks.value_checks(checks))
+    _validation.resolve_checks(_validation.value_checks(checks))
 
 
 @torch.no_grad()
@@ -1479,7 +1481,8 @@ def sample_rankings(
     if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
         largest = scores.abs().amax()
         message = "Expected `preds` to be finite on real items, but found {found}."
-        _clicks.resolve_checks(_clicks.value_checks([(largest < torch.inf, largest, message)]))
+        finite = _validation.value_checks([(largest < torch.inf, largest, message)])
+        _validation.resolve_checks(finite)
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)
