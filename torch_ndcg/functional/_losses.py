@@ -216,7 +216,7 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
 
     The checks `_prepare` makes through `torch_ndcg._validation.check_lists`, with the same
-    rules (`torch_ndcg._validation.eager_rules`) and the same one read-back, in three
+    rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
     operations and a few lines: the extremes of the scores and labels. Decided from metadata
     alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
     tensors of one shape (float32 or float64 scores, integer or bool labels, at most
@@ -235,13 +235,10 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
         return None
     labels = target.to(torch.float64)
     extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
-    low_pred, high_pred, low, high = extremes.tolist()
-    rules = _validation.eager_rules(
-        options.gain, preds.dtype, preds.shape[-1], preds.device, None, True, False
-    )
-    if not _validation.rules_hold(rules, low_pred, high_pred, low, high):
+    values = extremes.tolist()
+    if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return high_pred - low_pred, labels
+    return values[1] - values[0], labels
 
 
 def _named_checked(options: LossOptions) -> bool:
