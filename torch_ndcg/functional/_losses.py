@@ -14,7 +14,8 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -30,7 +31,6 @@ from torch_ndcg import (
     _sinkhorn,
     _validation,
 )
-from torch_ndcg._host import assert_on_device
 from torch_ndcg._options import WEIGHTINGS, Discount, Gain, Reduction, Weighting
 from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
@@ -43,11 +43,12 @@ __all__ = [
 ]
 
 
-class LossOptions:
+class LossOptions(SimpleNamespace):
     """A loss's checked options, each by its keyword's name (``options.k``, ``options.sigma``).
 
     Made once by `Loss.check` (at a function call, or in a module's ``__init__``) and frozen:
     internals check nothing again, and a module's option setter checks them all into new ones.
+    Those of each loss beyond these (`Loss.own`) are typed ``Any``.
     """
 
     k: int | None
@@ -57,19 +58,8 @@ class LossOptions:
     ignore_index: int | None
     validate_args: bool
 
-    def __init__(self, **options: Any) -> None:
-        self.__dict__.update(options)
-
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
-        return f"LossOptions({shown})"
-
-    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
-
-        def __getattr__(self, name: str) -> Any: ...
 
 
 class _LossInput(NamedTuple):
@@ -98,8 +88,8 @@ class _LossInput(NamedTuple):
     has_relevant: Tensor
     leading_shape: torch.Size
     score_range: float | None
-    gain_scale: Tensor | None = None
-    ideal: Tensor | None = None
+    gain_scale: Tensor | None
+    ideal: Tensor
 
 
 def _prepare(
@@ -185,12 +175,7 @@ def _prepare(
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
-    if validate_args and not callable(gain) and not callable(discount):  # `_named_checked`
-        # Checked labels of a named gain and discount: the ideal DCG is 0 only where every
-        # gain is, so 0 / 0 (NaN) is the only quotient not taken.
-        scaled_gains = (item_gains / ideal).nan_to_num_(0.0, 0.0, 0.0)
-    else:
-        scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
+    scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
     gain_scale = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
@@ -1047,7 +1032,7 @@ class ListwiseLoss(Loss):
             dtype, largest = lists.scores.dtype, torch.finfo(lists.scores.dtype).max
             message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
             if isinstance(bound, Tensor):
-                assert_on_device(bound < largest, message + "span too much; rescale them.")
+                _host.assert_on_device(bound < largest, message + "span too much; rescale them.")
             elif not bound < largest:
                 raise ValueError(message + f"span {bound:.3g}; rescale them.")
             if lists.gain_scale is not None:
@@ -1140,14 +1125,17 @@ def _unbiased_lambdarank(
         # Each click counts alike in the statistics, whatever the other clicks of its session:
         # without LambdaRank's 1 / Z of the session (its clicks' ideal DCG), which would weigh
         # down the clicks of sessions with many, where the deep clicks mostly come from.
-        assert lists.ideal is not None
         _update_biases(biases, shares, bins, shown_bins, lists.ideal)
-    return _reduce(
-        per_list,
-        _lists_with_a_click(lists, options, shown_bins, unclicked),
-        options.reduction,
-        lists.leading_shape,
-    )
+    # The lists "mean" counts: those with a click on an item that takes part. A named gain is 0
+    # without a click and positive with one, and a named discount positive at the top: the
+    # ideal DCG of the items taking part is positive on exactly those lists (no launch more). A
+    # callable gain positive at 0 makes it positive on a list without a click too, and a
+    # callable discount 0 at the top makes it 0 on a list with one click: there the clicks of
+    # the items shown tell them apart.
+    counted = lists.has_relevant
+    if options.reduction == "mean" and (callable(options.gain) or callable(options.discount)):
+        counted = shown_bins.masked_fill(unclicked, 0).any(dim=-1)
+    return _reduce(per_list, counted, options.reduction, lists.leading_shape)
 
 
 def _momentum(name: str, value: Any) -> Any:
@@ -1172,23 +1160,6 @@ UNBIASED = Loss(
         "match_exposure": _bool,
     },
 )
-
-
-def _lists_with_a_click(
-    lists: _LossInput, options: LossOptions, shown_bins: Tensor, unclicked: Tensor
-) -> Tensor:
-    """Whether each list has a click on an item that takes part: the lists ``"mean"`` counts.
-
-    A named gain is 0 without a click and positive with one, and a named discount positive
-    at the top: the ideal DCG of the items taking part is positive on exactly those lists
-    (``lists.has_relevant``, no launch more). A callable gain positive at 0 makes it positive
-    on a list without a click too, and a callable discount 0 at the top makes it 0 on a list
-    with one click: there the clicks of the items shown (``shown_bins`` > 0) tell them apart.
-    Only ``"mean"`` counts the lists.
-    """
-    if options.reduction != "mean" or not (callable(options.gain) or callable(options.discount)):
-        return lists.has_relevant
-    return shown_bins.masked_fill(unclicked, 0).any(dim=-1)
 
 
 def _aggregated_unbiased_lambdarank(
