@@ -14,8 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -43,12 +42,11 @@ __all__ = [
 ]
 
 
-class LossOptions(SimpleNamespace):
+class LossOptions:
     """A loss's checked options, each by its keyword's name (``options.k``, ``options.sigma``).
 
     Made once by `Loss.check` (at a function call, or in a module's ``__init__``) and frozen:
     internals check nothing again, and a module's option setter checks them all into new ones.
-    Those of each loss beyond these (`Loss.own`) are typed ``Any``.
     """
 
     k: int | None
@@ -58,8 +56,19 @@ class LossOptions(SimpleNamespace):
     ignore_index: int | None
     validate_args: bool
 
+    def __init__(self, **options: Any) -> None:
+        self.__dict__.update(options)
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"LossOptions({shown})"
+
+    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
 class _LossInput(NamedTuple):
