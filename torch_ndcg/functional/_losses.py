@@ -966,8 +966,7 @@ class ListwiseLoss(Loss):
     ) -> Tensor:
         """The loss with checked ``options``; ``noise`` (or ``generator``) with ``noisy``."""
         checks = None
-        if self.noisy:
-            _check_generator("generator", generator)
+        _check_generator("generator", generator)  # None without noise (`softmax_loss`)
         if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
             _validation.check_preds_target(preds, target)
             _validation.check_mask(mask, preds.shape)
