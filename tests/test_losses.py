@@ -644,3 +644,41 @@ def test_second_derivative_through_the_dense_path_raises(function: LossFn) -> No
     torch.testing.assert_close(grad, expected)
     with pytest.raises(RuntimeError, match="no second derivative"):
         (grad.square().sum() + leaf.sum()).backward()
+
+
+SMALL_BATCH_ERRORS = [
+    (torch.tensor([[0.1, float("nan"), 0.3]]), torch.tensor([[1, 0, 2]])),
+    (torch.tensor([[0.1, float("inf"), 0.3]]), torch.tensor([[1, 0, 2]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, -1, 2]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, 0, 200]])),
+]
+
+
+@pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
+@pytest.mark.parametrize(("preds", "target"), SMALL_BATCH_ERRORS)
+@pytest.mark.budget
+def test_small_batch_checks_raise_the_general_checks_error(
+    function: LossFn, preds: torch.Tensor, target: torch.Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small plain batch is checked in one straight read (`_small_checks`); input that breaks
+    a rule gets the error of the general checks, word for word."""
+    with pytest.raises(ValueError, match="Expected") as small:
+        function(preds, target)
+    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    with pytest.raises(ValueError, match="Expected") as general:
+        function(preds, target)
+    assert str(small.value) == str(general.value)
+
+
+@pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.budget
+def test_small_batch_checks_give_the_same_loss(
+    function: LossFn, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same loss and gradient, to the bit, with the small batch's checks as without."""
+    preds, target, _ = batch(4, 7, seed=8, dtype=dtype)
+    small = _step(function, preds, target, k=3)
+    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    general = _step(function, preds, target, k=3)
+    torch.testing.assert_close(small, general, rtol=0, atol=0)

@@ -31,6 +31,7 @@ from torch_ndcg import (
     _validation,
 )
 from torch_ndcg._options import WEIGHTINGS, Discount, Gain, Reduction, Weighting
+from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
 __all__ = [
     "approx_ndcg_loss",
@@ -124,23 +125,35 @@ def _prepare(
     """
     k, gain, discount = options.k, options.gain, options.discount
     validate_args = options.validate_args
-    real, check = _validation.check_lists(
-        # Checked detached: the checks' operations on the scores would be recorded by autograd
-        # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
-        preds.detach() if isinstance(preds, Tensor) else preds,
-        target,
-        mask,
-        gain=gain,
-        ignore_index=options.ignore_index,
-        validate_args=validate_args,
-        finite_preds=True,
+    score_range: float | None
+    small = (
+        _small_checks(preds, target, options)
+        if mask is None and weight is None and extra_checks is None
+        else None
     )
-    # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-    # The caller's checks were made before these (as device-side assertions they fire first):
-    # judged first, they name the same error eagerly as there.
-    weight_check = _validation.check_weight(weight, preds.shape, real, validate_args=validate_args)
-    checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
-    score_range = None if checked is None else checked.score_range
+    if small is not None:
+        real = None
+        score_range, target = small  # the labels in float64, as the gains take them
+    else:
+        real, check = _validation.check_lists(
+            # Checked detached: the checks' operations on the scores would be recorded by autograd
+            # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+            preds.detach() if isinstance(preds, Tensor) else preds,
+            target,
+            mask,
+            gain=gain,
+            ignore_index=options.ignore_index,
+            validate_args=validate_args,
+            finite_preds=True,
+        )
+        # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+        # The caller's checks were made before these (as device-side assertions they fire
+        # first): judged first, they name the same error eagerly as there.
+        weight_check = _validation.check_weight(
+            weight, preds.shape, real, validate_args=validate_args
+        )
+        checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
+        score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
@@ -155,9 +168,18 @@ def _prepare(
     kmax = length if k is None else min(k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
-    best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
-    with _host.full_precision(preds.device):
-        ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+        # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
+        # small path), so the gains are selected as they are, in one operation.
+        best = item_gains.topk(kmax, dim=-1, sorted=True).values
+    else:
+        best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
+    if acc == torch.float64:  # autocast and TF32 never touch a float64 product
+        # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), discount, acc, preds.device)
+    else:
+        with _host.full_precision(preds.device):
+            ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -182,6 +204,35 @@ def _prepare(
         gain_scale=gain_scale,
         ideal=ideal,
     )
+
+
+def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
+
+    The checks `_prepare` makes through `torch_ndcg._validation.check_lists`, with the same
+    rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
+    operations and a few lines: the extremes of the scores and labels. Decided from metadata
+    alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
+    tensors of one shape (float32 or float64 scores, integer or bool labels, at most
+    `torch_ndcg._fast_paths.SMALL_ELEMENTS` items), eager. ``None`` where the general checks
+    must run: for other input, and for input that breaks a rule (they raise its error).
+    """
+    if not (
+        options.validate_args
+        and options.ignore_index is None
+        and isinstance(options.gain, str)
+        and small_cpu_pair(preds, target)
+        and preds.dtype in SCORE_DTYPES
+        and not target.is_floating_point()  # float labels may call for the swap hint
+        and not target.is_complex()
+    ):
+        return None
+    labels = target.to(torch.float64)
+    extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
+    values = extremes.tolist()
+    if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
+        return None
+    return values[1] - values[0], labels
 
 
 def _named_checked(options: LossOptions) -> bool:
