@@ -1090,12 +1090,18 @@ def _unbiased_lambdarank(
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.forward` with checked ``options``.
 
-    ``biases`` is the module: `_update_biases` reads its ``num_positions``, ``match_exposure``,
-    ``bias_norm`` and ``momentum`` and updates its buffers ``t_plus``, ``t_minus`` (by
-    position) and ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-,
-    R+, R-) in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items not
-    shown. In training mode (``biases.training``) the biases are updated after the loss is computed
-    (the loss uses the biases from before the step).
+    ``biases`` is the module: its ``num_positions``, ``match_exposure``, ``bias_norm`` and
+    ``momentum`` are read and its buffers ``t_plus``, ``t_minus`` (by position) and
+    ``statistics`` (``[4, num_positions]``: the sums over the steps of S+, S-, R+, R-) updated
+    in place; ``_edge`` is its ``[1]`` buffer of ``inf``, the bias of the items not shown. In
+    training mode (``biases.training``) the biases are updated after the loss is computed (the
+    loss uses the biases from before the step).
+
+    The update adds this batch's statistics to their sums over the steps: each item's share of
+    the debiased losses (``shares``: its sum of its pairs' losses divided by the other item's
+    bias) summed by bin, times the list's ideal DCG (so that every click counts alike), gives
+    each list's ``S+`` and ``S-`` per position; its top position's sums count towards the
+    reference of each position it shows (`_add_statistics`). Six launches, all into one buffer.
     """
     # Types and shapes: checked with or without the values (`validate_args`).
     _validation.check_preds_target(preds, clicks, target_name="clicks")
@@ -1113,7 +1119,7 @@ def _unbiased_lambdarank(
         clicks,
         taken,
         options,
-        extra_checks=_validation.value_checks(extra) if options.validate_args else None,
+        extra_checks=_validation.value_checks(extra),  # None where there is none
     )
     n, length = biases.num_positions, preds.shape[-1]
     # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
@@ -1133,7 +1139,21 @@ def _unbiased_lambdarank(
         # Each click counts alike in the statistics, whatever the other clicks of its session:
         # without LambdaRank's 1 / Z of the session (its clicks' ideal DCG), which would weigh
         # down the clicks of sessions with many, where the deep clicks mostly come from.
-        _update_biases(biases, shares, bins, shown_bins, lists.ideal)
+        with torch.no_grad():
+            # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position],
+            # then whether it shows each position; bin 0 holds the items not shown.
+            rows, dtype = bins.shape[0], biases.statistics.dtype
+            buffer = shares.new_zeros(rows, 5 * (n + 1), dtype=dtype)
+            sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
+            sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, shares.to(dtype))
+            sums[:, 0].mul_(lists.ideal[:, :, None])
+            exposed = buffer[:, 4 * (n + 1) :]
+            if biases.match_exposure:
+                exposed.scatter_(1, shown_bins, 1.0)
+            else:
+                exposed.fill_(1.0)
+            torch.mul(sums[:, 0, :, 1:2], exposed[:, None, :], out=sums[:, 1])
+            _add_statistics(biases, sums.sum(dim=0)[..., 1:].reshape(4, n))
     # The lists "mean" counts: those with a click on an item that takes part. A named gain is 0
     # without a click and positive with one, and a named discount positive at the top: the
     # ideal DCG of the items taking part is positive on exactly those lists (no launch more). A
@@ -1300,36 +1320,6 @@ def _check_click_counts(
         )
     )
     _validation.resolve_checks(_validation.value_checks(checks))
-
-
-@torch.no_grad()
-def _update_biases(
-    biases: Any, statistic: Tensor, bins: Tensor, shown_bins: Tensor, scale: Tensor
-) -> None:
-    """Add this batch's statistics to their sums over the steps; update the biases.
-
-    ``statistic`` is each item's sum of its pairs' losses divided by the other item's bias
-    (its share of the debiased losses times its own bias); ``bins`` as in
-    `_unbiased_lambdarank`, ``shown_bins`` 1 + each item's position (0: not shown). Each list's
-    sums by bin, times its ``scale`` (``[N, 1]``: the list's ideal DCG, so that every click
-    counts alike), give its ``S+`` and ``S-`` per position; its top position's sums count
-    towards the reference of each position it shows (`_add_statistics`). Six launches, all
-    into one buffer.
-    """
-    n, rows = biases.num_positions, bins.shape[0]
-    # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position], then
-    # whether it shows each position; bin 0 holds the items not shown.
-    buffer = statistic.new_zeros(rows, 5 * (n + 1), dtype=biases.statistics.dtype)
-    sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
-    sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, statistic.to(sums.dtype))
-    sums[:, 0].mul_(scale[:, :, None])
-    shown = buffer[:, 4 * (n + 1) :]
-    if biases.match_exposure:
-        shown.scatter_(1, shown_bins, 1.0)
-    else:
-        shown.fill_(1.0)
-    torch.mul(sums[:, 0, :, 1:2], shown[:, None, :], out=sums[:, 1])
-    _add_statistics(biases, sums.sum(dim=0)[..., 1:].reshape(4, n))
 
 
 @torch.no_grad()
