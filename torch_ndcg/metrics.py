@@ -149,18 +149,9 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     @overload
     def __init__(
         self: "NDCG[dict[str, Tensor]]",
-        k: Sequence[int],
+        k: int | Sequence[int] | None = None,
         *,
         confidence: float | None = None,
-        **kwargs: Unpack[_ListKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "NDCG[dict[str, Tensor]]",
-        k: int | None = None,
-        *,
-        confidence: float,
         **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
@@ -455,20 +446,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     @overload
     def __init__(
         self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: Sequence[int],
+        k: int | Sequence[int] | None = None,
         *,
         aggregation: Aggregated = ...,
         confidence: float | None = None,
-        **kwargs: Unpack[_RetrievalKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: int | None = None,
-        *,
-        aggregation: Aggregated = ...,
-        confidence: float,
         **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 

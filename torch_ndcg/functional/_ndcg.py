@@ -1,76 +1,34 @@
 """Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
-from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 
-@dataclass(frozen=True)
-class _Lists:
-    """Checked input flattened to ``[N, L]``, with what is needed to shape the output back."""
-
-    preds: Tensor
-    target: Tensor
-    mask: Tensor | None
-    leading_shape: torch.Size
-    max_label: float | None  # the largest real label, where the checks read it
-    ranked: Tensor | None = None
-
-
-def _shape_output(
-    per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
-) -> Tensor:
-    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
-
-    In the result dtype of ``dtype`` scores (float64 stays, else float32).
-    """
-    out = per_list.to(_options.compute_dtype(dtype))
-    if not cutoffs.is_sequence:
-        out = out.squeeze(-1)
-    if len(leading_shape) == 1:  # a batch of lists: [N, len(k)] already
-        return out
-    return out.reshape((*leading_shape, *out.shape[1:]))
-
-
-def _prepare_lists(
+def _shaped(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
+    exclude: Tensor | None,
+    retrieved: Tensor | None,
     options: ListOptions,
-    retrieved: Tensor | None = None,
-) -> _Lists:
-    """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``.
+    normalize: bool,
+) -> Tensor:
+    """`list_values` of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
 
-    The value checks raise here (on the CPU one read-back; on an accelerator device-side
-    assertions).
+    In the result dtype of the scores (float64 stays, else float32).
     """
-    real, check = _validation.check_lists(
-        preds,
-        target,
-        mask,
-        gain=options.gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        retrieved=retrieved,
-    )
-    checked = None if check is None else check.resolve()
-    length = preds.shape[-1]
-    return _Lists(
-        preds=preds.reshape(-1, length),
-        target=target.reshape(-1, length),
-        mask=None if real is None else real.reshape(-1, length),
-        leading_shape=preds.shape[:-1],
-        max_label=None if checked is None else checked.max_label,
-        ranked=None if retrieved is None else retrieved.reshape(-1, length),
-    )
+    values, _ = list_values(preds, target, mask, exclude, retrieved, options, normalize=normalize)
+    out = values.to(_options.compute_dtype(preds.dtype))
+    out = out.reshape((*preds.shape[:-1], out.shape[-1]))
+    return out if options.cutoffs.is_sequence else out.squeeze(-1)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -156,8 +114,7 @@ def dcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
-    values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
-    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
+    return _shaped(preds, target, mask, exclude, None, checked, normalize=False)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -239,8 +196,7 @@ def ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
-    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
+    return _shaped(preds, target, mask, exclude, retrieved, checked, normalize=True)
 
 
 def list_values(
@@ -282,26 +238,28 @@ def list_values(
         return _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
-    lists = _prepare_lists(preds, target, mask, options, retrieved)
-    if normalize:
-        values = _ndcg_of_lists(lists, options)
-    else:
-        values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options)
-    return values, lists.mask
-
-
-def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
-    """`ndcg` of lists from `_prepare_lists`, before shaping: ``[N, len(k)]``.
-
-    The values stay in the accumulation dtype (float64 where the device has it); the metric
-    classes add them up as they are.
-    """
-    value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, lists.max_label, lists.ranked
+    # The value checks raise here (on the CPU one read-back; on an accelerator device-side
+    # assertions); then the lists flattened to [N, L].
+    real, check = _validation.check_lists(
+        preds,
+        target,
+        mask,
+        gain=options.gain,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
+        retrieved=retrieved,
     )
+    length = preds.shape[-1]
+    preds, target = preds.reshape(-1, length), target.reshape(-1, length)
+    real = None if real is None else real.reshape(-1, length)
+    max_label = None if check is None else check.resolve().max_label
+    if not normalize:
+        return _fast_paths.ranked_dcg(preds, target, real, options), real
+    ranked = None if retrieved is None else retrieved.reshape(-1, length)
+    value, ideal = _fast_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
     if options.empty_target_action == "error":
-        _validation.check_no_empty_target(_kernels.empty_lists(ideal, lists.mask), "list")
-    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
+        _validation.check_no_empty_target(_kernels.empty_lists(ideal, real), "list")
+    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain), real
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
