@@ -493,10 +493,18 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
                 score: no extra state); ``None``: all retrieved. See
                 `torch_ndcg.functional.retrieval_ndcg`.
         """
+        # Rows whose label is `ignore_index` are stored with a NaN label, which `compute` drops
+        # (compared in the labels' own dtype, exactly: a stored float label could round onto
+        # `ignore_index` or off it).
         dtype, device = compute_dtype(self.dtype), self.options_key.device
-        rows = _ndcg._rows_to_store(preds, target, indexes, self.options, dtype, device, retrieved)
-        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
-            state.append(row)
+        preds, target, indexes, real = _ndcg._checked_rows(
+            preds, target, indexes, self.options, retrieved, dtype, device
+        )
+        if real is not None:
+            target = torch.where(real, target, torch.nan)
+        self.preds.append(preds)
+        self.target.append(target)
+        self.indexes.append(indexes)
 
     def _state_options(self) -> tuple[Any, ...]:
         # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:

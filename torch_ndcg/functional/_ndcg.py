@@ -333,48 +333,40 @@ def retrieval_ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    _validation.check_row_metadata(preds, target, indexes)
-    real = _validation.check_rows(preds, target, indexes, checked, retrieved=retrieved)
-    preds = _scored(preds.reshape(-1), retrieved)
-    values, ids = _retrieval_values(
-        preds, target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
-    )
+    preds, target, indexes, real = _checked_rows(preds, target, indexes, checked, retrieved)
+    values, ids = _retrieval_values(preds, target, indexes, real, checked)
     values = values.to(_options.compute_dtype(preds.dtype))
     return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
 
 
-def _scored(preds: Tensor, retrieved: Tensor | None) -> Tensor:
-    """Flat scores, NaN on the rows not ``retrieved``: how rows carry "judged, not retrieved"."""
-    return preds if retrieved is None else torch.where(retrieved.reshape(-1), preds, torch.nan)
-
-
-def _rows_to_store(
+def _checked_rows(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
     options: ListOptions,
-    dtype: torch.dtype,
-    device: torch.device,
-    retrieved: Tensor | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Checked flat rows as `torch_ndcg.RetrievalNDCG` stores them, its states on ``device``.
+    retrieved: Tensor | None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """Checked flat rows and the mask of those to keep (``None``: all), for `_retrieval_values`.
 
-    Scores and labels in ``dtype``; rows whose label is ``ignore_index`` get a NaN label, which
-    `_retrieval_values` drops (compared in the labels' own dtype, exactly: a stored float label
-    could round onto ``ignore_index`` or off it), rows not ``retrieved`` a NaN score (`_scored`).
-    Checked as stored: the gains' overflow limit is that of ``dtype``.
+    Scores and labels in ``dtype`` (``None``: their own; else detached, as
+    `torch_ndcg.RetrievalNDCG` stores them on ``device``: the gains' overflow limit is that of
+    ``dtype``); scores NaN on the rows not ``retrieved`` (how rows carry "judged, not
+    retrieved"); ids int64.
     """
     _validation.check_row_metadata(preds, target, indexes)
-    _validation.check_device(preds, device)
-    stored_preds = preds.detach().reshape(-1).to(dtype)
+    if device is not None:
+        _validation.check_device(preds, device)
+    scores, labels = preds.reshape(-1), target.reshape(-1)
+    if dtype is not None:
+        scores, labels = scores.detach().to(dtype), labels.detach().to(dtype)
     real = _validation.check_rows(
-        preds, target, indexes, options, scores=stored_preds, retrieved=retrieved
+        preds, target, indexes, options, scores=scores, retrieved=retrieved
     )
-    stored_target = target.detach().reshape(-1).to(dtype)
-    if real is not None:
-        stored_target = torch.where(real, stored_target, torch.nan)
-    stored_preds = _scored(stored_preds, retrieved)
-    return stored_preds, stored_target, indexes.detach().reshape(-1).to(torch.int64)
+    if retrieved is not None:
+        scores = torch.where(retrieved.reshape(-1), scores, torch.nan)
+    return scores, labels, indexes.reshape(-1).to(torch.int64), real
 
 
 def _retrieval_values(
@@ -383,7 +375,7 @@ def _retrieval_values(
     """`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
 
     ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back. Rows
-    with a NaN score (`_scored`: not retrieved) count in the ideal DCG only.
+    with a NaN score (not retrieved) count in the ideal DCG only.
     """
     if real is not None:
         kept = real.nonzero().squeeze(1)
