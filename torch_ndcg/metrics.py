@@ -404,13 +404,9 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
     """
 
-    # Lists of batches (one tensor after torchmetrics' sync), declared here as torchmetrics'
-    # retrieval metrics do: torch.jit.script reads the scripted class's own annotations. The
-    # rows are stored checked, in the metric's float dtype (ids as int64), and exchanged under
-    # DDP by `torch_ndcg.functional._distributed.PartitionedRows`.
-    preds: list[Tensor]
-    target: list[Tensor]
-    indexes: list[Tensor]
+    # The states `preds`, `target`, `indexes`: lists of batches (one tensor after torchmetrics'
+    # sync), declared by `torch_ndcg.functional._distributed.PartitionedRows`, which exchanges
+    # them under DDP; the rows are stored checked, in the metric's float dtype (ids as int64).
 
     # The overloads type `compute()` by ``k``, ``aggregation`` and ``confidence``, as `NDCG`'s.
     @overload

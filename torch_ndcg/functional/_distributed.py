@@ -146,11 +146,11 @@ class PartitionedRows(Metric):
             self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
             self._partition_group = group
             return
-        # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
-        # state: the other ranks' int64 ids, and their float32 rows in a half-precision
+        # One tensor per state, as torchmetrics concatenates them before its gather, also where
+        # a state is empty: torchmetrics would stand in an empty tensor of the metric's own
+        # dtype, and the other ranks' int64 ids, and their float32 rows in a half-precision
         # metric, would then meet another dtype in the gather (gloo aborts).
-        if isinstance(self.preds, list) and not self.preds:
-            self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
+        self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
 
 

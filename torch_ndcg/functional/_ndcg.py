@@ -6,29 +6,20 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, Ties
+from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 
-def _shaped(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    exclude: Tensor | None,
-    retrieved: Tensor | None,
-    options: ListOptions,
-    normalize: bool,
-) -> Tensor:
-    """`list_values` of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
+def _shaped(values: Tensor, preds: Tensor, cutoffs: Cutoffs) -> Tensor:
+    """`list_values`' ``[N, len(k)]`` of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
 
     In the result dtype of the scores (float64 stays, else float32).
     """
-    values, _ = list_values(preds, target, mask, exclude, retrieved, options, normalize=normalize)
     out = values.to(_options.compute_dtype(preds.dtype))
     out = out.reshape((*preds.shape[:-1], out.shape[-1]))
-    return out if options.cutoffs.is_sequence else out.squeeze(-1)
+    return out if cutoffs.is_sequence else out.squeeze(-1)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -114,7 +105,8 @@ def dcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
-    return _shaped(preds, target, mask, exclude, None, checked, normalize=False)
+    values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
+    return _shaped(values, preds, checked.cutoffs)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -196,7 +188,8 @@ def ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    return _shaped(preds, target, mask, exclude, retrieved, checked, normalize=True)
+    values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
+    return _shaped(values, preds, checked.cutoffs)
 
 
 def list_values(
@@ -379,8 +372,7 @@ def _retrieval_values(
     """
     if real is not None:
         kept = real.nonzero().squeeze(1)
-        preds, target = preds.index_select(0, kept), target.index_select(0, kept)
-        indexes = indexes.index_select(0, kept)
+        preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):
