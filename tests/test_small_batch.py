@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from tests import references
 from tests.host_reads import count_host_reads
 from tests.private_paths import take_accelerator_paths
-from torch_ndcg import NDCG, _small_batch, ndcg
-from torch_ndcg.functional import _ndcg
+from torch_ndcg import NDCG, _small_batch, _validation, ndcg
 
 # Pins internals: see tests/README.md ("budget").
 pytestmark = pytest.mark.budget
@@ -45,7 +44,7 @@ def small_path_only() -> Iterator[None]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the general path was taken")
 
-    with mock.patch.object(_ndcg, "_prepare_lists", refuse):
+    with mock.patch.object(_validation, "check_lists", refuse):
         yield
 
 

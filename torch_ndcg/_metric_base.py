@@ -46,8 +46,8 @@ class NDCGMetricBase(Metric):
     **Dtypes.** torchmetrics casts every floating state to the dtype a module is converted to
     (``module.to(torch.bfloat16)``, which Lightning's ``"bf16-true"`` and ``"16-true"``
     precisions call) and only ``set_dtype`` otherwise. Here each state has a dtype of its own
-    (`_state_dtype`), which a cast never lowers: states follow the metric's device, and
-    its dtype only as far as `_state_dtype` says. Results are float32, or float64 when the
+    (see `_apply`), which a cast never lowers: states follow the metric's device, and
+    its dtype only as far as `_apply` says. Results are float32, or float64 when the
     metric's dtype is float64.
 
     **Compute groups.** ``MetricCollection`` lets metrics whose states are equal after the first
@@ -133,32 +133,24 @@ class NDCGMetricBase(Metric):
         key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
         return torch.tensor(key, dtype=torch.uint8, device=self.device)
 
-    def _state_dtype(self, name: str, value: Tensor) -> torch.dtype:
-        """The dtype state ``name`` keeps, whatever the module was cast to.
-
-        Query ids int64, other integer states their own; the sums (``sum_*``) the accumulation
-        dtype of the device; stored scores and labels the metric's float dtype.
-        """
-        if name == "indexes":
-            return torch.int64
-        if not value.is_floating_point():
-            return value.dtype
-        if name.startswith("sum"):
-            return accumulate_dtype(self.device)
-        return compute_dtype(self.dtype)
-
     def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
-        # torchmetrics applies `fn` to the other states and sets the metric's device and dtype
-        # (unless `fn` is a dtype cast it ignores); ours are then applied keeping their dtype:
-        # where `fn` changes it to another than `_state_dtype`, the state is taken from its
-        # original values to the device `fn` chose, never through the lower dtype.
-        own = tuple(name for name in self._defaults if name not in exclude_state)
-        super()._apply(fn, exclude_state=(*exclude_state, *own))
+        # torchmetrics sets the metric's device and dtype (unless `fn` is a dtype cast it
+        # ignores); the states are then applied keeping the dtype each keeps: integer states
+        # (counts, query ids) their own, the sums (``sum_*``) the accumulation dtype of the
+        # device, stored scores and labels the metric's float dtype. Where `fn` changes it to
+        # another, the state is taken from its original values to the device `fn` chose, never
+        # through the lower dtype.
+        own = tuple(self._defaults)
+        super()._apply(fn, exclude_state=own)
 
         def apply(name: str, value: Any) -> Any:
             if not isinstance(value, Tensor):
                 return [apply(name, item) for item in value]
-            applied, wanted = fn(value), self._state_dtype(name, value)
+            applied, wanted = fn(value), compute_dtype(self.dtype)
+            if not value.is_floating_point():
+                wanted = value.dtype
+            elif name.startswith("sum"):
+                wanted = accumulate_dtype(self.device)
             return applied if applied.dtype == wanted else value.to(applied.device, wanted)
 
         for name in own:

@@ -149,18 +149,9 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     @overload
     def __init__(
         self: "NDCG[dict[str, Tensor]]",
-        k: Sequence[int],
+        k: int | Sequence[int] | None = None,
         *,
         confidence: float | None = None,
-        **kwargs: Unpack[_ListKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "NDCG[dict[str, Tensor]]",
-        k: int | None = None,
-        *,
-        confidence: float,
         **kwargs: Unpack[_ListKeywords],
     ) -> None: ...
 
@@ -413,13 +404,9 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         ({'ndcg@1': tensor([0., 1.]), 'ndcg@2': tensor([0.6309, 1.0000])}, tensor([-2,  7]))
     """
 
-    # Lists of batches (one tensor after torchmetrics' sync), declared here as torchmetrics'
-    # retrieval metrics do: torch.jit.script reads the scripted class's own annotations. The
-    # rows are stored checked, in the metric's float dtype (ids as int64), and exchanged under
-    # DDP by `torch_ndcg.functional._distributed.PartitionedRows`.
-    preds: list[Tensor]
-    target: list[Tensor]
-    indexes: list[Tensor]
+    # The states `preds`, `target`, `indexes`: lists of batches (one tensor after torchmetrics'
+    # sync), declared by `torch_ndcg.functional._distributed.PartitionedRows`, which exchanges
+    # them under DDP; the rows are stored checked, in the metric's float dtype (ids as int64).
 
     # The overloads type `compute()` by ``k``, ``aggregation`` and ``confidence``, as `NDCG`'s.
     @overload
@@ -455,20 +442,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     @overload
     def __init__(
         self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: Sequence[int],
+        k: int | Sequence[int] | None = None,
         *,
         aggregation: Aggregated = ...,
         confidence: float | None = None,
-        **kwargs: Unpack[_RetrievalKeywords],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self: "RetrievalNDCG[dict[str, Tensor]]",
-        k: int | None = None,
-        *,
-        aggregation: Aggregated = ...,
-        confidence: float,
         **kwargs: Unpack[_RetrievalKeywords],
     ) -> None: ...
 
@@ -512,10 +489,18 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
                 score: no extra state); ``None``: all retrieved. See
                 `torch_ndcg.functional.retrieval_ndcg`.
         """
+        # Rows whose label is `ignore_index` are stored with a NaN label, which `compute` drops
+        # (compared in the labels' own dtype, exactly: a stored float label could round onto
+        # `ignore_index` or off it).
         dtype, device = compute_dtype(self.dtype), self.options_key.device
-        rows = _ndcg._rows_to_store(preds, target, indexes, self.options, dtype, device, retrieved)
-        for state, row in zip((self.preds, self.target, self.indexes), rows, strict=True):
-            state.append(row)
+        preds, target, indexes, real = _ndcg._checked_rows(
+            preds, target, indexes, self.options, retrieved, dtype, device
+        )
+        if real is not None:
+            target = torch.where(real, target, torch.nan)
+        self.preds.append(preds)
+        self.target.append(target)
+        self.indexes.append(indexes)
 
     def _state_options(self) -> tuple[Any, ...]:
         # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:

@@ -19,7 +19,7 @@ states and its options' digest in one all-reduce, with no other collective.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,36 +41,6 @@ def world_size(group: Any | None) -> int:
     return int(dist.get_world_size(group))
 
 
-def exchange_by_query(
-    columns: Sequence[Tensor], indexes: Tensor, group: Any | None
-) -> list[Tensor]:
-    """Send each row to the rank that owns its query; return the rows this rank owns.
-
-    Args:
-        columns: ``[N, ...]`` row tensors (scores, labels, the ids) of this rank, on one device.
-        indexes: ``[N]`` int64 query ids of the rows.
-        group: the process group (``None``: the default group).
-
-    Returns:
-        The received ``columns``, in source-rank order.
-    """
-    world = world_size(group)
-    owner = torch.remainder(indexes, world)
-    order = torch.argsort(owner, stable=True)
-    send_counts = torch.bincount(owner, minlength=world)
-    recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts, group=group)
-    send, recv = (
-        [int(count) for count in counts] for counts in read_together([send_counts, recv_counts])
-    )
-    received = []
-    for column in columns:
-        out = column.new_empty((sum(recv), *column.shape[1:]))
-        dist.all_to_all_single(out, column.index_select(0, order), recv, send, group=group)
-        received.append(out)
-    return received
-
-
 def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     """``tensor`` summed over the ranks of ``group`` (in place, returned)."""
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
@@ -81,7 +51,8 @@ class PartitionedRows(Metric):
     """A metric of rows in list states ``preds``, ``target``, ``indexes``, partitioned under DDP.
 
     After a sync with torchmetrics' default ``dist_sync_fn`` this rank holds the rows of its own
-    queries only (`exchange_by_query`); a custom ``dist_sync_fn`` gets torchmetrics' gather.
+    queries only (the exchange of the module's docstring); a custom ``dist_sync_fn`` gets
+    torchmetrics' gather.
     ``compute`` goes through `score_on_every_rank` (which gathers the per-query values where
     asked) and `sum_over_ranks`, no-ops where the rows are not partitioned.
     """
@@ -152,19 +123,34 @@ class PartitionedRows(Metric):
     ) -> None:
         """Exchange rows between ranks so that each query lands on one rank (see the class)."""
         group = process_group if process_group is not None else self.process_group
-        self._partitioned = dist_sync_fn is gather_all_tensors and world_size(group) > 1
+        world = world_size(group)
+        self._partitioned = dist_sync_fn is gather_all_tensors and world > 1
         if self._partitioned:
+            # Each row to the rank that owns its query: the split sizes first, then the score
+            # and label pairs and the ids, each by one all_to_all_single, in source-rank order.
             preds, target, indexes = self.stored_rows()
-            pairs = torch.stack([preds, target], dim=-1)
-            pairs, owned = exchange_by_query([pairs, indexes], indexes, group)
+            owner = torch.remainder(indexes, world)
+            order = torch.argsort(owner, stable=True)
+            send_counts = torch.bincount(owner, minlength=world)
+            recv_counts = torch.empty_like(send_counts)
+            dist.all_to_all_single(recv_counts, send_counts, group=group)
+            send, recv = (
+                list(map(int, counts)) for counts in read_together([send_counts, recv_counts])
+            )
+            received = []
+            for column in (torch.stack([preds, target], dim=-1), indexes):
+                out = column.new_empty((sum(recv), *column.shape[1:]))
+                dist.all_to_all_single(out, column.index_select(0, order), recv, send, group=group)
+                received.append(out)
+            pairs, owned = received
             self.preds, self.target, self.indexes = [pairs[:, 0]], [pairs[:, 1]], [owned]
             self._partition_group = group
             return
-        # torchmetrics stands in an empty tensor of the metric's own dtype for an empty list
-        # state: the other ranks' int64 ids, and their float32 rows in a half-precision
+        # One tensor per state, as torchmetrics concatenates them before its gather, also where
+        # a state is empty: torchmetrics would stand in an empty tensor of the metric's own
+        # dtype, and the other ranks' int64 ids, and their float32 rows in a half-precision
         # metric, would then meet another dtype in the gather (gloo aborts).
-        if isinstance(self.preds, list) and not self.preds:
-            self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
+        self.preds, self.target, self.indexes = ([rows] for rows in self.stored_rows())
         super()._sync_dist(dist_sync_fn, process_group)
 
 

@@ -1,7 +1,6 @@
 """Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -13,64 +12,14 @@ from torch_ndcg.functional import _catalog
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 
-@dataclass(frozen=True)
-class _Lists:
-    """Checked input flattened to ``[N, L]``, with what is needed to shape the output back."""
+def _shaped(values: Tensor, preds: Tensor, cutoffs: Cutoffs) -> Tensor:
+    """`list_values`' ``[N, len(k)]`` of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
 
-    preds: Tensor
-    target: Tensor
-    mask: Tensor | None
-    leading_shape: torch.Size
-    max_label: float | None  # the largest real label, where the checks read it
-    ranked: Tensor | None = None
-
-
-def _shape_output(
-    per_list: Tensor, leading_shape: torch.Size, cutoffs: Cutoffs, dtype: torch.dtype
-) -> Tensor:
-    """``[N, len(k)]`` values of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
-
-    In the result dtype of ``dtype`` scores (float64 stays, else float32).
+    In the result dtype of the scores (float64 stays, else float32).
     """
-    out = per_list.to(_options.compute_dtype(dtype))
-    if not cutoffs.is_sequence:
-        out = out.squeeze(-1)
-    if len(leading_shape) == 1:  # a batch of lists: [N, len(k)] already
-        return out
-    return out.reshape((*leading_shape, *out.shape[1:]))
-
-
-def _prepare_lists(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: ListOptions,
-    retrieved: Tensor | None = None,
-) -> _Lists:
-    """Check the tensors of `dcg` / `ndcg` (the options are checked) and flatten to ``[N, L]``.
-
-    The value checks raise here (on the CPU one read-back; on an accelerator device-side
-    assertions).
-    """
-    real, check = _validation.check_lists(
-        preds,
-        target,
-        mask,
-        gain=options.gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        retrieved=retrieved,
-    )
-    checked = None if check is None else check.resolve()
-    length = preds.shape[-1]
-    return _Lists(
-        preds=preds.reshape(-1, length),
-        target=target.reshape(-1, length),
-        mask=None if real is None else real.reshape(-1, length),
-        leading_shape=preds.shape[:-1],
-        max_label=None if checked is None else checked.max_label,
-        ranked=None if retrieved is None else retrieved.reshape(-1, length),
-    )
+    out = values.to(_options.compute_dtype(preds.dtype))
+    out = out.reshape((*preds.shape[:-1], out.shape[-1]))
+    return out if cutoffs.is_sequence else out.squeeze(-1)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -157,7 +106,7 @@ def dcg(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
     values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
-    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
+    return _shaped(values, preds, checked.cutoffs)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -240,7 +189,7 @@ def ndcg(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
     values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
-    return _shape_output(values, preds.shape[:-1], checked.cutoffs, preds.dtype)
+    return _shaped(values, preds, checked.cutoffs)
 
 
 def list_values(
@@ -282,26 +231,28 @@ def list_values(
         return _catalog.sparse_values(preds, target, exclude, mask, options, normalize=normalize)
     if exclude is not None:
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
-    lists = _prepare_lists(preds, target, mask, options, retrieved)
-    if normalize:
-        values = _ndcg_of_lists(lists, options)
-    else:
-        values = _fast_paths.ranked_dcg(lists.preds, lists.target, lists.mask, options)
-    return values, lists.mask
-
-
-def _ndcg_of_lists(lists: _Lists, options: ListOptions) -> Tensor:
-    """`ndcg` of lists from `_prepare_lists`, before shaping: ``[N, len(k)]``.
-
-    The values stay in the accumulation dtype (float64 where the device has it); the metric
-    classes add them up as they are.
-    """
-    value, ideal = _fast_paths.dcg_and_ideal(
-        lists.preds, lists.target, lists.mask, options, lists.max_label, lists.ranked
+    # The value checks raise here (on the CPU one read-back; on an accelerator device-side
+    # assertions); then the lists flattened to [N, L].
+    real, check = _validation.check_lists(
+        preds,
+        target,
+        mask,
+        gain=options.gain,
+        ignore_index=options.ignore_index,
+        validate_args=options.validate_args,
+        retrieved=retrieved,
     )
+    length = preds.shape[-1]
+    preds, target = preds.reshape(-1, length), target.reshape(-1, length)
+    real = None if real is None else real.reshape(-1, length)
+    max_label = None if check is None else check.resolve().max_label
+    if not normalize:
+        return _fast_paths.ranked_dcg(preds, target, real, options), real
+    ranked = None if retrieved is None else retrieved.reshape(-1, length)
+    value, ideal = _fast_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
     if options.empty_target_action == "error":
-        _validation.check_no_empty_target(_kernels.empty_lists(ideal, lists.mask), "list")
-    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
+        _validation.check_no_empty_target(_kernels.empty_lists(ideal, real), "list")
+    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain), real
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -375,48 +326,40 @@ def retrieval_ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    _validation.check_row_metadata(preds, target, indexes)
-    real = _validation.check_rows(preds, target, indexes, checked, retrieved=retrieved)
-    preds = _scored(preds.reshape(-1), retrieved)
-    values, ids = _retrieval_values(
-        preds, target.reshape(-1), indexes.reshape(-1).to(torch.int64), real, checked
-    )
+    preds, target, indexes, real = _checked_rows(preds, target, indexes, checked, retrieved)
+    values, ids = _retrieval_values(preds, target, indexes, real, checked)
     values = values.to(_options.compute_dtype(preds.dtype))
     return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
 
 
-def _scored(preds: Tensor, retrieved: Tensor | None) -> Tensor:
-    """Flat scores, NaN on the rows not ``retrieved``: how rows carry "judged, not retrieved"."""
-    return preds if retrieved is None else torch.where(retrieved.reshape(-1), preds, torch.nan)
-
-
-def _rows_to_store(
+def _checked_rows(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,
     options: ListOptions,
-    dtype: torch.dtype,
-    device: torch.device,
-    retrieved: Tensor | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Checked flat rows as `torch_ndcg.RetrievalNDCG` stores them, its states on ``device``.
+    retrieved: Tensor | None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """Checked flat rows and the mask of those to keep (``None``: all), for `_retrieval_values`.
 
-    Scores and labels in ``dtype``; rows whose label is ``ignore_index`` get a NaN label, which
-    `_retrieval_values` drops (compared in the labels' own dtype, exactly: a stored float label
-    could round onto ``ignore_index`` or off it), rows not ``retrieved`` a NaN score (`_scored`).
-    Checked as stored: the gains' overflow limit is that of ``dtype``.
+    Scores and labels in ``dtype`` (``None``: their own; else detached, as
+    `torch_ndcg.RetrievalNDCG` stores them on ``device``: the gains' overflow limit is that of
+    ``dtype``); scores NaN on the rows not ``retrieved`` (how rows carry "judged, not
+    retrieved"); ids int64.
     """
     _validation.check_row_metadata(preds, target, indexes)
-    _validation.check_device(preds, device)
-    stored_preds = preds.detach().reshape(-1).to(dtype)
+    if device is not None:
+        _validation.check_device(preds, device)
+    scores, labels = preds.reshape(-1), target.reshape(-1)
+    if dtype is not None:
+        scores, labels = scores.detach().to(dtype), labels.detach().to(dtype)
     real = _validation.check_rows(
-        preds, target, indexes, options, scores=stored_preds, retrieved=retrieved
+        preds, target, indexes, options, scores=scores, retrieved=retrieved
     )
-    stored_target = target.detach().reshape(-1).to(dtype)
-    if real is not None:
-        stored_target = torch.where(real, stored_target, torch.nan)
-    stored_preds = _scored(stored_preds, retrieved)
-    return stored_preds, stored_target, indexes.detach().reshape(-1).to(torch.int64)
+    if retrieved is not None:
+        scores = torch.where(retrieved.reshape(-1), scores, torch.nan)
+    return scores, labels, indexes.reshape(-1).to(torch.int64), real
 
 
 def _retrieval_values(
@@ -425,12 +368,11 @@ def _retrieval_values(
     """`retrieval_ndcg` of checked flat rows, ``[Q, len(k)]`` in the accumulation dtype.
 
     ``real`` marks the rows to keep (``None``: all); they are dropped with one read-back. Rows
-    with a NaN score (`_scored`: not retrieved) count in the ideal DCG only.
+    with a NaN score (not retrieved) count in the ideal DCG only.
     """
     if real is not None:
         kept = real.nonzero().squeeze(1)
-        preds, target = preds.index_select(0, kept), target.index_select(0, kept)
-        indexes = indexes.index_select(0, kept)
+        preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):
