@@ -587,11 +587,9 @@ def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> in
 
 def check_loss_k(k: Any) -> int | None:
     """A loss takes one cut-off: a positive int or ``None``."""
-    if k is None:
-        return None
-    if _is_int(k) and k > 0:
-        return int(k)
-    raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
+    if k is not None and not (_is_int(k) and k > 0):
+        raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
+    return None if k is None else int(k)
 
 
 def check_loss_options(
@@ -622,14 +620,27 @@ def check_finite_scale(
     ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
     traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
     float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
-    by a device-side assertion.
+    by a device-side assertion. The message is written only where it is raised or asserted.
     """
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        message = _finite_scale_message(name, value, dtype, "past the largest float")
-        assert_on_device(bound * count < largest, message)
-    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
-        raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
+        reach = "past the largest float"
+    elif bound < largest and count <= math.floor(min(largest / bound, 2.0**62)):
+        return
+    else:
+        reach = f"{bound * count:.3g}"
+    advice = (
+        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
+    )
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
+    message = (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{shown} (with this input they could reach {reach}); {advice}"
+    )
+    if not isinstance(bound, Tensor):
+        raise ValueError(message)
+    assert_on_device(bound * count < largest, message)
 
 
 def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
@@ -645,19 +656,6 @@ def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> 
         "`weight`."
     )
     assert_on_device(bound * count < torch.finfo(dtype).max, message)
-
-
-def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
-    """The error of `check_finite_scale`: written only where it is raised or asserted."""
-    advice = (
-        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
-    )
-    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
-    shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    return (
-        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {bound}); {advice}"
-    )
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
@@ -794,10 +792,7 @@ def check_confidence(confidence: Any) -> None:
 
 def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
     """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
-    if not isinstance(values, Tensor):
-        raise _not_a_tensor(name, values)
-    if not values.is_floating_point():
-        raise TypeError(f"Expected `{name}` to be a floating tensor, but got dtype {values.dtype}.")
+    check_click_tensor(name, values, kind="floating")
     if values.ndim != 1:
         raise ValueError(
             f"Expected `{name}` to be a 1-D tensor (a value per query), but got shape "
@@ -913,22 +908,20 @@ def check_bool(name: str, value: Any) -> None:
         raise TypeError(f"Expected `{name}` to be a bool, but got {value!r}.")
 
 
-def check_indexes(indexes: Any, shape: torch.Size) -> None:
-    """``indexes`` is an integer tensor of the shape of ``preds``."""
+def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
+    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back).
+
+    ``indexes`` is an integer tensor of the shape of ``preds``.
+    """
+    check_preds_target(preds, target)
     if not isinstance(indexes, Tensor):
         raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
     if not is_integer_tensor(indexes):
         raise TypeError(
             f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
         )
-    if indexes.shape != shape:
-        raise _not_shaped_as_preds("indexes", indexes, shape)
-
-
-def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
-    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back)."""
-    check_preds_target(preds, target)
-    check_indexes(indexes, preds.shape)
+    if indexes.shape != preds.shape:
+        raise _not_shaped_as_preds("indexes", indexes, preds.shape)
 
 
 def check_device(preds: Tensor, device: torch.device) -> None:
@@ -1061,13 +1054,6 @@ def check_lists(
 # --- Learning from clicks: weights, display positions, click values ---------------------------
 
 
-def _shown(value: float) -> str:
-    """A value found, as the message names it: integers without a trailing ``.0``."""
-    if math.isfinite(value) and value.is_integer():
-        return repr(int(value))
-    return repr(value)
-
-
 def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck | None:
     """Checks ``(ok, found, message)`` of bool scalars ``ok`` on the device.
 
@@ -1088,7 +1074,9 @@ def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck 
     def judge(read: list[float]) -> None:
         for index, (_, _, message) in enumerate(checks):
             if not read[2 * index]:
-                raise ValueError(message.format(found=_shown(read[2 * index + 1])))
+                found = read[2 * index + 1]  # integers named without a trailing ``.0``
+                shown = int(found) if math.isfinite(found) and found.is_integer() else found
+                raise ValueError(message.format(found=repr(shown)))
 
     return DeferredCheck(values, judge)
 
@@ -1105,32 +1093,28 @@ def resolve_checks(
     assertions (the first to fail raises), so that both name the same error. ``None`` where
     ``first`` is ``None``.
     """
-    ordered = (judged_before, first, *others)
-    present = [check for check in ordered if check is not None]
-    if not present:
-        return None
-    read = _host.read_together([check.values for check in present])
-    results = {id(check): check.judge(values) for check, values in zip(present, read, strict=True)}
-    return None if first is None else results[id(first)]
+    checks = (judged_before, first, *others)
+    read = _host.read_together([None if check is None else check.values for check in checks])
+    results = [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
+    return results[1]
 
 
-def check_click_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Tensor:
-    """``value`` is a tensor of ``shape`` of a ``kind`` dtype (``"floating"``, ``"integer"``)."""
+def check_click_tensor(
+    name: str, value: Any, shape: torch.Size | None = None, *, kind: str
+) -> Tensor:
+    """``value`` is a tensor of a ``kind`` dtype (``"floating"``, ``"integer"``), of ``shape``.
+
+    ``shape`` is that of ``preds`` (``None``: any shape).
+    """
     if not isinstance(value, Tensor):
-        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}.")
-    integer = is_integer_tensor(value)
-    if (kind == "floating" and not value.is_floating_point()) or (
-        kind == "integer" and not integer
-    ):
+        raise _not_a_tensor(name, value)
+    if not (value.is_floating_point() if kind == "floating" else is_integer_tensor(value)):
         article = "an" if kind == "integer" else "a"
         raise TypeError(
             f"Expected `{name}` to be {article} {kind} tensor, but got dtype {value.dtype}."
         )
-    if value.shape != shape:
-        raise ValueError(
-            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(value.shape)}."
-        )
+    if shape is not None and value.shape != shape:
+        raise _not_shaped_as_preds(name, value, shape)
     return value
 
 
@@ -1157,10 +1141,13 @@ def check_weight(
     )
 
 
-def _largest(values: Tensor) -> Tensor:
-    """The value of largest magnitude, as a 0-d tensor (gathered: no read-back)."""
-    flat = values.flatten()
-    return flat.gather(0, flat.abs().argmax().reshape(1))[0]
+def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, Tensor, str]]:
+    """The value check that no ``values`` are ``bad``; it finds the bad one of largest magnitude.
+
+    Gathered as a 0-d tensor (no read-back), 0 where none is bad.
+    """
+    found = torch.where(bad, values, 0).flatten()
+    return [(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
 
 
 def check_positions(
@@ -1184,13 +1171,11 @@ def check_positions(
     if num_positions is not None:
         bad = bad | (real_positions >= num_positions)
         expected = f"in [0, {num_positions}) (`num_positions`={num_positions})"
-    # The bad position of largest magnitude (0 where there is none).
-    found = _largest(torch.where(bad, real_positions, 0))
     message = (
         f"Expected `positions` to be {expected}, or {NOT_SHOWN} for an item not shown, but "
         "found {found}."
     )
-    return [(~bad.any(), found, message)]
+    return _none_bad(bad, real_positions, message)
 
 
 def check_binary(
@@ -1201,6 +1186,5 @@ def check_binary(
         return []
     real_values = values if real is None else torch.where(real, values, 0)
     bad = (real_values != 0) & (real_values != 1)
-    found = _largest(torch.where(bad, real_values, 0))
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
-    return [(~bad.any(), found, message)]
+    return _none_bad(bad, real_values, message)
