@@ -310,7 +310,7 @@ def check_values(
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own.
     named = gain if isinstance(gain, str) else None
-    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
+    rules = (_value_rules if torch.compiler.is_compiling() else eager_rules)(
         named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
     )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
@@ -710,9 +710,7 @@ NEURAL_PORTED_NAMES = {
 CATALOG_PORTED_NAMES = {
     name: hint for name, hint in METRIC_PORTED_NAMES.items() if name != "padded_value_indicator"
 }
-UNBIASED_PORTED_NAMES = {
-    name: hint for name, hint in LAMBDARANK_PORTED_NAMES.items() if name != "weighing_scheme"
-}
+UNBIASED_PORTED_NAMES = _LOSS_NAMES  # LambdaRank's but `weighing_scheme`
 
 
 def unexpected_keyword(owner: str, name: str, ported: Mapping[str, str]) -> TypeError:
@@ -721,11 +719,8 @@ def unexpected_keyword(owner: str, name: str, ported: Mapping[str, str]) -> Type
     A name of another library that ``owner`` has an equivalent for (``ported``: one of
     `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`, ...) gets a pointer to it.
     """
-    if name in ported:
-        return TypeError(
-            f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
-        )
-    return TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
+    pointer = f": did you mean {ported[name]}?" if name in ported else "."
+    return TypeError(f"`{owner}` got an unexpected keyword argument `{name}`{pointer}")
 
 
 def reject_ported_names(owner: str, arguments: Mapping[str, Any], ported: dict[str, str]) -> None:
@@ -994,16 +989,11 @@ def check_rows(
 def raise_failed_checks(checks: list[tuple[Tensor, str]]) -> None:
     """Raise the message of the first failed check.
 
-    One read-back on the CPU; device-side assertions elsewhere.
+    ``checks`` are ``(bad, message)``: a bool scalar tensor, and a message that names no value
+    (and holds no braces). One read-back on the CPU; device-side assertions elsewhere
+    (`value_checks`).
     """
-    flags = torch.stack([flag for flag, _ in checks])
-    if not _host.may_read_back(flags.device):
-        for flag, message in checks:
-            assert_on_device(~flag, message)
-        return
-    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
-        if bad:
-            raise ValueError(message)
+    resolve_checks(value_checks([(~bad, bad, message) for bad, message in checks]))
 
 
 def check_no_empty_target(empty: Tensor, noun: str) -> None:
