@@ -620,27 +620,14 @@ def check_finite_scale(
     ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
     traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
     float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
-    by a device-side assertion. The message is written only where it is raised or asserted.
+    by a device-side assertion.
     """
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        reach = "past the largest float"
-    elif bound < largest and count <= math.floor(min(largest / bound, 2.0**62)):
-        return
-    else:
-        reach = f"{bound * count:.3g}"
-    advice = (
-        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
-    )
-    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
-    shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    message = (
-        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {reach}); {advice}"
-    )
-    if not isinstance(bound, Tensor):
-        raise ValueError(message)
-    assert_on_device(bound * count < largest, message)
+        message = _finite_scale_message(name, value, dtype, "past the largest float")
+        assert_on_device(bound * count < largest, message)
+    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
+        raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
 
 
 def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
@@ -656,6 +643,19 @@ def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> 
         "`weight`."
     )
     assert_on_device(bound * count < torch.finfo(dtype).max, message)
+
+
+def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
+    """The error of `check_finite_scale`: written only where it is raised or asserted."""
+    advice = (
+        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
+    )
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
+    return (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{shown} (with this input they could reach {bound}); {advice}"
+    )
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
