@@ -85,26 +85,22 @@ _kept_options: dict[tuple[Any, ...], ListOptions] = {}
 
 
 def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """``options`` as a key that only equal options share, or ``None`` (not kept).
+    """``options`` as a key that only equal options of equal types share, or ``None`` (not kept).
 
-    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and callables (if
-    hashable: the lookup tells) are kept, each with its type: ``True`` and ``1``, ``5`` and
-    ``5.0``, ``[5]`` and ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph
-    checks as it traces).
+    Each option, and each item of a list or tuple, goes with its type: ``True`` and ``1``, ``5``
+    and ``5.0``, ``[5]`` and ``5`` are not one key. An unhashable option (a list of lists, an
+    unhashable callable) is not kept: the lookup tells. Only options that passed are kept, and
+    nothing under ``torch.compile`` (a graph checks as it traces).
     """
     if torch.compiler.is_compiling():
         return None
     key: list[Any] = []
-    for option in options:
+    for option in options:  # a loop, not a generator: fewer Python calls per call
         kind = type(option)
         if kind in (list, tuple):
-            if not all(type(item) is int for item in option):
-                return None
-            key.append((tuple, *option))
-        elif option is None or kind in (int, bool, str) or callable(option):
-            key.append((kind, option))
+            key.append((kind, *[(type(item), item) for item in option]))
         else:
-            return None
+            key.append((kind, option))
     return tuple(key)
 
 
@@ -126,7 +122,7 @@ def check_list_options(
     key = _plain_key(options)
     try:
         found = _kept_options.get(key) if key is not None else None
-    except TypeError:  # an unhashable callable: not kept
+    except TypeError:  # an unhashable option: not kept
         found = key = None
     if found is not None:
         return found
