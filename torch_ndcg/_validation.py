@@ -304,9 +304,9 @@ def check_values(
         real_target = real_target.to(torch.uint8)
     float_labels = real_target.is_floating_point()
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
-    # graph that torch.compile traces builds its own.
+    # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     named = gain if isinstance(gain, str) else None
-    rules = (_value_rules if torch.compiler.is_compiling() else eager_rules)(
+    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
         named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
     )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
