@@ -85,26 +85,22 @@ _kept_options: dict[tuple[Any, ...], ListOptions] = {}
 
 
 def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """``options`` as a key that only equal options share, or ``None`` (not kept).
+    """``options`` as a key that only equal options of equal types share, or ``None`` (not kept).
 
-    Only exact ints, bools, strings, ``None``, tuples or lists of exact ints and callables (if
-    hashable: the lookup tells) are kept, each with its type: ``True`` and ``1``, ``5`` and
-    ``5.0``, ``[5]`` and ``5`` are not one key. Nothing is kept under ``torch.compile`` (a graph
-    checks as it traces).
+    Each option, and each item of a list or tuple, goes with its type: ``True`` and ``1``, ``5``
+    and ``5.0``, ``[5]`` and ``5`` are not one key. An unhashable option (a list of lists, an
+    unhashable callable) is not kept: the lookup tells. Only options that passed are kept, and
+    nothing under ``torch.compile`` (a graph checks as it traces).
     """
     if torch.compiler.is_compiling():
         return None
     key: list[Any] = []
-    for option in options:
+    for option in options:  # a loop, not a generator: fewer Python calls per call
         kind = type(option)
         if kind in (list, tuple):
-            if not all(type(item) is int for item in option):
-                return None
-            key.append((tuple, *option))
-        elif option is None or kind in (int, bool, str) or callable(option):
-            key.append((kind, option))
+            key.append((kind, *[(type(item), item) for item in option]))
         else:
-            return None
+            key.append((kind, option))
     return tuple(key)
 
 
@@ -126,7 +122,7 @@ def check_list_options(
     key = _plain_key(options)
     try:
         found = _kept_options.get(key) if key is not None else None
-    except TypeError:  # an unhashable callable: not kept
+    except TypeError:  # an unhashable option: not kept
         found = key = None
     if found is not None:
         return found
@@ -308,7 +304,7 @@ def check_values(
         real_target = real_target.to(torch.uint8)
     float_labels = real_target.is_floating_point()
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
-    # graph that torch.compile traces builds its own.
+    # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     named = gain if isinstance(gain, str) else None
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
         named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
@@ -587,11 +583,9 @@ def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> in
 
 def check_loss_k(k: Any) -> int | None:
     """A loss takes one cut-off: a positive int or ``None``."""
-    if k is None:
-        return None
-    if _is_int(k) and k > 0:
-        return int(k)
-    raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
+    if k is not None and not (_is_int(k) and k > 0):
+        raise ValueError(f"Expected `k` to be a positive int or None, but got {k!r}.")
+    return None if k is None else int(k)
 
 
 def check_loss_options(
@@ -712,9 +706,7 @@ NEURAL_PORTED_NAMES = {
 CATALOG_PORTED_NAMES = {
     name: hint for name, hint in METRIC_PORTED_NAMES.items() if name != "padded_value_indicator"
 }
-UNBIASED_PORTED_NAMES = {
-    name: hint for name, hint in LAMBDARANK_PORTED_NAMES.items() if name != "weighing_scheme"
-}
+UNBIASED_PORTED_NAMES = _LOSS_NAMES  # LambdaRank's but `weighing_scheme`
 
 
 def unexpected_keyword(owner: str, name: str, ported: Mapping[str, str]) -> TypeError:
@@ -723,11 +715,8 @@ def unexpected_keyword(owner: str, name: str, ported: Mapping[str, str]) -> Type
     A name of another library that ``owner`` has an equivalent for (``ported``: one of
     `METRIC_PORTED_NAMES`, `LAMBDARANK_PORTED_NAMES`, ...) gets a pointer to it.
     """
-    if name in ported:
-        return TypeError(
-            f"`{owner}` got an unexpected keyword argument `{name}`: did you mean {ported[name]}?"
-        )
-    return TypeError(f"`{owner}` got an unexpected keyword argument `{name}`.")
+    pointer = f": did you mean {ported[name]}?" if name in ported else "."
+    return TypeError(f"`{owner}` got an unexpected keyword argument `{name}`{pointer}")
 
 
 def reject_ported_names(owner: str, arguments: Mapping[str, Any], ported: dict[str, str]) -> None:
@@ -794,10 +783,7 @@ def check_confidence(confidence: Any) -> None:
 
 def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
     """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
-    if not isinstance(values, Tensor):
-        raise _not_a_tensor(name, values)
-    if not values.is_floating_point():
-        raise TypeError(f"Expected `{name}` to be a floating tensor, but got dtype {values.dtype}.")
+    check_click_tensor(name, values, kind="floating")
     if values.ndim != 1:
         raise ValueError(
             f"Expected `{name}` to be a 1-D tensor (a value per query), but got shape "
@@ -913,22 +899,20 @@ def check_bool(name: str, value: Any) -> None:
         raise TypeError(f"Expected `{name}` to be a bool, but got {value!r}.")
 
 
-def check_indexes(indexes: Any, shape: torch.Size) -> None:
-    """``indexes`` is an integer tensor of the shape of ``preds``."""
+def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
+    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back).
+
+    ``indexes`` is an integer tensor of the shape of ``preds``.
+    """
+    check_preds_target(preds, target)
     if not isinstance(indexes, Tensor):
         raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
     if not is_integer_tensor(indexes):
         raise TypeError(
             f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
         )
-    if indexes.shape != shape:
-        raise _not_shaped_as_preds("indexes", indexes, shape)
-
-
-def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
-    """Types, dtypes and shapes of flat query rows: always checked (nothing is read back)."""
-    check_preds_target(preds, target)
-    check_indexes(indexes, preds.shape)
+    if indexes.shape != preds.shape:
+        raise _not_shaped_as_preds("indexes", indexes, preds.shape)
 
 
 def check_device(preds: Tensor, device: torch.device) -> None:
@@ -1001,16 +985,11 @@ def check_rows(
 def raise_failed_checks(checks: list[tuple[Tensor, str]]) -> None:
     """Raise the message of the first failed check.
 
-    One read-back on the CPU; device-side assertions elsewhere.
+    ``checks`` are ``(bad, message)``: a bool scalar tensor, and a message that names no value
+    (and holds no braces). One read-back on the CPU; device-side assertions elsewhere
+    (`value_checks`).
     """
-    flags = torch.stack([flag for flag, _ in checks])
-    if not _host.may_read_back(flags.device):
-        for flag, message in checks:
-            assert_on_device(~flag, message)
-        return
-    for bad, (_, message) in zip(flags.tolist(), checks, strict=True):
-        if bad:
-            raise ValueError(message)
+    resolve_checks(value_checks([(~bad, bad, message) for bad, message in checks]))
 
 
 def check_no_empty_target(empty: Tensor, noun: str) -> None:
@@ -1061,13 +1040,6 @@ def check_lists(
 # --- Learning from clicks: weights, display positions, click values ---------------------------
 
 
-def _shown(value: float) -> str:
-    """A value found, as the message names it: integers without a trailing ``.0``."""
-    if math.isfinite(value) and value.is_integer():
-        return repr(int(value))
-    return repr(value)
-
-
 def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck | None:
     """Checks ``(ok, found, message)`` of bool scalars ``ok`` on the device.
 
@@ -1088,7 +1060,9 @@ def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck 
     def judge(read: list[float]) -> None:
         for index, (_, _, message) in enumerate(checks):
             if not read[2 * index]:
-                raise ValueError(message.format(found=_shown(read[2 * index + 1])))
+                found = read[2 * index + 1]  # integers named without a trailing ``.0``
+                shown = int(found) if math.isfinite(found) and found.is_integer() else found
+                raise ValueError(message.format(found=repr(shown)))
 
     return DeferredCheck(values, judge)
 
@@ -1105,32 +1079,28 @@ def resolve_checks(
     assertions (the first to fail raises), so that both name the same error. ``None`` where
     ``first`` is ``None``.
     """
-    ordered = (judged_before, first, *others)
-    present = [check for check in ordered if check is not None]
-    if not present:
-        return None
-    read = _host.read_together([check.values for check in present])
-    results = {id(check): check.judge(values) for check, values in zip(present, read, strict=True)}
-    return None if first is None else results[id(first)]
+    checks = (judged_before, first, *others)
+    read = _host.read_together([None if check is None else check.values for check in checks])
+    results = [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
+    return results[1]
 
 
-def check_click_tensor(name: str, value: Any, shape: torch.Size, *, kind: str) -> Tensor:
-    """``value`` is a tensor of ``shape`` of a ``kind`` dtype (``"floating"``, ``"integer"``)."""
+def check_click_tensor(
+    name: str, value: Any, shape: torch.Size | None = None, *, kind: str
+) -> Tensor:
+    """``value`` is a tensor of a ``kind`` dtype (``"floating"``, ``"integer"``), of ``shape``.
+
+    ``shape`` is that of ``preds`` (``None``: any shape).
+    """
     if not isinstance(value, Tensor):
-        raise TypeError(f"Expected `{name}` to be a torch.Tensor, but got {type(value).__name__}.")
-    integer = is_integer_tensor(value)
-    if (kind == "floating" and not value.is_floating_point()) or (
-        kind == "integer" and not integer
-    ):
+        raise _not_a_tensor(name, value)
+    if not (value.is_floating_point() if kind == "floating" else is_integer_tensor(value)):
         article = "an" if kind == "integer" else "a"
         raise TypeError(
             f"Expected `{name}` to be {article} {kind} tensor, but got dtype {value.dtype}."
         )
-    if value.shape != shape:
-        raise ValueError(
-            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(value.shape)}."
-        )
+    if shape is not None and value.shape != shape:
+        raise _not_shaped_as_preds(name, value, shape)
     return value
 
 
@@ -1157,10 +1127,13 @@ def check_weight(
     )
 
 
-def _largest(values: Tensor) -> Tensor:
-    """The value of largest magnitude, as a 0-d tensor (gathered: no read-back)."""
-    flat = values.flatten()
-    return flat.gather(0, flat.abs().argmax().reshape(1))[0]
+def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, Tensor, str]]:
+    """The value check that no ``values`` are ``bad``; it finds the bad one of largest magnitude.
+
+    Gathered as a 0-d tensor (no read-back), 0 where none is bad.
+    """
+    found = torch.where(bad, values, 0).flatten()
+    return [(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
 
 
 def check_positions(
@@ -1184,13 +1157,11 @@ def check_positions(
     if num_positions is not None:
         bad = bad | (real_positions >= num_positions)
         expected = f"in [0, {num_positions}) (`num_positions`={num_positions})"
-    # The bad position of largest magnitude (0 where there is none).
-    found = _largest(torch.where(bad, real_positions, 0))
     message = (
         f"Expected `positions` to be {expected}, or {NOT_SHOWN} for an item not shown, but "
         "found {found}."
     )
-    return [(~bad.any(), found, message)]
+    return _none_bad(bad, real_positions, message)
 
 
 def check_binary(
@@ -1201,6 +1172,5 @@ def check_binary(
         return []
     real_values = values if real is None else torch.where(real, values, 0)
     bad = (real_values != 0) & (real_values != 1)
-    found = _largest(torch.where(bad, real_values, 0))
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
-    return [(~bad.any(), found, message)]
+    return _none_bad(bad, real_values, message)
