@@ -467,7 +467,8 @@ def catalog_ndcg(
         item_offset=item_offset,
         process_group=process_group,
     )
-    return shape_values(values, checked.cutoffs, queries.dtype)
+    out = values.to(_options.compute_dtype(queries.dtype))
+    return out if checked.cutoffs.is_sequence else out[:, 0]
 
 
 def catalog_ndcg_values(
@@ -539,12 +540,6 @@ def catalog_ndcg_values(
 def is_sparse(target: Any) -> bool:
     """Whether `ndcg` / `dcg` take the streamed path: a sparse target."""
     return isinstance(target, Tensor) and target.layout != torch.strided
-
-
-def shape_values(values: Tensor, cutoffs: _options.Cutoffs, dtype: torch.dtype) -> Tensor:
-    """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
-    out = values.to(_options.compute_dtype(dtype))
-    return out if cutoffs.is_sequence else out[:, 0]
 
 
 def sparse_values(
