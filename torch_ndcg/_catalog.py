@@ -139,11 +139,6 @@ def best_k(scores: Tensor, index: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     return scores.gather(-1, order), index.gather(-1, order)
 
 
-def _count_equal(scores: Tensor, index: Tensor, value: Tensor) -> Tensor:
-    """``[B]``: real entries (index not `PLACEHOLDER`) whose score equals ``value[b]``."""
-    return (scores.eq(value[:, None]) & index.ne(PLACEHOLDER)).sum(-1)
-
-
 def _union(parts: Sequence[tuple[Tensor, Tensor, Tensor | None]]) -> tuple[Tensor, Tensor, Tensor]:
     """The top ``K`` (scores, index) of disjoint item sets and its boundary count.
 
@@ -156,12 +151,12 @@ def _union(parts: Sequence[tuple[Tensor, Tensor, Tensor | None]]) -> tuple[Tenso
     scores, index = best_k(
         torch.cat([p[0] for p in parts], dim=-1), torch.cat([p[1] for p in parts], dim=-1), kmax
     )
-    boundary = scores[:, -1]
+    boundary = scores[:, -1:]
     counts = []
     for part, ids, count in parts:
-        equal = _count_equal(part, ids, boundary)
+        equal = (part.eq(boundary) & ids.ne(PLACEHOLDER)).sum(-1)  # real items at the boundary
         counts.append(
-            equal if count is None else torch.where(part[:, -1].eq(boundary), count, equal)
+            equal if count is None else torch.where(part[:, -1].eq(boundary[:, 0]), count, equal)
         )
     return scores, index, torch.stack(counts).sum(0)
 
@@ -273,39 +268,32 @@ class Stream:
         # holds for this one too.
         last = self.state.scores[:, -1:]
         threshold = last if self.threshold is None else self.threshold
-        best = maxima.amax(1, keepdim=True)
+        best = maxima.amax(1, keepdim=True)  # (NaN: it passes, to be reported)
         # The users whose best item only ties with the last of their full top K are counted,
         # not selected (`_tally_ties`): blocks come in item order and ties rank by item index,
         # so such an item ranks after every item of the top K and never enters it.
         full = self.state.index[:, -1:].ne(PLACEHOLDER)
         selected = ~(best.eq(threshold) & threshold.eq(last) & full)
-        active = (_reaching(best, threshold) & selected).view(-1).nonzero()
-        if not active.shape[0]:  # nothing passes: the block adds its ties at most
+        pairs = (_reaching(maxima, threshold) & selected).nonzero()
+        if not pairs.shape[0]:  # nothing passes: the block adds its ties at most
             self._tally_ties(block, start, threshold, ~selected)
             return
-        if 2 * active.shape[0] > users:  # many users pass: every group at once
-            pairs = (_reaching(maxima, threshold) & selected).nonzero()
-            if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
-                here = None if self.excluded is None else _in_block(self.excluded, start, width)
-                excluded_here = None if here is None else here[1].sum(1)
-                most = kmax if excluded_here is None else kmax + int(excluded_here.max())
-                if maxima.shape[1] > most:  # (the tallied users' threshold stays: none above)
-                    top = maxima.topk(most, dim=1).values
-                    if excluded_here is not None:
-                        top = top.gather(1, excluded_here[:, None] + (kmax - 1))
-                    threshold = torch.maximum(threshold, top[:, -1:])
-                    pairs = (_reaching(maxima, threshold) & selected).nonzero()
-                if 4 * pairs.shape[0] > 3 * maxima.numel():
-                    # Nearly every group still passes (scores tied at the threshold, or k
-                    # about the number of groups): selecting them would cost more than a merge.
-                    self._absorb_whole(block, start)
-                    return
-            rows, groups = pairs.unbind(1)
-        else:  # only the groups of the users whose best item reaches it
-            active = active.squeeze(1)
-            chosen = maxima.index_select(0, active)
-            local, groups = _reaching(chosen, threshold.index_select(0, active)).nonzero().unbind(1)
-            rows = active.index_select(0, local)
+        if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
+            here = None if self.excluded is None else _in_block(self.excluded, start, width)
+            excluded_here = None if here is None else here[1].sum(1)
+            most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+            if maxima.shape[1] > most:  # (the tallied users' threshold stays: none above)
+                top = maxima.topk(most, dim=1).values
+                if excluded_here is not None:
+                    top = top.gather(1, excluded_here[:, None] + (kmax - 1))
+                threshold = torch.maximum(threshold, top[:, -1:])
+                pairs = (_reaching(maxima, threshold) & selected).nonzero()
+            if 4 * pairs.shape[0] > 3 * maxima.numel():
+                # Nearly every group still passes (scores tied at the threshold, or k about
+                # the number of groups): selecting them would cost more than a merge.
+                self._absorb_whole(block, start)
+                return
+        rows, groups = pairs.unbind(1)
         self._tally_ties(block, start, threshold, ~selected)
         columns = groups[:, None] + group_members(maxima.shape[1], block.device, GROUP)
         if block.is_contiguous():  # one flat gather

@@ -50,12 +50,6 @@ class CatalogTarget(NamedTuple):
     excluded: Tensor | None
 
 
-def check_is_tensor(name: str, value: Any) -> None:
-    """``value`` (``"relevant"`` or ``"exclude"``) is a tensor, or a ``TypeError`` names it."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"Expected `{name}` as {_KINDS[name]}, but got {type(value).__name__}.")
-
-
 def _item_ids(
     value: Any, name: str, users: int, n_items: int | None
 ) -> tuple[Tensor, Tensor | None]:
@@ -66,57 +60,56 @@ def _item_ids(
     be reported, never summed) sorted by item id, and their values (one read-back); an integer
     ``[B, P]`` tensor gives its item ids (negative: padding) and ``None``.
     """
-    check_is_tensor(name, value)
-    if value.layout != torch.strided or (name == "exclude" and value.dtype == torch.bool):
-        if (
-            value.dim() != 2
-            or value.shape[0] != users
-            or (n_items is not None and value.shape[1] != n_items)
-        ):
-            expected = f"[{users}, {'N' if n_items is None else n_items}]"
-            raise ValueError(
-                f"Expected `{name}` of shape {expected} (users x catalog items), "
-                f"but got {tuple(value.shape)}."
+    if not isinstance(value, Tensor):
+        raise TypeError(f"Expected `{name}` as {_KINDS[name]}, but got {type(value).__name__}.")
+    if value.layout == torch.strided and not (name == "exclude" and value.dtype == torch.bool):
+        if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
+            kinds, shape = _KINDS[name], tuple(value.shape)
+            if name == "exclude":
+                raise TypeError(
+                    f"Expected `exclude` as {kinds}, but got {value.dtype} of shape {shape}."
+                )
+            hint = (
+                "pass one item id per user as `relevant[:, None]`"
+                if value.dim() == 1 and _options.is_integer_tensor(value)
+                else "pass a dense grade matrix as `relevant.to_sparse()`"
             )
-        if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
-            raise ValueError(
-                f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
-                f"but got the layout {value.layout}."
-            )
-        # A bool `exclude` holds its True items; CSR converts with every stored entry.
-        entries = value.to_sparse() if value.layout == torch.strided else value.to_sparse_coo()
-        (rows, cols), values = entries._indices(), entries._values()
-        if name == "exclude":  # a stored 0 excludes nothing
-            kept = values.ne(0)
-            rows, cols, values = rows[kept], cols[kept], values[kept]
-        order = (rows * value.shape[1] + cols).argsort()
-        rows, cols, values = rows[order], cols[order], values[order]
-        counts = torch.bincount(rows, minlength=users)
-        longest = max(int(counts.max()) if counts.numel() else 0, 1)
-        columns = (cols.to(torch.int64), -1), (values, 0)
-        ids, padded_values = _catalog.pad_rows(rows, counts, longest, *columns)
-        return ids, padded_values
-    if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
-        kinds, shape = _KINDS[name], tuple(value.shape)
-        if name == "exclude":
             raise TypeError(
-                f"Expected `exclude` as {kinds}, but got {value.dtype} of shape {shape}."
+                f"Expected `relevant` as {kinds}, but got a dense {value.dtype} tensor of shape "
+                f"{shape}; {hint}."
             )
-        hint = (
-            "pass one item id per user as `relevant[:, None]`"
-            if value.dim() == 1 and _options.is_integer_tensor(value)
-            else "pass a dense grade matrix as `relevant.to_sparse()`"
-        )
-        raise TypeError(
-            f"Expected `relevant` as {kinds}, but got a dense {value.dtype} tensor of shape "
-            f"{shape}; {hint}."
-        )
-    if value.shape[0] != users:
+        if value.shape[0] != users:
+            raise ValueError(
+                f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
+            )
+        ids = value.to(torch.int64).clamp(min=-1)
+        return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
+    if (
+        value.dim() != 2
+        or value.shape[0] != users
+        or (n_items is not None and value.shape[1] != n_items)
+    ):
+        expected = f"[{users}, {'N' if n_items is None else n_items}]"
         raise ValueError(
-            f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
+            f"Expected `{name}` of shape {expected} (users x catalog items), "
+            f"but got {tuple(value.shape)}."
         )
-    ids = value.to(torch.int64).clamp(min=-1)
-    return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
+    if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
+        raise ValueError(
+            f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
+            f"but got the layout {value.layout}."
+        )
+    # A bool `exclude` holds its True items; CSR converts with every stored entry.
+    entries = value.to_sparse(layout=torch.sparse_coo)
+    (rows, cols), values = entries._indices(), entries._values()
+    order = (rows * value.shape[1] + cols).argsort()
+    rows, cols, values = rows[order], cols[order], values[order]
+    if name == "exclude":  # a stored 0 excludes nothing: padding
+        cols = cols.masked_fill(values.eq(0), -1)
+    counts = torch.bincount(rows, minlength=users)
+    longest = max(int(counts.max()) if users else 0, 1)
+    ids, padded_values = _catalog.pad_rows(rows, counts, longest, (cols, -1), (values, 0))
+    return ids, padded_values
 
 
 def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
@@ -132,33 +125,45 @@ def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
 def catalog_target(
     relevant: Tensor,
     exclude: Tensor | None,
-    users: int,
-    n_items: int | None,
+    mask: Tensor | None,
+    shape: tuple[int, int | None],
     dtype: torch.dtype,
     device: torch.device,
+    options: ListOptions,
 ) -> CatalogTarget:
-    """``relevant`` and ``exclude`` in their padded form, read where they are, on ``device``.
+    """``relevant`` and ``exclude`` in their padded form, on ``device``, checked (`check_target`).
 
     A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
-    ``[B, P]`` one holds item ids (negative: padding), each with grade 1.
+    ``[B, P]`` one holds item ids (negative: padding), each with grade 1. A checked ``mask``
+    (``False``: padding) drops the grades of padded items and joins ``exclude`` once checked.
     """
+    users, n_items = shape
     ids, grades = _item_ids(relevant, "relevant", users, n_items)
-    grades = (ids.ge(0) if grades is None else grades).to(dtype)
+    grades = (ids.ge(0) if grades is None else grades).to(device, dtype)
+    ids = ids.to(device)
     excluded = None if exclude is None else excluded_ids(exclude, users, n_items).to(device)
-    return CatalogTarget(ids.to(device), grades.to(device), excluded)
+    if mask is not None:  # padding is padding, as with a dense target: its grades are none
+        padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
+        ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
+    target = CatalogTarget(ids, grades, excluded)
+    check_target(target, n_items, options)  # `exclude` as given, before padding joins it
+    if mask is None:  # (an item both excluded and padded is listed twice: harmless)
+        return target
+    padded = excluded_ids(~mask, users, n_items)
+    both = padded if excluded is None else torch.cat([excluded, padded], dim=-1)
+    return target._replace(excluded=both.sort(dim=-1).values)
 
 
-def _excluded_checks(excluded: Tensor, limit: int) -> list[tuple[Tensor, str]]:
-    """The checks of ``[B, E]`` ascending excluded ids: in ``[0, limit)``, each once per user."""
-    real = excluded.ne(_INT64_MAX)
+def _id_checks(ordered: Tensor, real: Tensor, limit: int, name: str) -> list[tuple[Tensor, str]]:
+    """The checks of ``[B, P]`` ascending ids (``real``: not padding): in range, each once."""
     return [
         (
-            (real & (excluded.lt(0) | excluded.ge(limit))).any(),
-            f"Expected the excluded item ids in [0, {limit}), but one is outside.",
+            (real & ordered.ge(limit)).any(),
+            f"Expected the {name} item ids in [0, {limit}), but one is outside.",
         ),
         (
-            (excluded[:, 1:].eq(excluded[:, :-1]) & real[:, 1:]).any(),
-            "Expected each excluded item once per user, but a user lists an item twice.",
+            (ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]).any(),
+            f"Expected each {name} item once per user, but a user lists an item twice.",
         ),
     ]
 
@@ -173,24 +178,16 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     if not options.validate_args:
         return
     ids, grades, excluded = target
-    gain = options.gain
-    valid = ids.ge(0)
+    gain, valid = options.gain, ids.ge(0)
     limit = _INT64_MAX if n_items is None else n_items
     ordered = ids.sort(dim=-1).values
-    checks: list[tuple[Tensor, str]] = [
-        (
-            (valid & ids.ge(limit)).any(),
-            f"Expected the relevant item ids in [0, {limit}), but one is outside.",
-        ),
-        (
-            (ordered[:, 1:].eq(ordered[:, :-1]) & ordered[:, 1:].ge(0)).any(),
-            "Expected each relevant item once per user, but a user lists an item twice.",
-        ),
+    checks = _id_checks(ordered, ordered.ge(0), limit, "relevant")
+    checks.append(
         (
             (valid & (grades.isnan() | grades.lt(0))).any(),
             "Expected non-negative relevance grades without NaN, but got a negative or NaN grade.",
-        ),
-    ]
+        )
+    )
     if not callable(gain):
         checks.append(
             (
@@ -202,26 +199,9 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     if excluded is not None:
         # A stored grade of 0 is no relevant item (as a dense target's label 0).
         found = _catalog.excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
-        checks += [*_excluded_checks(excluded, limit), (found.any(), _RELEVANT_AND_EXCLUDED)]
+        checks += _id_checks(excluded, excluded.ne(_INT64_MAX), limit, "excluded")
+        checks.append((found.any(), _RELEVANT_AND_EXCLUDED))
     _validation.raise_failed_checks(checks)
-
-
-def _blocking(
-    users: int, chunk_size: int | None, memory_budget: int | None, itemsize: int
-) -> tuple[int, int]:
-    """``(users per block, items per chunk)`` of the score blocks.
-
-    By default `DEFAULT_CHUNK` items and as many users as the budget holds; with fewer users,
-    longer chunks (whole multiples of `DEFAULT_CHUNK` items) fill the budget.
-    """
-    budget = DEFAULT_BLOCK_BYTES if memory_budget is None else memory_budget
-    elements = max(budget // itemsize, 1)
-    if chunk_size is None:
-        block_users = max(1, min(users, elements // DEFAULT_CHUNK))
-        chunk = max(elements // block_users, _catalog.GROUP)
-        step = DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog.GROUP
-        return block_users, chunk - chunk % step
-    return max(1, min(users, elements // chunk_size)), chunk_size
 
 
 def embedding_scores(
@@ -293,38 +273,54 @@ def gather_shards(
 
 def catalog_values(
     scores: Callable[[slice, slice], Tensor],
-    blocking: tuple[int, int],
     target: CatalogTarget,
     options: ListOptions,
     n_items: int,
+    itemsize: int,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
     item_offset: int = 0,
     process_group: Any | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks.
 
     ``scores(users, items)`` gives a block, in the compute dtype of ``target.grades`` or cast
-    to it; blocks of ``blocking = (users per block, items per chunk)`` stream in, user block
-    by user block, each over its item chunks in order. ``options`` are checked: their
-    cut-offs, gain, discount and ties (and ``validate_args`` for the id checks of a catalog
-    sharded over ranks, with ``process_group``, which need its size).
+    to it; blocks of users by chunks of items (``chunk_size``, ``memory_budget`` and the
+    scores' ``itemsize`` say how many: by default `DEFAULT_CHUNK` items and as many users as
+    the budget holds; with fewer users, longer chunks, whole multiples of `DEFAULT_CHUNK`
+    items, fill it) stream in, user block by user block, each over its item chunks in order.
+    ``options`` are checked: their cut-offs, gain, discount and ties (and ``validate_args``
+    for the id checks of a catalog sharded over ranks, with ``process_group``, which need its
+    size).
     """
-    sharded, (block_users, chunk) = process_group is not None, blocking
+    sharded, device = process_group is not None, target.ids.device
     cutoffs = [n_items] if options.cutoffs.ks is None else list(options.cutoffs.ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
     (users, n_relevant), dtype = target.ids.shape, target.grades.dtype
-    states = [_catalog.new_state(0, kmax, n_relevant, dtype, target.ids.device)]
-    for first in range(0, users, block_users):
-        stop = min(first + block_users, users)
-        rows = slice(first, stop)
-        excluded = None if target.excluded is None else target.excluded[rows]
-        state = _catalog.new_state(stop - first, kmax, n_relevant, dtype, target.ids.device)
-        stream = _catalog.Stream(state, target.ids[rows], excluded)
-        for start in range(0, n_items, chunk):
-            block = scores(rows, slice(start, start + chunk))
-            stream.absorb(block.to(dtype), item_offset + start)
-        states.append(stream.result())
-        if stream.nan:
-            raise ValueError("Expected the scores to have no NaN, but a block of scores has one.")
+    budget = DEFAULT_BLOCK_BYTES if memory_budget is None else memory_budget
+    elements = max(budget // itemsize, 1)
+    if chunk_size is None:
+        block_users = max(1, min(users, elements // DEFAULT_CHUNK))
+        chunk = max(elements // block_users, _catalog.GROUP)
+        chunk -= chunk % (DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog.GROUP)
+    else:
+        block_users, chunk = max(1, min(users, elements // chunk_size)), chunk_size
+    states = [_catalog.new_state(0, kmax, n_relevant, dtype, device)]
+    with torch.no_grad(), _host.full_precision(device):  # (blocks are never modified)
+        for first in range(0, users, block_users):
+            stop = min(first + block_users, users)
+            rows = slice(first, stop)
+            excluded = None if target.excluded is None else target.excluded[rows]
+            state = _catalog.new_state(stop - first, kmax, n_relevant, dtype, device)
+            stream = _catalog.Stream(state, target.ids[rows], excluded)
+            for start in range(0, n_items, chunk):
+                block = scores(rows, slice(start, start + chunk))
+                stream.absorb(block.to(dtype), item_offset + start)
+            states.append(stream.result())
+            if stream.nan:
+                raise ValueError(
+                    "Expected the scores to have no NaN, but a block of scores has one."
+                )
     state = _catalog.cat_states(states)
     if sharded:
         group = None if process_group == "default" else process_group
@@ -471,7 +467,8 @@ def catalog_ndcg(
         item_offset=item_offset,
         process_group=process_group,
     )
-    return shape_values(values, checked.cutoffs, queries.dtype)
+    out = values.to(_options.compute_dtype(queries.dtype))
+    return out if checked.cutoffs.is_sequence else out[:, 0]
 
 
 def catalog_ndcg_values(
@@ -522,29 +519,27 @@ def catalog_ndcg_values(
     sharded = process_group is not None
     if sharded and options.cutoffs.ks is None:
         raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
-    (users, _), (n_items, _) = queries.shape, items.shape
-    dtype = _options.compute_dtype(queries.dtype)
+    n_items, dtype = items.shape[0], _options.compute_dtype(queries.dtype)
     size = None if sharded else n_items  # a shard's: the catalog's is known once gathered
-    target = catalog_target(relevant, exclude, users, size, dtype, queries.device)
-    check_target(target, size, options)
-    blocking = _blocking(users, chunk_size, memory_budget, queries.element_size())
-    with torch.no_grad(), _host.full_precision(queries.device):
-        scores = embedding_scores(queries, items, score_fn)
-        value, ideal = catalog_values(
-            scores, blocking, target, options, n_items, item_offset, process_group
-        )
+    shape = (queries.shape[0], size)
+    target = catalog_target(relevant, exclude, None, shape, dtype, queries.device, options)
+    value, ideal = catalog_values(
+        embedding_scores(queries, items, score_fn),
+        target,
+        options,
+        n_items,
+        queries.element_size(),
+        chunk_size,
+        memory_budget,
+        item_offset,
+        process_group,
+    )
     return normalized(value, ideal, options)
 
 
 def is_sparse(target: Any) -> bool:
     """Whether `ndcg` / `dcg` take the streamed path: a sparse target."""
     return isinstance(target, Tensor) and target.layout != torch.strided
-
-
-def shape_values(values: Tensor, cutoffs: _options.Cutoffs, dtype: torch.dtype) -> Tensor:
-    """``[B, len(k)]`` values in the result dtype of ``dtype`` scores, ``[B]`` for one ``k``."""
-    out = values.to(_options.compute_dtype(dtype))
-    return out if cutoffs.is_sequence else out[:, 0]
 
 
 def sparse_values(
@@ -581,28 +576,15 @@ def sparse_values(
             "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
             f"{tuple(preds.shape)} and {tuple(target.shape)}."
         )
-    users, n_items = preds.shape
-    dtype = _options.compute_dtype(preds.dtype)
-    ids, grades, excluded = catalog_target(target, exclude, users, n_items, dtype, preds.device)
-    if mask is not None:
-        _validation.check_mask(mask, preds.shape)
-        # Padding is padding, as with a dense target: a grade stored on a padded item is none.
-        padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
-        ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
-    # `exclude` checked as given (ids, repeats, relevant items), before padding joins it.
-    check_target(CatalogTarget(ids, grades, excluded), n_items, options)
-    if mask is not None:  # (an item both excluded and padded is listed twice: harmless)
-        padded = excluded_ids(~mask, users, n_items)
-        both = padded if excluded is None else torch.cat([excluded, padded], dim=-1)
-        excluded = both.sort(dim=-1).values
-    rows = None if excluded is None else listed(excluded, n_items)
-    blocking = _blocking(users, None, None, preds.element_size())
-    with torch.no_grad():  # blocks of the score matrix: views, never modified
-        catalog = CatalogTarget(ids, grades, excluded)
-        value, ideal = catalog_values(lambda u, i: preds[u, i], blocking, catalog, options, n_items)
-    if not normalize:
-        return value, rows
-    return normalized(value, ideal, options, rows), rows
+    _validation.check_mask(mask, preds.shape)
+    (users, n_items), dtype = preds.shape, _options.compute_dtype(preds.dtype)
+    shape, device = (users, n_items), preds.device
+    catalog = catalog_target(target, exclude, mask, shape, dtype, device, options)
+    rows = None if catalog.excluded is None else listed(catalog.excluded, n_items)
+    value, ideal = catalog_values(
+        lambda u, i: preds[u, i], catalog, options, n_items, preds.element_size()
+    )
+    return (normalized(value, ideal, options, rows) if normalize else value), rows
 
 
 def listed(excluded: Tensor, n_items: int) -> Tensor:
@@ -627,24 +609,20 @@ def dense_mask_with_exclusions(
     """
     _validation.check_preds_target(preds, target)
     _validation.check_mask(mask, preds.shape)
-    check_is_tensor("exclude", exclude)
     shape = target.shape
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
     users, n_items = shape
     ids = excluded_ids(exclude, users, n_items).to(target.device)
-    real = ids.ne(_INT64_MAX)
-    keep = torch.ones(shape, dtype=torch.uint8, device=ids.device)
-    keep.scatter_reduce_(
-        1, torch.where(real, ids, 0).clamp(0, n_items - 1), (~real).to(torch.uint8), reduce="amin"
-    )
-    ranked = keep.bool()
+    # Padding (the int64 maximum) and ids past the catalog (unchecked) fall in a spare column.
+    ranked = torch.ones(users, n_items + 1, dtype=torch.bool, device=ids.device)
+    ranked = ranked.scatter_(1, ids.clamp(max=n_items), False)[:, :n_items]
     if options.validate_args:
         # Padding is no item, relevant or not, whatever its label.
         real_items = _validation.real_items(target, mask, options.ignore_index)
         relevant = target.ne(0) if real_items is None else target.ne(0) & real_items
-        both = (relevant & ~ranked).any()
-        checks = [*_excluded_checks(ids, n_items), (both, _RELEVANT_AND_EXCLUDED)]
+        checks = _id_checks(ids, ids.ne(_INT64_MAX), n_items, "excluded")
+        checks.append(((relevant & ~ranked).any(), _RELEVANT_AND_EXCLUDED))
         _validation.raise_failed_checks(checks)
     return ranked if mask is None else ranked & mask
 
