@@ -285,14 +285,7 @@ def _paired_columns(
             )
     if a_ids is None or b_ids is None:
         return columns
-    a_order, b_order = _matched_order(a_ids, b_ids, unmatched_ids)
-    return {name: (first[a_order], second[b_order]) for name, (first, second) in columns.items()}
-
-
-def _matched_order(
-    a_ids: Tensor, b_ids: Tensor, unmatched_ids: UnmatchedIds
-) -> tuple[Tensor, Tensor]:
-    """Positions in ``a`` and in ``b`` of the ids both have, in ascending id order."""
+    # Positions in `a` and in `b` of the ids both have, in ascending id order.
     a_sorted, a_order = a_ids.sort()
     b_sorted, b_order = b_ids.sort()
     for name, ids in (("a", a_sorted), ("b", b_sorted)):
@@ -312,21 +305,8 @@ def _matched_order(
             f"{only_b.numel()} only in `b` (e.g. {only_b[:5].tolist()}); pass "
             "`unmatched_ids`='intersect' to test on the queries both have."
         )
-    return a_order[a_common], b_order[b_common]
-
-
-def _paired_differences(a: Tensor, b: Tensor) -> Tensor:
-    """``a - b`` over the pairs where neither is NaN (queries skipped by ``"skip"``)."""
-    kept = ~(a.isnan() | b.isnan())
-    if not bool((a[kept].isfinite() & b[kept].isfinite()).all()):
-        raise ValueError("Expected finite values in `a` and `b` (NaN marks a skipped query).")
-    differences = (a.to(torch.float64) - b.to(torch.float64))[kept]
-    if differences.numel() < 2:
-        raise ValueError(
-            "Expected at least 2 pairs of values (of queries both have, neither NaN), but got "
-            f"{differences.numel()}."
-        )
-    return differences
+    a_order, b_order = a_order[a_common], b_order[b_common]
+    return {name: (first[a_order], second[b_order]) for name, (first, second) in columns.items()}
 
 
 def _paired_test(
@@ -343,8 +323,16 @@ def _paired_test(
     _validation.check_confidence(confidence)
     results = {}
     for name, (first, second) in _paired_columns(a, b, unmatched_ids).items():
-        differences = _paired_differences(first, second)
+        kept = ~(first.isnan() | second.isnan())  # NaN: a query skipped by "skip"
+        if not bool((first[kept].isfinite() & second[kept].isfinite()).all()):
+            raise ValueError("Expected finite values in `a` and `b` (NaN marks a skipped query).")
+        differences = (first.to(torch.float64) - second.to(torch.float64))[kept]
         n = differences.numel()
+        if n < 2:
+            raise ValueError(
+                "Expected at least 2 pairs of values (of queries both have, neither NaN), but got "
+                f"{n}."
+            )
         mean = differences.mean()
         standard_error = differences.std() / math.sqrt(n)
         if resampling is None:
