@@ -129,27 +129,6 @@ def group_rows(indexes: Tensor) -> Grouping:
     return Grouping(ids=unique_ids, order=order, first_row=first_row, sizes=sizes)
 
 
-def padded_slots(indexes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Flat rows laid out one query per row of ``[Q, L]`` lists (`group_rows`' order).
-
-    Returns:
-        ``(ids, slots, mask)``: the ``[Q]`` sorted unique ids, the ``[N]`` position of each row
-        in the flattened ``[Q * L]`` lists and the ``[Q, L]`` mask of real slots. ``L``, the
-        longest query, is read back to the host: it is the output's shape.
-    """
-    grouping = group_rows(indexes)
-    n_rows, sizes, device = indexes.numel(), grouping.sizes, indexes.device
-    width = int(sizes.max()) if n_rows else 0
-    # The p-th grouped row, of query q, goes to slot q * L + p - first_row[q].
-    shift = torch.arange(sizes.numel(), device=device) * width - grouping.first_row
-    grouped = torch.arange(n_rows, device=device) + shift.repeat_interleave(
-        sizes, output_size=n_rows
-    )
-    slots = torch.empty_like(grouped).index_copy_(0, grouping.order, grouped)
-    mask = torch.arange(width, device=device) < sizes[:, None]
-    return grouping.ids, slots, mask
-
-
 def grouped_dcg_and_ideal(
     preds: Tensor,
     target: Tensor,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -14,13 +14,6 @@ __all__ = ["examination_probability", "simulate_clicks"]
 
 ClickModel = Literal["position_based", "cascade"]
 CLICK_MODELS = ("position_based", "cascade")
-
-
-def _check_fraction(name: str, value: Any) -> float:
-    """``value`` is a real number in [0, 1]."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= float(value) <= 1:
-        return float(value)
-    raise ValueError(f"Expected `{name}` to be a float in [0, 1], but got {value!r}.")
 
 
 def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
@@ -52,8 +45,7 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
     _validation.check_positive("eta", eta, allow_zero=True)
     _validation.check_click_tensor("positions", positions, positions.shape, kind="integer")
     position_checks = _validation.check_positions(positions, positions.shape, None, None)
-    check = _validation.value_checks(position_checks)
-    _validation.resolve_checks(check)
+    _validation.resolve_checks(_validation.value_checks(position_checks))
     shown = positions != _clicks.NOT_SHOWN
     ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
     return torch.where(shown, ranks.pow(-eta), 0)
@@ -129,7 +121,9 @@ def simulate_clicks(
     """
     _validation.check_option("model", model, CLICK_MODELS, callable_ok=False)
     _validation.check_positive("eta", eta, allow_zero=True)
-    noise = _check_fraction("noise", noise)
+    if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0 <= noise <= 1):
+        raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
+    noise = float(noise)
     _validation.check_positive("max_label", max_label)
     if not isinstance(target, Tensor):
         raise TypeError(f"Expected `target` to be a torch.Tensor, but got {type(target).__name__}.")

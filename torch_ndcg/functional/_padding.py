@@ -89,14 +89,23 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
         tensor([0.9000, 0.2000, 0.8000, 0.1000, 0.7000])
     """
     _validation.check_rows_by_query(query_ids, values, padding_value)
-    ids, slots, mask = _grouping.padded_slots(query_ids.to(torch.int64))
+    grouping = _grouping.group_rows(query_ids.to(torch.int64))
+    n_rows, sizes, device = query_ids.numel(), grouping.sizes, query_ids.device
+    width = int(sizes.max()) if n_rows else 0  # L, the longest query: the output's shape
+    # The p-th grouped row, of query q, goes to slot q * L + p - first_row[q].
+    shift = torch.arange(sizes.numel(), device=device) * width - grouping.first_row
+    grouped = torch.arange(n_rows, device=device) + shift.repeat_interleave(
+        sizes, output_size=n_rows
+    )
+    slots = torch.empty_like(grouped).index_copy_(0, grouping.order, grouped)
+    mask = torch.arange(width, device=device) < sizes[:, None]
     padded = tuple(
         value.new_full((mask.numel(), *value.shape[1:]), padding_value)
         .index_copy(0, slots, value)
         .view(*mask.shape, *value.shape[1:])
         for value in values
     )
-    return PaddedQueries(padded, mask, ids, slots)
+    return PaddedQueries(padded, mask, grouping.ids, slots)
 
 
 def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:

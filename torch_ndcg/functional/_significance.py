@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import torch
 from torch import Tensor
@@ -146,41 +146,33 @@ def bootstrap_interval(
         3 7
     """
     _validation.check_resampling(n_resamples, seed)
-    reduce_rows = REDUCE_LAST_DIM.get(statistic) if isinstance(statistic, str) else None
-    generator = torch.Generator(device=values.device).manual_seed(seed)
+    device = values.device
+
+    def reduce_rows(rows: Tensor) -> Tensor:
+        if isinstance(statistic, str):
+            return REDUCE_LAST_DIM[statistic](rows)
+        return torch.stack([torch.as_tensor(statistic(row), device=device) for row in rows])
+
+    generator = torch.Generator(device=device).manual_seed(seed)
     quantiles = torch.tensor(
-        [(1 - confidence) / 2, (1 + confidence) / 2], dtype=torch.float64, device=values.device
+        [(1 - confidence) / 2, (1 + confidence) / 2], dtype=torch.float64, device=device
     )
-    lows, highs = [], []
+    bounds = []
     for column in values.unbind(-1):
         counted = column[~column.isnan()]
         n = counted.numel()
         if n == 0:
-            lows.append(column.new_full((), math.nan))
-            highs.append(column.new_full((), math.nan))
+            bounds.append(quantiles.new_full((2,), math.nan))
             continue
         chunk = max(1, _BOOTSTRAP_CHUNK_ELEMENTS // n)
         statistics = []
         for start in range(0, n_resamples, chunk):
             rows = min(chunk, n_resamples - start)
-            picks = torch.randint(0, n, (rows, n), generator=generator, device=values.device)
-            resampled = counted[picks]
-            if reduce_rows is not None:
-                statistics.append(reduce_rows(resampled))
-            else:
-                assert callable(statistic)
-                statistics.append(
-                    torch.stack(
-                        [
-                            torch.as_tensor(statistic(row), device=values.device)
-                            for row in resampled.unbind(0)
-                        ]
-                    )
-                )
-        bounds = torch.quantile(torch.cat(statistics).to(torch.float64), quantiles)
-        lows.append(bounds[0].to(values.dtype))
-        highs.append(bounds[1].to(values.dtype))
-    return torch.stack(lows), torch.stack(highs)
+            picks = torch.randint(0, n, (rows, n), generator=generator, device=device)
+            statistics.append(reduce_rows(counted[picks]))
+        bounds.append(torch.quantile(torch.cat(statistics).to(torch.float64), quantiles))
+    low, high = torch.stack(bounds, dim=-1).to(values.dtype)
+    return low, high
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,7 +225,7 @@ class PairedTestResult:
         return 2
 
 
-def _split_sample(name: str, sample: object) -> tuple[object, Tensor | None]:
+def _split_sample(name: str, sample: object) -> tuple[Any, Tensor | None]:
     """``(values, ids)`` of a sample given as values alone or as a ``(values, ids)`` pair."""
     if isinstance(sample, tuple):
         if len(sample) != 2:
@@ -271,40 +263,29 @@ def _paired_columns(
             "Expected `a` and `b` both to be dicts of values per cut-off or both tensors, but got "
             f"{type(a_values).__name__} and {type(b_values).__name__}."
         )
-    if isinstance(a_values, Mapping) and isinstance(b_values, Mapping):
+    if isinstance(a_values, Mapping):
         if set(a_values) != set(b_values):
             raise ValueError(
                 "Expected `a` and `b` to have the same cut-offs, but got "
                 f"{sorted(a_values)} and {sorted(b_values)}."
             )
-        columns: dict[str | None, tuple[object, object]] = {
+        columns: dict[str | None, tuple[Tensor, Tensor]] = {
             name: (a_values[name], b_values[name]) for name in a_values
         }
     else:
         columns = {None: (a_values, b_values)}
-    checked: dict[str | None, tuple[Tensor, Tensor]] = {}
-    for name, (first, second) in columns.items():
+    for first, second in columns.values():
         _validation.check_paired_values("a", first, a_ids)
         _validation.check_paired_values("b", second, b_ids)
-        assert isinstance(first, Tensor)
-        assert isinstance(second, Tensor)
         if a_ids is None and first.shape != second.shape:
             raise ValueError(
                 "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the "
                 f"same queries in the same order), but got {tuple(first.shape)} and "
                 f"{tuple(second.shape)}."
             )
-        checked[name] = (first, second)
     if a_ids is None or b_ids is None:
-        return checked
-    a_order, b_order = _matched_order(a_ids, b_ids, unmatched_ids)
-    return {name: (first[a_order], second[b_order]) for name, (first, second) in checked.items()}
-
-
-def _matched_order(
-    a_ids: Tensor, b_ids: Tensor, unmatched_ids: UnmatchedIds
-) -> tuple[Tensor, Tensor]:
-    """Positions in ``a`` and in ``b`` of the ids both have, in ascending id order."""
+        return columns
+    # Positions in `a` and in `b` of the ids both have, in ascending id order.
     a_sorted, a_order = a_ids.sort()
     b_sorted, b_order = b_ids.sort()
     for name, ids in (("a", a_sorted), ("b", b_sorted)):
@@ -324,41 +305,43 @@ def _matched_order(
             f"{only_b.numel()} only in `b` (e.g. {only_b[:5].tolist()}); pass "
             "`unmatched_ids`='intersect' to test on the queries both have."
         )
-    return a_order[a_common], b_order[b_common]
-
-
-def _paired_differences(a: Tensor, b: Tensor) -> Tensor:
-    """``a - b`` over the pairs where neither is NaN (queries skipped by ``"skip"``)."""
-    kept = ~(a.isnan() | b.isnan())
-    if not bool((a[kept].isfinite() & b[kept].isfinite()).all()):
-        raise ValueError("Expected finite values in `a` and `b` (NaN marks a skipped query).")
-    differences = (a.to(torch.float64) - b.to(torch.float64))[kept]
-    if differences.numel() < 2:
-        raise ValueError(
-            "Expected at least 2 pairs of values (of queries both have, neither NaN), but got "
-            f"{differences.numel()}."
-        )
-    return differences
+    a_order, b_order = a_order[a_common], b_order[b_common]
+    return {name: (first[a_order], second[b_order]) for name, (first, second) in columns.items()}
 
 
 def _paired_test(
     a: PairedSample,
     b: PairedSample,
-    test: Callable[[Tensor], tuple[Tensor, Tensor]],
     confidence: float,
     unmatched_ids: UnmatchedIds,
+    resampling: tuple[int, int] | None = None,
 ) -> PairedTestResult | dict[str, PairedTestResult]:
-    """Pair the samples, then run ``test`` (differences → statistic, p) on each cut-off."""
+    """Pair the samples, then test each cut-off: a t-test, or a sign-flip test with ``resampling``.
+
+    ``resampling`` is ``(n_resamples, seed)`` of the sign-flip test, ``None`` for the t-test.
+    """
     _validation.check_confidence(confidence)
     results = {}
     for name, (first, second) in _paired_columns(a, b, unmatched_ids).items():
-        differences = _paired_differences(first, second)
-        statistic, pvalue = test(differences)
+        kept = ~(first.isnan() | second.isnan())  # NaN: a query skipped by "skip"
+        if not bool((first[kept].isfinite() & second[kept].isfinite()).all()):
+            raise ValueError("Expected finite values in `a` and `b` (NaN marks a skipped query).")
+        differences = (first.to(torch.float64) - second.to(torch.float64))[kept]
         n = differences.numel()
+        if n < 2:
+            raise ValueError(
+                "Expected at least 2 pairs of values (of queries both have, neither NaN), but got "
+                f"{n}."
+            )
         mean = differences.mean()
-        half_width = student_t_quantile((1 + confidence) / 2, n - 1) * (
-            differences.std() / math.sqrt(n)
-        )
+        standard_error = differences.std() / math.sqrt(n)
+        if resampling is None:
+            statistic = mean / standard_error
+            p = _two_sided_t_p_value(float(statistic), n - 1)
+            pvalue = torch.tensor(p, dtype=torch.float64, device=differences.device)
+        else:
+            statistic, pvalue = mean, _sign_flip_p_value(differences, *resampling)
+        half_width = student_t_quantile((1 + confidence) / 2, n - 1) * standard_error
         results[name] = PairedTestResult(
             statistic=statistic,
             pvalue=pvalue,
@@ -378,8 +361,6 @@ def _two_sided_t_p_value(t: float, df: int) -> float:
     r"""$P(|T_{df}| \ge |t|)$ by the incomplete beta function."""
     if math.isnan(t):  # every difference 0: no evidence of any
         return 1.0
-    if math.isinf(t):
-        return 0.0
     return _regularized_incomplete_beta(df / (df + t * t), df / 2.0, 0.5)
 
 
@@ -413,8 +394,6 @@ def _regularized_incomplete_beta(x: float, a: float, b: float) -> float:
     """$I_x(a, b)$ by Lentz's continued fraction (the standard expansion of the function)."""
     if x <= 0.0:
         return 0.0
-    if x >= 1.0:
-        return 1.0
     if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
         return 1.0 - _regularized_incomplete_beta(1.0 - x, b, a)
     log_front = a * math.log(x) + b * math.log1p(-x) - math.log(a)
@@ -497,15 +476,7 @@ def paired_t_test(
         >>> print(f"{d:.4f} [{result.low:.4f}, {result.high:.4f}], df = {result.df}")
         0.2000 [-0.0484, 0.4484], df = 2
     """
-    return _paired_test(a, b, _t_statistic, confidence, unmatched_ids)
-
-
-def _t_statistic(differences: Tensor) -> tuple[Tensor, Tensor]:
-    """$t$ and its two-sided p-value for the paired differences."""
-    n = differences.numel()
-    statistic = differences.mean() / (differences.std(unbiased=True) / math.sqrt(n))
-    p = _two_sided_t_p_value(float(statistic), n - 1)
-    return statistic, torch.tensor(p, dtype=torch.float64, device=differences.device)
+    return _paired_test(a, b, confidence, unmatched_ids)
 
 
 def paired_randomization_test(
@@ -570,11 +541,7 @@ def paired_randomization_test(
         0.10 0.0005
     """
     _validation.check_resampling(n_resamples, seed)
-
-    def sign_flip_test(differences: Tensor) -> tuple[Tensor, Tensor]:
-        return differences.mean(), _sign_flip_p_value(differences, n_resamples, seed)
-
-    return _paired_test(a, b, sign_flip_test, confidence, unmatched_ids)
+    return _paired_test(a, b, confidence, unmatched_ids, (n_resamples, seed))
 
 
 def _sign_flip_p_value(differences: Tensor, n_resamples: int, seed: int) -> Tensor:
