@@ -330,11 +330,7 @@ class DenseApproxNDCG(KeptGradient):
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
         real, g, cut, counted = given[:4]
         discount, temperature, kmax, reduction, leading_shape, need_grad = given[4:]
-        # sigma((s_j - s_i) / T), the difference divided after it is taken.
-        above = torch.sub(s.unsqueeze(1), s.unsqueeze(2))
-        if temperature != 1:
-            above = above / temperature
-        above = torch.sigmoid(above)
+        above = SmoothRanks._above(s, 0, s.shape[-1], temperature)
         v = None if real is None else real.to(s.dtype)
         # The smooth ranks (1 on padding) plus the argument of the discount's log2: r + 1
         # ("log2"), or r ("jarvelin").
@@ -540,10 +536,10 @@ class SmoothRanks(torch.autograd.Function):
                 return torch.bmm(above, valid[:, :, None]).squeeze(-1)
 
         n_lists, length = s.shape
-        blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
+        ctx.blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
-        return _by_rows(s, blocks, block_ranks).add_(0.5)
+        return _by_rows(s, ctx.blocks, block_ranks).add_(0.5)
 
     @staticmethod
     @once_differentiable
@@ -563,7 +559,5 @@ class SmoothRanks(torch.autograd.Function):
             grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
             return grad
 
-        n_lists, length = u.shape
-        blocks = _row_blocks(n_lists, length, length, u.device, single_temporary=True)
-        grad = _by_rows(u, blocks, block_grad)
+        grad = _by_rows(u, ctx.blocks, block_grad)
         return (grad if ctx.temperature == 1 else grad.div_(ctx.temperature)), None, None
