@@ -9,8 +9,25 @@ is a few blocks plus ``O(N L)`` tensors whatever the list length.
 Small batches (`DENSE_PAIR_ELEMENTS` pairs or fewer) are the exception: their cost is the
 number of operations, autograd nodes and the Python around them, not memory, so they take whole
 ``[N, L, L]`` tensors, and each loss is one autograd Function that computes the reduced loss
-and its hand-derived gradient together (`DensePairwiseLogistic`, `DenseApproxNDCG`; plain
-autograd for a callable discount, `dense_approx_ndcg_loss`), the same numbers to rounding.
+and its hand-derived gradient together (`DensePairwiseLogistic`, `DenseApproxNDCG`, for a named
+discount), the same numbers to rounding. They earn their place (a loss step, forward and
+backward of the module with its defaults, dense path on and off, CPU, one thread, torch 2.13):
+
+| loss | batch | on (ms) | off (ms) | saving |
+|---|---|---|---|---|
+| LambdaRankLoss | [8, 10] | 0.157 | 0.261 | 1.66x |
+| ApproxNDCGLoss | [8, 10] | 0.161 | 0.235 | 1.45x |
+| LambdaRankLoss | [8, 64] | 0.291 | 0.497 | 1.71x |
+| ApproxNDCGLoss | [8, 64] | 0.212 | 0.323 | 1.52x |
+| LambdaRankLoss | [32, 32] | 0.304 | 0.521 | 1.72x |
+| ApproxNDCGLoss | [32, 32] | 0.255 | 0.341 | 1.34x |
+| LambdaRankLoss | [128, 16] | 0.354 | 0.511 | 1.44x |
+| ApproxNDCGLoss | [128, 16] | 0.280 | 0.376 | 1.34x |
+
+Command: ``python benchmarks/bench_loss_paths.py``. Without them the loss rows of
+``benchmarks/bench_host.py`` at ``[8, 10]`` take 1.65x (LambdaRank) and 1.83x (ApproxNDCG) of
+02a50c9's, past that bar of 1.25x. A callable discount of ApproxNDCG takes the blockwise path
+(autograd over dense tensors saved it only 1.13-1.27x).
 
 Everything here assumes validated, float32 or float64, ``[N, L]`` input; no checks.
 """
@@ -25,7 +42,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from torch_ndcg import _kernels, _tables
+from torch_ndcg import _tables
 from torch_ndcg._host import full_precision
 from torch_ndcg._kernels import position_discounts
 from torch_ndcg._options import Discount
@@ -188,37 +205,40 @@ def pair_position_weights(
     return torch.where(gap > 0, weights, 0)
 
 
-def _block_weights(
-    pair_table: Tensor | None,
-    i0: int,
-    i1: int,
-    length: int,
-    position_discounts: Tensor | None,
-    delta: Tensor | None,
-) -> Tensor:
-    """`pair_position_weights` of rows ``[i0, i1)``, cut from ``pair_table`` when given."""
+def _block_weights(weights: tuple[Tensor | None, ...], i0: int, i1: int, length: int) -> Tensor:
+    """`pair_position_weights` of rows ``[i0, i1)``, cut from the table when there is one.
+
+    ``weights`` are the first three of `lambda_tables`: ``(position_discounts, delta,
+    pair_table)``.
+    """
+    position_discounts, delta, pair_table = weights
     if pair_table is not None:
         return pair_table[i0:i1, i0:]
     return pair_position_weights(i0, i1, length, position_discounts, delta)
 
 
 def reduce_losses(
-    per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size
+    per_list: Tensor,
+    counted: Tensor,
+    reduction: str,
+    leading_shape: torch.Size,
+    grad: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """Reduced per-list losses, and the divisor of ``"mean"`` (``None`` for the others).
+    """Reduced per-list losses, and their ``[N, L]`` gradient ``grad`` (or ``None``) reduced so.
 
     ``"none"``: per list, in ``leading_shape``; ``"sum"``; ``"mean"`` over the lists in
     ``counted`` (0 if none). ``per_list`` is 0 on the lists not counted (each loss sets it so with
     ``torch.where``, so that a list whose terms overflowed on unchecked input adds nothing, not
-    NaN). The divisor is the factor of each list's gradient too (`KeptGradient`).
+    NaN). The gradient of the reduced loss is the lists' gradient over the divisor of ``"mean"``
+    (divided in place), as it is (`KeptGradient`).
     """
     if reduction == "none":
-        return per_list.reshape(leading_shape), None
+        return per_list.reshape(leading_shape), grad
     total = per_list.sum()
     if reduction == "sum":
-        return total, None
+        return total, grad
     divisor = counted.sum(dtype=total.dtype).clamp_(min=1)
-    return total / divisor, divisor
+    return total / divisor, None if grad is None else grad.div_(divisor)
 
 
 class KeptGradient(torch.autograd.Function):
@@ -229,18 +249,9 @@ class KeptGradient(torch.autograd.Function):
     whose gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
     Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need no
     gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
-    saves the gradient of the reduced loss and sets ``ctx.per_list`` for ``"none"``.
+    saves the gradient of the reduced loss (`reduce_losses`) and sets ``ctx.per_list`` for
+    ``"none"``.
     """
-
-    @staticmethod
-    def keep(
-        ctx: Any, loss: Tensor, grad: Tensor | None, divisor: Tensor | None, reduction: str
-    ) -> Tensor:
-        """Save the gradient of the reduced ``loss`` (``grad`` over ``divisor``); ``loss``."""
-        if grad is not None:
-            ctx.save_for_backward(grad if divisor is None else grad.div_(divisor))
-        ctx.per_list = reduction == "none"
-        return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
@@ -293,18 +304,7 @@ class DensePairwiseLogistic(KeptGradient):
         z = torch.sub(u.unsqueeze(1), u.unsqueeze(2))
         if sigma != 1:
             z.mul_(sigma)
-        terms = F.softplus(z).mul_(weight)
-        divisor = None
-        if counted is None and reduction != "none":  # no list's loss is needed on its own
-            loss = terms.sum()
-            if reduction == "mean":
-                divisor = has_relevant.sum(dtype=loss.dtype).clamp_(min=1)
-                loss = loss / divisor
-        else:
-            per_list = terms.sum((1, 2))
-            if counted is not None:
-                per_list = torch.where(counted, per_list, 0)
-            loss, divisor = reduce_losses(per_list, has_relevant, reduction, leading_shape)
+        per_list = F.softplus(z).mul_(weight).sum((1, 2))
         grad = None
         if need_grad:
             slope = z.sigmoid_().mul_(weight)
@@ -312,28 +312,13 @@ class DensePairwiseLogistic(KeptGradient):
             grad = grad.scatter(-1, order, grad)  # back to the input's item order
             if sigma != 1:
                 grad.mul_(sigma)
-            if counted is not None:
-                grad = torch.where(counted.unsqueeze(1), grad, 0)
-        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
-
-
-def _dense_above(s: Tensor, temperature: float) -> Tensor:
-    r"""``[N, L, L]``: $\sigma((s_j - s_i) / T)$, the difference divided after it is taken."""
-    gaps = torch.sub(s.unsqueeze(1), s.unsqueeze(2))
-    if temperature != 1:
-        gaps = gaps / temperature
-    return torch.sigmoid(gaps)
-
-
-def _dense_smooth_ranks(above: Tensor, real: Tensor | None, shift: float = 0.0) -> Tensor:
-    r"""The smooth ranks $\frac12 + \sum_j v_j \sigma_{ij}$ from `_dense_above`; 1 on padding.
-
-    Plus ``shift`` (the ``+ 1`` of a log2 discount comes in the same operation).
-    """
-    if real is None:
-        return above.sum(-1).add_(0.5 + shift)
-    ranks = (above * real.to(above.dtype).unsqueeze(1)).sum(-1).add_(0.5 + shift)
-    return torch.where(real, ranks, 1 + shift)
+        if counted is not None:
+            per_list = torch.where(counted, per_list, 0)
+            grad = None if grad is None else torch.where(counted.unsqueeze(1), grad, 0)
+        loss, grad = reduce_losses(per_list, has_relevant, reduction, leading_shape, grad)
+        ctx.save_for_backward(grad)
+        ctx.per_list = reduction == "none"
+        return loss
 
 
 class DenseApproxNDCG(KeptGradient):
@@ -346,8 +331,7 @@ class DenseApproxNDCG(KeptGradient):
     the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
     ``counted`` (``[N]`` bool, the lists ``"mean"`` averages over). ``s`` are the ``[N, L]``
     scores; ``given`` holds ``real``, the real items (or ``None``), ``g``, the gains over the
-    ideal DCG (0 on padding), ``cut``, ``counted``, whether the terms are known to sum to 0
-    outside it (``zero_outside``: no ``torch.where`` needed), then the ``discount``,
+    ideal DCG (0 on padding), ``cut``, ``counted``, then the ``discount``,
     ``"log2"`` ($D(r) = 1 / \log_2(r + 1)$) or ``"jarvelin"`` ($1 / \max(1, \log_2 r)$), the
     ``temperature``, ``kmax``, the ``reduction``, the batch's ``leading_shape`` and whether to
     compute the gradient.
@@ -361,15 +345,20 @@ class DenseApproxNDCG(KeptGradient):
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
-        real, g, cut, counted, zero_outside = given[:5]
-        discount, temperature, kmax, reduction, leading_shape, need_grad = given[5:]
-        above = _dense_above(s, temperature)
-        # The argument of the discount's log2: r + 1 ("log2"), or r ("jarvelin").
+        real, g, cut, counted = given[:4]
+        discount, temperature, kmax, reduction, leading_shape, need_grad = given[4:]
+        above = SmoothRanks._above(s, 0, s.shape[-1], temperature)
+        v = None if real is None else real.to(s.dtype)
+        # The smooth ranks (1 on padding) plus the argument of the discount's log2: r + 1
+        # ("log2"), or r ("jarvelin").
         shift = 1.0 if discount == "log2" else 0.0
-        shifted = _dense_smooth_ranks(above, real, shift)
+        if v is None:
+            shifted = above.sum(-1).add_(0.5 + shift)
+        else:
+            shifted = (above * v.unsqueeze(1)).sum(-1).add_(0.5 + shift)
+            shifted = torch.where(real, shifted, 1 + shift)
         logs = torch.log2(shifted)
-        denominator = logs if discount == "log2" else logs.clamp(min=1)
-        terms = g / denominator
+        terms = g / (logs if discount == "log2" else logs.clamp(min=1))
         smooth_cut = None
         cut_terms = terms
         if kmax < s.shape[-1]:
@@ -378,16 +367,6 @@ class DenseApproxNDCG(KeptGradient):
             if cut is not None:
                 smooth_cut = torch.where(cut, smooth_cut, 1)
             cut_terms = terms * smooth_cut
-        loss: Tensor
-        if zero_outside and reduction != "none":
-            # The lists not counted sum to 0 already: the total is their count less every term.
-            count: Tensor = counted.sum(dtype=s.dtype)
-            total = count - cut_terms.sum()
-            divisor = None if reduction == "sum" else count.clamp(min=1)
-            loss = total if divisor is None else total / divisor
-        else:
-            per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
-            loss, divisor = reduce_losses(per_list, counted, reduction, leading_shape)
         grad = None
         if need_grad:
             # d loss / d rank: -g D'(r) c - g D(r) c', with D' = -D / (log2(x) x ln 2) where
@@ -400,43 +379,18 @@ class DenseApproxNDCG(KeptGradient):
                 rest = torch.rsub(smooth_cut, 1).mul_(cut_terms)
                 slope.mul_(smooth_cut).add_(rest if temperature == 1 else rest.div_(temperature))
             q = torch.addcmul(above, above, above, value=-1)  # sigma' = sigma (1 - sigma)
-            if real is None:
+            if v is None:
                 grad = q.mul_(torch.sub(slope.unsqueeze(1), slope.unsqueeze(2))).sum(-1)
             else:
-                v = real.to(s.dtype)
                 grad = v * (q * slope.unsqueeze(1)).sum(-1) - slope * (q * v.unsqueeze(1)).sum(-1)
             if temperature != 1:
                 grad = grad / temperature
-            if not zero_outside:
-                grad = torch.where(counted.unsqueeze(1), grad, 0)
-        return KeptGradient.keep(ctx, loss, grad, divisor, reduction)
-
-
-def dense_approx_ndcg_loss(
-    s: Tensor,
-    real: Tensor | None,
-    g: Tensor,
-    discount: Discount,
-    temperature: float,
-    kmax: int,
-    cut: Tensor | None,
-    counted: Tensor,
-) -> Tensor:
-    r"""Per-list ApproxNDCG loss of a small batch (`dense_pairs_fit`), by autograd.
-
-    `DenseApproxNDCG`'s loss, unreduced, for a callable discount (whose slope autograd takes).
-    """
-    above = _dense_above(s, temperature)
-    ranks = _dense_smooth_ranks(above, real)
-    terms = _kernels.discounted(g, ranks, discount)
-    if kmax < s.shape[-1]:
-        cut_off = torch.sigmoid((kmax + 0.5 - ranks) / temperature)
-        if cut is not None:
-            cut_off = torch.where(cut, cut_off, 1)
-        terms = terms * cut_off
-    if counted.is_floating_point():
-        return counted - terms.sum(-1)
-    return torch.where(counted, 1 - terms.sum(-1), 0)
+            grad = torch.where(counted.unsqueeze(1), grad, 0)
+        per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
+        loss, grad = reduce_losses(per_list, counted, reduction, leading_shape, grad)
+        ctx.save_for_backward(grad)
+        ctx.per_list = reduction == "none"
+        return loss
 
 
 class _KeptPerList(torch.autograd.Function):
@@ -455,15 +409,13 @@ class PairwiseLogistic(_KeptPerList):
     Inputs are in the current rank order (position = rank, so $u_i \ge u_j$ for
     $i < j$): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
     is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
-    ``valid`` the real items (or ``None``), ``position_discounts`` / ``delta`` for
-    `pair_position_weights` (or ``pair_table``, all of them at once, from `lambda_tables`),
-    ``rows`` the positions that can be the upper item of a pair
+    ``valid`` the real items (or ``None``), ``weights`` the first three of `lambda_tables`
+    (``position_discounts`` / ``delta`` for `pair_position_weights`, or ``pair_table``, all of
+    them at once), ``rows`` the positions that can be the upper item of a pair
     (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
-
-    ``row_factor`` (``[N, L]`` or ``None``) multiplies each pair's weight by the factor of its
-    upper item (a factor of the lower item goes into ``valid``, which multiplies it already).
-    `FactoredPairwiseLogistic` returns each item's share of the pair losses too.
+    `FactoredPairwiseLogistic` weighs the pairs by a factor per item and returns each item's
+    share of the pair losses too.
     """
 
     @staticmethod
@@ -472,13 +424,10 @@ class PairwiseLogistic(_KeptPerList):
         u: Tensor,
         g: Tensor,
         valid: Tensor | None,
-        position_discounts: Tensor | None,
-        delta: Tensor | None,
-        pair_table: Tensor | None,
+        weights: tuple[Tensor | None, ...],
         rows: int,
         need_grad: bool,
         sigma: float,
-        row_factor: Tensor | None = None,
     ) -> Tensor:
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
@@ -490,13 +439,9 @@ class PairwiseLogistic(_KeptPerList):
             # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
             # The difference is taken before scaling: sigma * u may overflow where it does not.
             z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
-            weight = gain_gap.abs_().mul_(
-                _block_weights(pair_table, i0, i1, length, position_discounts, delta)
-            )
+            weight = gain_gap.abs_().mul_(_block_weights(weights, i0, i1, length))
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
-            if row_factor is not None:
-                weight.mul_(row_factor[:, i0:i1, None])
             pair_losses = F.softplus(z).view(n_lists, -1, 1)
             with full_precision(u.device):
                 loss += torch.bmm(weight.view(n_lists, 1, -1), pair_losses).view(n_lists)
@@ -533,9 +478,7 @@ class FactoredPairwiseLogistic(_KeptPerList):
         u: Tensor,
         g: Tensor,
         factor: Tensor,
-        position_discounts: Tensor | None,
-        delta: Tensor | None,
-        pair_table: Tensor | None,
+        weights: tuple[Tensor | None, ...],
         rows: int,
         sigma: float,
     ) -> tuple[Tensor, Tensor]:
@@ -549,7 +492,7 @@ class FactoredPairwiseLogistic(_KeptPerList):
             c0, height, cols = i0 + 1, i1 - i0, length - i0 - 1
             # (g_j - g_i) times the position weight: its sign says which item should rank higher.
             weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(
-                _block_weights(pair_table, i0, i1, length, position_discounts, delta)
+                _block_weights(weights, i0, i1, length)
             )
             pairs = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
             z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=pairs[:, :, 1])
@@ -610,10 +553,10 @@ class SmoothRanks(torch.autograd.Function):
                 return torch.bmm(above, valid[:, :, None]).squeeze(-1)
 
         n_lists, length = s.shape
-        blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
+        ctx.blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
-        return _by_rows(s, blocks, block_ranks).add_(0.5)
+        return _by_rows(s, ctx.blocks, block_ranks).add_(0.5)
 
     @staticmethod
     @once_differentiable
@@ -633,7 +576,5 @@ class SmoothRanks(torch.autograd.Function):
             grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
             return grad
 
-        n_lists, length = u.shape
-        blocks = _row_blocks(n_lists, length, length, u.device, single_temporary=True)
-        grad = _by_rows(u, blocks, block_grad)
+        grad = _by_rows(u, ctx.blocks, block_grad)
         return (grad if ctx.temperature == 1 else grad.div_(ctx.temperature)), None, None

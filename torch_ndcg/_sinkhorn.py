@@ -103,7 +103,8 @@ class _Kernel:
     ``x`` = s / T, ``y`` = A / T, ``coef`` = n + 1 - 2i (positions), ``rows`` / ``cols`` the
     valid positions / real items (bool, or ``None`` for all). ``m`` is each row's largest
     logit. Made, it holds ``row_sums``, the row sums of ``K``, and keeps ``K`` whole
-    (``whole``) while it takes at most `CACHE_BYTES`.
+    (``whole``) while it takes at most `CACHE_BYTES`. Its rows are made block by block (a
+    block's logits twice: for their maxima, then for ``K``).
     """
 
     def __init__(
@@ -112,46 +113,35 @@ class _Kernel:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
         self.blocks = _pairwise._row_blocks(n_lists, length, length, x.device)
-        several = len(self.blocks) > 1
         cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
-        self.whole = x.new_empty(n_lists, length, length) if cached and several else None
+        self.whole = x.new_empty(n_lists, length, length) if cached else None
         # Row maxima and sums written in place (a list of small tensors between the blocks
-        # would fragment the heap): one block's are taken as they are.
-        self.row_max, self.row_sums = (
-            (x, x) if not several else (x.new_empty(x.shape), x.new_zeros(x.shape))
-        )
+        # would fragment the heap).
+        self.row_max, self.row_sums = x.new_empty(x.shape), x.new_empty(x.shape)
         for i0, i1 in self.blocks:
-            logits, valid = self._logits(i0, i1)
-            masked = logits if valid is None else torch.where(valid, logits, -torch.inf)
-            top = masked.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
-            block = self._block(logits, valid, top)
-            if not several:  # one block: nothing copied, the whole kernel kept as it is
-                self.row_max, self.row_sums = top, block.sum(dim=-1)
-                self.whole = block if cached else None
-            else:
-                self.row_max[:, i0:i1] = top
-                self.row_sums[:, i0:i1] = block.sum(dim=-1)
-                if self.whole is not None:
-                    self.whole[:, i0:i1] = block
+            top = self._logits(i0, i1).amax(dim=-1)
+            self.row_max[:, i0:i1] = top.nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
+            block = self._block(i0, i1)
+            self.row_sums[:, i0:i1] = block.sum(dim=-1)
+            if self.whole is not None:
+                self.whole[:, i0:i1] = block
 
-    def _logits(self, i0: int, i1: int) -> tuple[Tensor, Tensor | None]:
+    def _logits(self, i0: int, i1: int) -> Tensor:
+        """Rows ``[i0, i1)`` of the logits, ``-inf`` outside the valid pairs (a new tensor)."""
         logits = self.coef[:, i0:i1, None] * self.x[:, None, :] - self.y[:, None, :]
-        valid = None
-        if self.rows is not None and self.cols is not None:
-            valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
-        return logits, valid
+        if self.rows is None or self.cols is None:
+            return logits
+        valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
+        return torch.where(valid, logits, -torch.inf)
 
-    @staticmethod
-    def _block(logits: Tensor, valid: Tensor | None, row_max: Tensor) -> Tensor:
-        """Rows of ``K`` from their `_logits` (overwritten) and their largest logits."""
-        shifted = logits.sub_(row_max[:, :, None])
-        # Entries below the smallest normal float are set to 0: an exponential or a product
-        # that underflows into subnormals runs an order of magnitude slower on CPUs.
+    def _block(self, i0: int, i1: int) -> Tensor:
+        """Rows ``[i0, i1)`` of ``K``, from their `_logits` and largest logits (``row_max``)."""
+        shifted = self._logits(i0, i1).sub_(self.row_max[:, i0:i1, None])
+        # Entries below the smallest normal float (those outside the valid pairs too) are set
+        # to 0: an exponential or a product that underflows into subnormals runs an order of
+        # magnitude slower on CPUs.
         tiny = torch.finfo(shifted.dtype).tiny
-        floor = math.log(tiny)
-        if valid is not None:
-            shifted = torch.where(valid, shifted, floor)
-        return torch.threshold_(shifted.clamp_(min=floor).exp_(), 2 * tiny, 0.0)
+        return torch.threshold_(shifted.clamp_(min=math.log(tiny)).exp_(), 2 * tiny, 0.0)
 
     def times(self, v: Tensor, add: Tensor | None = None, *, transposed: bool = False) -> Tensor:
         r"""$v K + a$, or $v K^\top + a$ (``transposed``), for ``[N, R, L]`` rows ``v``.
@@ -166,8 +156,7 @@ class _Kernel:
             return torch.bmm(v, kernel) if add is None else torch.baddbmm(add, v, kernel)
         out = v.new_empty(v.mT.shape) if transposed else v.new_zeros(v.shape)
         for i0, i1 in self.blocks:
-            logits, valid = self._logits(i0, i1)
-            block = self._block(logits, valid, self.row_max[:, i0:i1])
+            block = self._block(i0, i1)
             if transposed:  # K v^T, by rows
                 out[:, i0:i1] = torch.bmm(block, v.mT)
             else:  # v K, the kernel read row by row, as it is made
@@ -215,18 +204,18 @@ class NeuralSortSinkhorn(torch.autograd.Function):
         row_mask = None if rows is None else rows.to(x.dtype)[:, None, :]
         col_ones = x.new_ones(n_lists, 1, length) if cols is None else cols.to(x.dtype)[:, None, :]
 
-        def scaling(sums: Tensor, mask: Tensor | None, *, copy: bool = False) -> Tensor:
+        def scaling(sums: Tensor, mask: Tensor | None) -> Tensor:
             """``1 / sums`` (an empty row or column: the largest finite), 0 outside ``mask``."""
-            reciprocal = (sums.clamp_min(tiny) if copy else sums.clamp_min_(tiny)).reciprocal_()
+            reciprocal = sums.clamp_min(tiny).reciprocal_()
             return reciprocal if mask is None else reciprocal.mul_(mask)
 
-        r = scaling(kernel.row_sums[:, None, :], row_mask, copy=True)  # 0 past the real rows
+        r = scaling(kernel.row_sums[:, None, :], row_mask)  # 0 past the real rows
         scalings, columns, sums = [r], [col_ones], []
         # The products' precision is switched once, around all the iterations.
         with full_precision(x.device):
             for _ in range(max_iter):
                 sums.append(kernel.times(r))
-                c = scaling(sums[-1], None if cols is None else col_ones, copy=True)
+                c = scaling(sums[-1], None if cols is None else col_ones)
                 r = scaling(kernel.times(c, transposed=True), row_mask)
                 scalings.append(r)
                 columns.append(c)

@@ -472,27 +472,26 @@ def lambda_pairs(
     # position is wanted: `stable_descending_order` of the whole length is this one sort.
     keys = _fast_paths.sort_keys(scores.detach(), real)
     order = keys.sort(dim=-1, descending=True, stable=True).indices
-    ranked_gains = lists.scaled_gains.gather(-1, order)
-    row_factor: Tensor | None = None
+    ranked_gains = lists.scaled_gains.detach().gather(-1, order)
     ranked_real: Tensor | None = None
     if item_factor is not None:  # the factors are the mask too
-        row_factor = ranked_real = item_factor.detach().gather(-1, order).to(scores.dtype)
+        ranked_real = item_factor.detach().gather(-1, order).to(scores.dtype)
     elif real is not None:
         ranked_real = real.gather(-1, order).to(scores.dtype)
 
     rows = min(kmax, length - 1)
     dense = item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length)
-    position_discounts, delta, pair_table, square_table = _pairwise.lambda_tables(
+    tables = _pairwise.lambda_tables(
         discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
     )
-    if square_table is not None:  # built for the dense paths only
+    if dense:
         loss: Tensor = _pairwise.DensePairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             scores,
             (
                 order,
-                ranked_gains.detach(),
+                ranked_gains,
                 ranked_real,
-                square_table,
+                tables[3],  # the square table, built for the dense paths only
                 # Checked scores are finite: a list with no relevant item, whose gains are all
                 # 0, sums finite terms times 0 weights, which is 0 already.
                 None if validate_args else lists.has_relevant,
@@ -506,30 +505,21 @@ def lambda_pairs(
         return loss, None
     shares = None
     ranked_scores = scores.gather(-1, order)
-    if item_losses and row_factor is not None:
+    if item_factor is not None:
         per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
-            ranked_scores,
-            ranked_gains.detach(),
-            row_factor,
-            position_discounts,
-            delta,
-            pair_table,
-            rows,
-            sigma,
+            ranked_scores, ranked_gains, ranked_real, tables[:3], rows, sigma
         )
-        shares = shares.scatter(-1, order, shares)  # back to the input's item order
+        # Back to the input's item order.
+        shares = shares.scatter(-1, order, shares) if item_losses else None
     else:
         per_list = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             ranked_scores,
-            ranked_gains.detach(),
+            ranked_gains,
             ranked_real,
-            position_discounts,
-            delta,
-            pair_table,
+            tables[:3],
             rows,
             torch.is_grad_enabled() and ranked_scores.requires_grad,
             sigma,
-            row_factor,
         )
     per_list = torch.where(lists.has_relevant, per_list, 0)
     if reduction is not None:
@@ -626,33 +616,24 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
     has_relevant = lists.has_relevant
     # Lists with more than k real items are cut (padding changes nothing); None: all of them.
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
-    if _pairwise.dense_pairs_fit(scores.shape[0], length):
-        if not callable(discount):  # one autograd node: the slope of a named discount is known
-            # Checked scores and a named gain and discount make every term finite: a list with
-            # no relevant item (all gains 0) sums to 0 already (`_named_checked`).
-            zero_outside = options.validate_args and not callable(options.gain)
-            loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
-                scores,
-                (
-                    real,
-                    lists.scaled_gains,
-                    cut,
-                    has_relevant,
-                    zero_outside,
-                    discount,
-                    temperature,
-                    kmax,
-                    options.reduction,
-                    lists.leading_shape,
-                    torch.is_grad_enabled() and scores.requires_grad,
-                ),
-            )
-            return loss
-        counted = has_relevant.to(scores.dtype) if _named_checked(options) else has_relevant
-        per_list = _pairwise.dense_approx_ndcg_loss(
-            scores, real, lists.scaled_gains, discount, temperature, kmax, cut, counted
+    # A small batch: one autograd node, where the slope of a named discount is known.
+    if not callable(discount) and _pairwise.dense_pairs_fit(scores.shape[0], length):
+        loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
+            scores,
+            (
+                real,
+                lists.scaled_gains,
+                cut,
+                has_relevant,
+                discount,
+                temperature,
+                kmax,
+                options.reduction,
+                lists.leading_shape,
+                torch.is_grad_enabled() and scores.requires_grad,
+            ),
         )
-        return _reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
+        return loss
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
