@@ -235,11 +235,6 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     return values[1] - values[0], labels
 
 
-def _named_checked(options: LossOptions) -> bool:
-    """Whether the values are checked and the gain and discount named (so finite, and >= 0)."""
-    return options.validate_args and not callable(options.gain) and not callable(options.discount)
-
-
 def _score_range(lists: _LossInput) -> float | Tensor:
     """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
     if lists.score_range is not None:  # read back with the checks on the CPU
