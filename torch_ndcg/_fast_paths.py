@@ -49,27 +49,19 @@ from torch_ndcg._options import (
     compute_dtype,
 )
 
-# Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
-# order of the bit patterns equal the float order.
-_FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
-_FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
-
 
 def ordered_int32(scores: Tensor) -> Tensor:
     """Float32 scores mapped to int32 keys with the same order and equalities (``-0.0 == 0.0``).
 
     A non-negative float keeps its bits; a negative one has its magnitude bits flipped, so the
     signed integer order is the float order. Every non-NaN float's key lies above the int32
-    minimum plus one.
+    minimum plus one. Float64 scores map to int64 keys the same way.
     """
-    bits = scores.add(0.0).view(torch.int32)
-    return bits.bitwise_xor_(bits.bitwise_right_shift(31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS))
-
-
-def _ordered_int64_of_float64(scores: Tensor) -> Tensor:
-    """`ordered_int32` for float64 scores: int64 keys."""
-    bits = scores.add(0.0).view(torch.int64)
-    return bits.bitwise_xor_(bits.bitwise_right_shift(63).bitwise_and_(_FLOAT64_MAGNITUDE_BITS))
+    int_dtype = torch.int64 if scores.dtype == torch.float64 else torch.int32
+    bits = scores.add(0.0).view(int_dtype)
+    # The sign bit spread over the word, and with it the magnitude bits (the dtype's maximum).
+    magnitude = bits.bitwise_right_shift(bits.element_size() * 8 - 1)
+    return bits.bitwise_xor_(magnitude.bitwise_and_(torch.iinfo(int_dtype).max))
 
 
 def padding_key(keys: Tensor) -> int:
@@ -90,10 +82,7 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
     """
     scores = preds.to(compute_dtype(preds.dtype)).contiguous()
-    if scores.dtype == torch.float64:
-        keys = _ordered_int64_of_float64(scores)
-    else:
-        keys = ordered_int32(scores)
+    keys = ordered_int32(scores)
     if mask is not None:
         keys = torch.where(mask, keys, padding_key(keys))
     return keys
@@ -390,12 +379,11 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
     ``L % GROUP`` items in no group). An item outside them is at most its group's maximum, at
     most the ``count``-th best group's maximum, and each of the ``count`` best groups holds an
     item at least that large: no value it holds is missed. A NaN value makes its group's
-    maximum NaN, which ``topk`` selects first, so it is among the candidates.
+    maximum NaN, which ``topk`` selects first, so it is among the candidates. For rows of at
+    least `_LONG_ROW_SHARE` ``* count`` groups, as `long_rows` admits.
     """
     rows, length = values.shape
     n_groups = length // GROUP
-    if count * _LONG_ROW_SHARE > n_groups:
-        return _kernels.top(values, count)
     best_groups = group_maxima(values).topk(count, dim=-1, sorted=False).indices
     members = group_members(n_groups, values.device)
     columns = best_groups.unsqueeze(-1).add(members).view(rows, count * GROUP)
