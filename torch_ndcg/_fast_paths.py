@@ -414,10 +414,10 @@ def _long_row_gains(
     if not bool(unsettled):
         order = top_index.narrow(-1, 0, kmax)
         return _kernels.ranked_gains(target, mask, order, options.gain, scores.dtype)
-    return _ranked_gains(preds, target, mask, options, kmax, read_back=False)[0]
+    return _position_gains(preds, target, mask, options, kmax, read_back=False)[0]
 
 
-def _ranked_gains(
+def _position_gains(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
@@ -427,14 +427,18 @@ def _ranked_gains(
     read_back: bool,
     probe: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, list[float] | None]:
-    """Gains credited to the top ``kmax`` positions: the general path and the branch-free one.
+    """Gains credited to the top ``kmax`` positions, by the path the input takes.
 
-    With ``read_back``, the kernel's one read-back: whether a tie touches the top items, read
-    together with ``probe`` (the labels' range, `label_range_probe`); the tie flag spares
-    tie-free batches the averaging. Without, nothing is read: ties are always averaged (the
-    same numbers, branch-free). Returns the position gains, the item gains where they were
-    computed (for the ideal DCG), and the probe's values (``None`` where nothing was read).
+    Where a value may be read back (``read_back``: the CPU, eagerly), long rows (`long_rows`)
+    take `_long_row_gains`, and other input the general path with the kernel's one read-back:
+    whether a tie touches the top items, read together with ``probe`` (the labels' range,
+    `label_range_probe`); the tie flag spares tie-free batches the averaging. Elsewhere the
+    branch-free path reads nothing: ties are always averaged (the same numbers).
+    Returns the position gains, the item gains where they were computed (for the ideal DCG),
+    and the probe's values (``None`` where nothing was read).
     """
+    if read_back and long_rows(preds.shape[-1], kmax):
+        return _long_row_gains(preds, target, mask, options, kmax), None, None
     keys = sort_keys(preds, mask)
     dtype = compute_dtype(preds.dtype)
     if options.ties == "first":
@@ -456,25 +460,6 @@ def _ranked_gains(
     return averaged, item_gains, probe_values
 
 
-def _position_gains(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: ListOptions,
-    kmax: int,
-    probe: Tensor | None = None,
-) -> tuple[Tensor, Tensor | None, list[float] | None]:
-    """`_ranked_gains` of the path the input takes.
-
-    Long rows (`long_rows`) on the CPU; else the general path where a value may be read back,
-    the branch-free one elsewhere.
-    """
-    read_back = _host.may_read_back(preds.device)
-    if read_back and long_rows(preds.shape[-1], kmax):
-        return _long_row_gains(preds, target, mask, options, kmax), None, None
-    return _ranked_gains(preds, target, mask, options, kmax, read_back=read_back, probe=probe)
-
-
 def ranked_dcg(
     preds: Tensor,
     target: Tensor,
@@ -483,7 +468,8 @@ def ranked_dcg(
 ) -> Tensor:
     """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
-    position_gains = _position_gains(preds, target, mask, options, kmax)[0]
+    read_back = _host.may_read_back(preds.device)
+    position_gains = _position_gains(preds, target, mask, options, kmax, read_back=read_back)[0]
     with _host.full_precision(preds.device):
         return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
@@ -538,7 +524,9 @@ def dcg_and_ideal(
     probe = None
     if count_labels and read_back and not label_max_checked:
         probe = label_range_probe(target, judged)
-    position_gains, gains, probe_values = _position_gains(preds, target, mask, options, kmax, probe)
+    position_gains, gains, probe_values = _position_gains(
+        preds, target, mask, options, kmax, read_back=read_back, probe=probe
+    )
     if count_labels and read_back and label_max_checked:
         probe_values = [0.0, float(max_label)]  # type: ignore[arg-type]
     levels = counted_levels(target, probe_values) if count_labels else None
