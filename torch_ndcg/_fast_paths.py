@@ -22,18 +22,21 @@ formula):
 
 | path | input | saving |
 |---|---|---|
-| tie-free skip of the averaging | `ndcg` ``[256, 100]`` / ``[64, 10_000]``, k=10 | 3.0x / 2.5x |
-| long rows (`long_rows`) | `ndcg` ``[16, 100_000]``, ``k=10`` | 3.9x |
+| tie-free skip of the averaging | `ndcg` ``[256, 100]`` / ``[64, 10_000]``, k=10 | 2.9x / 15x |
+| long rows (`long_rows`) | `ndcg` ``[16, 100_000]``, ``k=10`` | 9.4x |
+| ideal DCG from label counts | `ndcg` ``[256, 100]`` / ``[256, 300]``, ``k=10`` | 1.15x / 1.24x |
 
 The branch-free path is the only one that reads nothing back (an accelerator's stream, a
-compiled graph). Two paths went for saving less than 1.2x (issue 26): the ideal DCG from label
-counts, and a small CPU batch padded so that ATen's ``topk`` used two threads.
+compiled graph). The ideal DCG from label counts saves less than 1.2x at ``[256, 100]``, but
+without it `ndcg` and `NDCG.update` there take 1.11x / 1.15x of `python
+benchmarks/bench_host.py --baseline 02a50c9`, past that bar of 1.1x: it stays for the bar. A
+small CPU batch padded so that ATen's ``topk`` used two threads went for saving less than 1.2x
+(issue 26).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
 from torch import Tensor
@@ -45,16 +48,10 @@ from torch_ndcg._options import (
     Discount,
     Gain,
     ListOptions,
-    Ties,
     accumulate_dtype,
     as_dtype,
     compute_dtype,
 )
-
-# Bits 0..30 of an IEEE-754 float32: flipping them for negative floats makes the signed int32
-# order of the bit patterns equal the float order.
-_FLOAT32_MAGNITUDE_BITS = 0x7FFFFFFF
-_FLOAT64_MAGNITUDE_BITS = 0x7FFFFFFFFFFFFFFF
 
 
 def ordered_int32(scores: Tensor) -> Tensor:
@@ -62,16 +59,13 @@ def ordered_int32(scores: Tensor) -> Tensor:
 
     A non-negative float keeps its bits; a negative one has its magnitude bits flipped, so the
     signed integer order is the float order. Every non-NaN float's key lies above the int32
-    minimum plus one.
+    minimum plus one. Float64 scores map to int64 keys the same way.
     """
-    bits = scores.add(0.0).view(torch.int32)
-    return bits.bitwise_xor_(bits.bitwise_right_shift(31).bitwise_and_(_FLOAT32_MAGNITUDE_BITS))
-
-
-def _ordered_int64_of_float64(scores: Tensor) -> Tensor:
-    """`ordered_int32` for float64 scores: int64 keys."""
-    bits = scores.add(0.0).view(torch.int64)
-    return bits.bitwise_xor_(bits.bitwise_right_shift(63).bitwise_and_(_FLOAT64_MAGNITUDE_BITS))
+    int_dtype = torch.int64 if scores.dtype == torch.float64 else torch.int32
+    bits = scores.add(0.0).view(int_dtype)
+    # The sign bit spread over the word, and with it the magnitude bits (the dtype's maximum).
+    magnitude = bits.bitwise_right_shift(bits.element_size() * 8 - 1)
+    return bits.bitwise_xor_(magnitude.bitwise_and_(torch.iinfo(int_dtype).max))
 
 
 def padding_key(keys: Tensor) -> int:
@@ -92,10 +86,7 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
     """
     scores = preds.to(compute_dtype(preds.dtype)).contiguous()
-    if scores.dtype == torch.float64:
-        keys = _ordered_int64_of_float64(scores)
-    else:
-        keys = ordered_int32(scores)
+    keys = ordered_int32(scores)
     if mask is not None:
         keys = torch.where(mask, keys, padding_key(keys))
     return keys
@@ -276,7 +267,7 @@ def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int 
 @_tables.kept
 def _level_gain_steps(
     levels: int,
-    gain: Literal["exponential", "linear"],
+    gain: Gain,
     dtype: torch.dtype,
     acc: torch.dtype,
     device: torch.device,
@@ -297,7 +288,7 @@ def ideal_dcg_from_label_counts(
     levels: int,
     ks: Sequence[int],
     kmax: int,
-    gain: Literal["exponential", "linear"],
+    gain: Gain,
     discount: Discount,
     dtype: torch.dtype,
 ) -> Tensor:
@@ -392,12 +383,11 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
     ``L % GROUP`` items in no group). An item outside them is at most its group's maximum, at
     most the ``count``-th best group's maximum, and each of the ``count`` best groups holds an
     item at least that large: no value it holds is missed. A NaN value makes its group's
-    maximum NaN, which ``topk`` selects first, so it is among the candidates.
+    maximum NaN, which ``topk`` selects first, so it is among the candidates. For rows of at
+    least `_LONG_ROW_SHARE` ``* count`` groups, as `long_rows` admits.
     """
     rows, length = values.shape
     n_groups = length // GROUP
-    if count * _LONG_ROW_SHARE > n_groups:
-        return _kernels.top(values, count)
     best_groups = group_maxima(values).topk(count, dim=-1, sorted=False).indices
     members = group_members(n_groups, values.device)
     columns = best_groups.unsqueeze(-1).add(members).view(rows, count * GROUP)
@@ -409,12 +399,7 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
 
 
 def _long_row_gains(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    *,
-    kmax: int,
-    options: ListOptions,
+    preds: Tensor, target: Tensor, mask: Tensor | None, options: ListOptions, kmax: int
 ) -> Tensor:
     """``[N, kmax]`` gains credited to the top positions of long rows (`long_rows`, CPU only).
 
@@ -430,83 +415,53 @@ def _long_row_gains(
     top_keys, top_index = grouped_top(keys, kmax + 1)
     unsettled = top_keys.narrow(-1, 1, kmax).eq(top_keys.narrow(-1, 0, kmax)).any()
     unsettled |= top_keys.narrow(-1, kmax - 1, 1).isneginf().any() | top_keys.isnan().any()
-    dtype = compute_dtype(preds.dtype)
     if not bool(unsettled):
         order = top_index.narrow(-1, 0, kmax)
-        return _kernels.ranked_gains(target, mask, order, options.gain, dtype)
-    int_keys = ranking_keys(preds, mask)
-    top: tuple[Tensor, Tensor] | None = None
-    if options.ties == "first":
-        order = stable_descending_order(int_keys, kmax)
-    else:
-        top_int_keys, order, _ = top_items(int_keys, kmax, padded=False, detect_ties=False)
-        top = (top_int_keys, order)
-    return _position_gains(int_keys, target, mask, top, order, True, options.gain, dtype)[0]
+        return _kernels.ranked_gains(target, mask, order, options.gain, scores.dtype)
+    return _position_gains(preds, target, mask, options, kmax, read_back=False)[0]
 
 
-def _ranked(
+def _position_gains(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
-    *,
+    options: ListOptions,
     kmax: int,
-    ties: Ties,
-    max_label: float | None = None,
-    probe_labels: bool = False,
-    judged: Tensor | None = None,
-) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor, bool, list[float] | None]:
-    """Keys, the top items, and whether a tie touches them: the kernel's one read-back.
+    *,
+    read_back: bool,
+    probe: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None, list[float] | None]:
+    """Gains credited to the top ``kmax`` positions, by the path the input takes.
 
-    Where a read-back is allowed, the tie flag and (``probe_labels``) the labels' range (of the
-    ``judged`` items; for integer labels the checks' ``max_label`` serves) are read together,
-    besides the checks' own read: the tie flag spares tie-free batches the averaging, the range
-    picks the label-count ideal DCG. Elsewhere nothing is read: ties are always averaged (the
-    same numbers, branch-free).
+    Where a value may be read back (``read_back``: the CPU, eagerly), long rows (`long_rows`)
+    take `_long_row_gains`, and other input the general path with the kernel's one read-back:
+    whether a tie touches the top items, read together with ``probe`` (the labels' range,
+    `label_range_probe`); the tie flag spares tie-free batches the averaging. Elsewhere the
+    branch-free path reads nothing: ties are always averaged (the same numbers).
+    Returns the position gains, the item gains where they were computed (for the ideal DCG),
+    and the probe's values (``None`` where nothing was read).
     """
+    if read_back and long_rows(preds.shape[-1], kmax):
+        return _long_row_gains(preds, target, mask, options, kmax), None, None
     keys = sort_keys(preds, mask)
-    top: tuple[Tensor, Tensor] | None = None
-    tie_flag: Tensor | None = None
-    read_back = _host.may_read_back(preds.device)
-    if ties == "first":
+    dtype = compute_dtype(preds.dtype)
+    if options.ties == "first":
         order = stable_descending_order(keys, kmax)
+        top_keys, tie_flag = None, None
     else:
         top_keys, order, tie_flag = top_items(
             keys, kmax, padded=mask is not None, detect_ties=read_back
         )
-        top = (top_keys, order)
-    if not read_back:  # ties are averaged whether there are any or not
-        return keys, top, order, True, None
-    # The checks' largest label serves integer labels; float labels need their own probe.
-    label_max_checked = max_label is not None and not target.is_floating_point()
-    probe = label_range_probe(target, judged) if probe_labels and not label_max_checked else None
-    tie_value, probe_values = read_together([tie_flag, probe])
-    if probe_labels and label_max_checked:
-        probe_values = [0.0, float(max_label)]  # type: ignore[arg-type]
-    return keys, top, order, bool(tie_value and tie_value[0]), probe_values
-
-
-def _position_gains(
-    keys: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    top: tuple[Tensor, Tensor] | None,
-    order: Tensor,
-    tied: bool,
-    gain: Gain,
-    dtype: torch.dtype,
-    item_gains: Tensor | None = None,
-) -> tuple[Tensor, Tensor | None]:
-    """Gains credited to the top positions, tie-averaged where ``tied``; and the item gains.
-
-    Without ties only the top items' gains are taken, from ``item_gains`` where given.
-    """
-    if top is None or not tied:
-        if item_gains is not None:
-            return item_gains.gather(-1, order), item_gains
-        return _kernels.ranked_gains(target, mask, order, gain, dtype), None
-    if item_gains is None:
-        item_gains = _kernels.list_gains(target, mask, gain, dtype)
-    return tie_averaged_gains(keys, top[0], top[1], item_gains), item_gains
+    probe_values = None
+    tied = top_keys is not None
+    if read_back:
+        tie_value, probe_values = read_together([tie_flag, probe])
+        tied = bool(tie_value and tie_value[0])
+    if top_keys is None or not tied:
+        return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, probe_values
+    item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
+    averaged = tie_averaged_gains(keys, top_keys, order, item_gains)
+    return averaged, item_gains, probe_values
 
 
 def ranked_dcg(
@@ -517,13 +472,8 @@ def ranked_dcg(
 ) -> Tensor:
     """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
     ks, kmax = options.cutoffs.resolve(preds.shape[-1])
-    if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
-        gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options)
-        with _host.full_precision(preds.device):
-            return _kernels.cumulative_dcg(gains, ks, options.discount)
-    keys, top, order, tied, _ = _ranked(preds, target, mask, kmax=kmax, ties=options.ties)
-    dtype = compute_dtype(preds.dtype)
-    position_gains, _ = _position_gains(keys, target, mask, top, order, tied, options.gain, dtype)
+    read_back = _host.may_read_back(preds.device)
+    position_gains = _position_gains(preds, target, mask, options, kmax, read_back=read_back)[0]
     with _host.full_precision(preds.device):
         return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
@@ -542,7 +492,9 @@ def dcg_and_ideal(
     touches the top k and the labels' range, read together. Ties are averaged only where a
     tie touches the top k (always, where nothing is read back). The ideal DCG comes from label
     counts (`ideal_dcg_from_label_counts`) for small integer labels and a named gain, on the
-    CPU past `SMALL_ELEMENTS` items; else from the top labels (`torch_ndcg._kernels.ideal_dcg`).
+    CPU past `SMALL_ELEMENTS` items; for long rows (`long_rows`) and a named gain from the
+    ``kmax`` largest labels selected by `grouped_top`; else from the top labels
+    (`torch_ndcg._kernels.ideal_dcg`).
 
     Args:
         preds: ``[N, L]`` scores, floating.
@@ -560,68 +512,43 @@ def dcg_and_ideal(
     judged = mask  # in the ideal DCG; `mask` from here on: the items that take a rank
     if ranked is not None:
         mask = ranked if mask is None else mask & ranked
-    ks, kmax = options.cutoffs.resolve(preds.shape[-1])
-    if long_rows(preds.shape[-1], kmax) and _host.may_read_back(preds.device):
-        return _long_row_dcg_and_ideal(preds, target, mask, judged, options, ks, kmax)
-    count_labels = (
-        not callable(gain)
-        and preds.numel() > COUNT_LABELS_PAST
-        and preds.shape[-1] <= COUNT_LABELS_UP_TO
-    )
-    keys, top, order, tied, probe_values = _ranked(
-        preds,
-        target,
-        mask,
-        kmax=kmax,
-        ties=options.ties,
-        max_label=max_label,
-        probe_labels=count_labels,
-        judged=judged,
-    )
-    levels = counted_levels(target, probe_values) if count_labels else None
+    length = preds.shape[-1]
+    ks, kmax = options.cutoffs.resolve(length)
     dtype = compute_dtype(preds.dtype)
-    position_gains, gains = _position_gains(keys, target, mask, top, order, tied, gain, dtype)
+    read_back = _host.may_read_back(preds.device)
+    long = read_back and long_rows(length, kmax)
+    count_labels = (
+        not long
+        and not callable(gain)
+        and preds.numel() > COUNT_LABELS_PAST
+        and length <= COUNT_LABELS_UP_TO
+    )
+    # The checks' largest label serves integer labels; float labels need their own probe.
+    label_max_checked = max_label is not None and not target.is_floating_point()
+    probe = None
+    if count_labels and read_back and not label_max_checked:
+        probe = label_range_probe(target, judged)
+    position_gains, gains, probe_values = _position_gains(
+        preds, target, mask, options, kmax, read_back=read_back, probe=probe
+    )
+    if count_labels and read_back and label_max_checked:
+        probe_values = [0.0, float(max_label)]  # type: ignore[arg-type]
+    levels = counted_levels(target, probe_values) if count_labels else None
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, discount)
-        if levels is not None and not callable(gain):
+        if levels is not None:
             labels = target.to(torch.int64)
             ideal = ideal_dcg_from_label_counts(
                 labels, judged, levels, ks, kmax, gain, discount, dtype
             )
-            return dcg, ideal
-        if ranked is not None:
-            gains = None  # those of the ranked items only: the ideal DCG takes every judged one
-        ideal = _kernels.ideal_dcg(
-            target, judged, ks, kmax, gain, discount, dtype, item_gains=gains
-        )
-    return dcg, ideal
-
-
-def _long_row_dcg_and_ideal(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    judged: Tensor | None,
-    options: ListOptions,
-    ks: Sequence[int],
-    kmax: int,
-) -> tuple[Tensor, Tensor]:
-    """`dcg_and_ideal` of long rows (`long_rows`) on the CPU: no histogram, no full-row copy.
-
-    The DCG (of the ``mask`` items) from `_long_row_gains`; the ideal DCG (of the ``judged``
-    ones) of a named gain from the ``kmax`` largest labels, selected by `grouped_top` (a
-    callable gain's from its sorted gains, as elsewhere).
-    """
-    gain = options.gain
-    dtype = compute_dtype(preds.dtype)
-    position_gains = _long_row_gains(preds, target, mask, kmax=kmax, options=options)
-    with _host.full_precision(preds.device):
-        dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
-        if callable(gain):
-            ideal = _kernels.ideal_dcg(target, judged, ks, kmax, gain, options.discount, dtype)
-        else:
+        elif long and not callable(gain):
             ideal_gains = _kernels.ideal_ranked_gains(
                 target, None, judged, kmax, gain, dtype, select=grouped_top
             )
-            ideal = _kernels.cumulative_dcg(ideal_gains, ks, options.discount)
+            ideal = _kernels.cumulative_dcg(ideal_gains, ks, discount)
+        else:  # the item gains of the ranked items only: the ideal DCG takes every judged one
+            item_gains = gains if ranked is None else None
+            ideal = _kernels.ideal_dcg(
+                target, judged, ks, kmax, gain, discount, dtype, item_gains=item_gains
+            )
     return dcg, ideal
