@@ -558,8 +558,9 @@ def approx_ndcg_loss(
     the scorer can scale its outputs, $T$ mostly sets how smooth training starts.
     Lists with no relevant item (or only padding) have loss 0 and gradient 0; ``"mean"``
     averages over the other lists. The pairwise sums and their gradient are computed in blocks of
-    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor (except in
-    batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors: fewer operations).
+    rows (memory ``O(B L)`` plus a fixed block), never as a ``[B, L, L]`` tensor (except, with a
+    named discount, in batches of at most 32,768 pairs, ``B L^2``, which take whole pair tensors:
+    fewer operations).
 
     Args:
         preds: ``[..., L]`` floating scores, as `lambdarank_loss`'s.
