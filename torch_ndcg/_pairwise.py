@@ -15,14 +15,14 @@ backward of the module with its defaults, dense path on and off, CPU, one thread
 
 | loss | batch | on (ms) | off (ms) | saving |
 |---|---|---|---|---|
-| LambdaRankLoss | [8, 10] | 0.157 | 0.261 | 1.66x |
-| ApproxNDCGLoss | [8, 10] | 0.161 | 0.235 | 1.45x |
-| LambdaRankLoss | [8, 64] | 0.291 | 0.497 | 1.71x |
-| ApproxNDCGLoss | [8, 64] | 0.212 | 0.323 | 1.52x |
-| LambdaRankLoss | [32, 32] | 0.304 | 0.521 | 1.72x |
-| ApproxNDCGLoss | [32, 32] | 0.255 | 0.341 | 1.34x |
-| LambdaRankLoss | [128, 16] | 0.354 | 0.511 | 1.44x |
-| ApproxNDCGLoss | [128, 16] | 0.280 | 0.376 | 1.34x |
+| LambdaRankLoss | [8, 10] | 0.162 | 0.253 | 1.56x |
+| ApproxNDCGLoss | [8, 10] | 0.158 | 0.225 | 1.43x |
+| LambdaRankLoss | [8, 64] | 0.272 | 0.479 | 1.76x |
+| ApproxNDCGLoss | [8, 64] | 0.209 | 0.300 | 1.44x |
+| LambdaRankLoss | [32, 32] | 0.305 | 0.510 | 1.67x |
+| ApproxNDCGLoss | [32, 32] | 0.229 | 0.316 | 1.38x |
+| LambdaRankLoss | [128, 16] | 0.344 | 0.504 | 1.47x |
+| ApproxNDCGLoss | [128, 16] | 0.262 | 0.343 | 1.31x |
 
 Command: ``python benchmarks/bench_loss_paths.py``. Without them the loss rows of
 ``benchmarks/bench_host.py`` at ``[8, 10]`` take 1.65x (LambdaRank) and 1.83x (ApproxNDCG) of
