@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from unittest import mock
 
 import torch
+from bench_paths import compare  # this script's folder is on sys.path when it is run
 
-from benchmarks._timing import best_ms
 from torch_ndcg import ApproxNDCGLoss, LambdaRankLoss, _pairwise
 
 SHAPES = [(8, 10), (8, 64), (32, 32), (128, 16)]
@@ -34,20 +34,6 @@ def switched_off() -> Iterator[None]:
     """The pair losses with their dense paths switched off: every batch blockwise."""
     with mock.patch.object(_pairwise, "DENSE_PAIR_ELEMENTS", 0):
         yield
-
-
-def compare(step: Callable[[], tuple[torch.Tensor, ...]], repeats: int) -> tuple[float, float]:
-    """Best times (ms) with the dense path on and off, in turns; asserts the same result."""
-    expected = step()
-    with switched_off():
-        got = step()
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
-    on_times, off_times = [], []
-    for _ in range(repeats):
-        on_times.append(best_ms(step, repeats=20))
-        with switched_off():
-            off_times.append(best_ms(step, repeats=20))
-    return min(on_times), min(off_times)
 
 
 def main() -> None:
@@ -73,7 +59,7 @@ def main() -> None:
                 value.backward()
                 return value.detach(), leaf.grad
 
-            on, off = compare(step, args.repeats)
+            on, off = compare(switched_off, step, args.repeats, inner=20, rtol=1e-5, atol=1e-6)
             name, size = type(loss).__name__, f"[{shape[0]}, {shape[1]}]"
             print(f"| {name} | {size} | {on:.3f} | {off:.3f} | {off / on:.2f}x |")
 

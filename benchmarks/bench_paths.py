@@ -29,8 +29,8 @@ from typing import Any
 from unittest import mock
 
 import torch
+from _timing import best_ms  # this script's folder is on sys.path when it is run
 
-from benchmarks._timing import best_ms
 from torch_ndcg import NDCG, _fast_paths, _small_batch, ndcg
 
 K = 10
@@ -60,18 +60,29 @@ def switched_off(path: str) -> Iterator[None]:
         yield
 
 
-def compare(path: str, call: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Best times (ms) with the path on and off, in turns; asserts the same result."""
+def compare(
+    switch: Callable[[], contextlib.AbstractContextManager[None]],
+    call: Callable[[], object],
+    repeats: int,
+    *,
+    inner: int = 5,
+    rtol: float = 1e-6,
+    atol: float = 1e-7,
+) -> tuple[float, float]:
+    """Best times (ms) of ``call`` as it is and inside ``switch()``, in turns.
+
+    Asserts first that both give the same numbers to rounding (where ``call`` returns any).
+    """
     on_times, off_times = [], []
     expected = call()
-    with switched_off(path):
+    with switch():
         got = call()
-    if isinstance(expected, torch.Tensor):  # the same numbers, to rounding
-        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-7)
+    if expected is not None:
+        torch.testing.assert_close(got, expected, rtol=rtol, atol=atol)
     for _ in range(repeats):
-        on_times.append(best_ms(call, repeats=5))
-        with switched_off(path):
-            off_times.append(best_ms(call, repeats=5))
+        on_times.append(best_ms(call, repeats=inner))
+        with switch():
+            off_times.append(best_ms(call, repeats=inner))
     return min(on_times), min(off_times)
 
 
@@ -106,7 +117,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     torch.set_num_threads(1)
     for path, name, call in cases:
-        on, off = compare(path, call, args.repeats)
+        on, off = compare(lambda path=path: switched_off(path), call, args.repeats)
         print(f"| {path} | {name} | {on:.3f} | {off:.3f} | {off / on:.2f}x |")
 
 
