@@ -7,8 +7,8 @@
 - A metric's ``update`` checks no option again (counted with ``mock``) and raises on a
   device other than its states'.
 
-The option-check counts (mocked private checks) and the Python-call budget are ``budget`` tests
-(tests/README.md).
+The option-check counts (mocked private checks) are ``budget`` tests (tests/README.md). The Python
+calls per call are a benchmark's figure: ``python benchmarks/bench_host.py`` prints them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.bench_host import python_calls
 from tests.conftest import needs_torch_2_13_to_compile_losses
 from torch_ndcg import (
     NDCG,
@@ -331,35 +330,3 @@ def test_compiled_float64_at_dynamic_lengths_equals_eager_and_checks_the_limit()
         compiled(preds, torch.full((2, 9), 2000))
     with pytest.raises(ValueError, match=re.escape("at most 1020.83 with")):  # eager: the number
         ndcg(preds, torch.full((2, 9), 2000))
-
-
-# --- Python work per call ----------------------------------------------------------------------
-
-# Python function calls per call at [8, 10], counted as benchmarks/bench_host.py counts them:
-# 65, 68, 32, 73, 68 and 1,345 on torch 2.13 when this was set (issue 17: 100, 97, 73, 121, 110
-# and 1,943 before; the losses' small batches take dense pair tensors since), with a few to
-# spare for torch's own Python. Since the small-batch paths (`torch_ndcg._small_batch`, one
-# autograd Function per small-batch loss, `_losses._small_checks`, NeuralNDCG's unmasked
-# Sinkhorn iterations): 20, 26, 32, 61, 54 and 310. Since the one dispatch of `ndcg` and
-# `NDCG.update` (issue 26: checks judged at the edge, no kept plans): ndcg 27, NDCG.update 34;
-# since the losses' one `LossOptions` and Sinkhorn's one product method (issue 26): Approx 57,
-# Neural 405 (host time per step unchanged: `python benchmarks/bench_host.py --baseline 02a50c9`
-# gave 1.00x and 1.04x at [8, 10]).
-PYTHON_CALL_BUDGET = {
-    "ndcg": 28,
-    "NDCG.update": 35,
-    "RetrievalNDCG.update": 35,
-    "LambdaRankLoss": 63,
-    "ApproxNDCGLoss": 58,
-    "NeuralNDCGLoss": 410,
-}
-
-
-@pytest.mark.parametrize("name", list(PYTHON_CALL_BUDGET))
-@pytest.mark.budget
-def test_python_calls_per_call_stay_within_budget(name: str) -> None:
-    steps = _steps()
-    steps["ndcg"] = lambda: ndcg(*_batch(), k=10)
-    step = steps[name]
-    step()  # caches filled
-    assert python_calls(step) <= PYTHON_CALL_BUDGET[name]
