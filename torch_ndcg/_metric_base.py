@@ -126,12 +126,9 @@ class NDCGMetricBase(Metric):
         options = self._state_options()
         named = tuple("<callable>" if callable(option) else option for option in options)
         functions = tuple(option for option in options if callable(option))
-        digests = (
-            zlib.crc32(repr(named).encode()),
-            zlib.crc32(repr(functions).encode()) if functions else 0,
-        )
-        key = [byte for digest in digests for byte in digest.to_bytes(4, "little")]
-        return torch.tensor(key, dtype=torch.uint8, device=self.device)
+        key = zlib.crc32(repr(named).encode()).to_bytes(4, "little")
+        key += (zlib.crc32(repr(functions).encode()) if functions else 0).to_bytes(4, "little")
+        return torch.tensor(list(key), dtype=torch.uint8, device=self.device)
 
     def _apply(self, fn: Callable[..., Any], exclude_state: Sequence[str] = ()) -> Any:
         # torchmetrics sets the metric's device and dtype (unless `fn` is a dtype cast it
@@ -225,10 +222,7 @@ class NDCGMetricBase(Metric):
             counted = column.detach().reshape(-1).float().cpu()
             counted = counted[~counted.isnan()]
             ax.hist(counted.numpy(), bins=20, range=(0.0, 1.0), histtype="step", label=name)
-        ax.set_xlim(0.0, 1.0)
-        ax.set_xlabel("nDCG per query")
-        ax.set_ylabel("queries")
-        ax.set_title(type(self).__name__)
+        ax.set(xlim=(0, 1), xlabel="nDCG per query", ylabel="queries", title=type(self).__name__)
         ax.legend()
         return fig, ax
 

@@ -492,12 +492,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         # Rows whose label is `ignore_index` are stored with a NaN label, which `compute` drops
         # (compared in the labels' own dtype, exactly: a stored float label could round onto
         # `ignore_index` or off it).
-        dtype, device = compute_dtype(self.dtype), self.options_key.device
-        preds, target, indexes, real = _ndcg._checked_rows(
-            preds, target, indexes, self.options, retrieved, dtype, device
+        stored = compute_dtype(self.dtype), self.options_key.device
+        preds, target, indexes, _ = _ndcg._checked_rows(
+            preds, target, indexes, self.options, retrieved, stored
         )
-        if real is not None:
-            target = torch.where(real, target, torch.nan)
         self.preds.append(preds)
         self.target.append(target)
         self.indexes.append(indexes)

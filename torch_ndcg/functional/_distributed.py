@@ -29,16 +29,8 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-from torch_ndcg._host import read_together
 from torch_ndcg._options import compute_dtype
 from torch_ndcg._validation import check_same_options_on_every_rank
-
-
-def world_size(group: Any | None) -> int:
-    """The number of ranks of ``group`` (1 when torch.distributed is not initialised)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1
-    return int(dist.get_world_size(group))
 
 
 def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
@@ -107,8 +99,7 @@ class PartitionedRows(Metric):
             )
         if not gather:
             return values, ids
-        values = dim_zero_cat(gather_all_tensors(values, group))
-        ids = dim_zero_cat(gather_all_tensors(ids, group))
+        values, ids = (dim_zero_cat(gather_all_tensors(part, group)) for part in (values, ids))
         order = ids.argsort()  # each query was scored on one rank: ids are distinct
         return values.index_select(0, order), ids.index_select(0, order)
 
@@ -123,8 +114,9 @@ class PartitionedRows(Metric):
     ) -> None:
         """Exchange rows between ranks so that each query lands on one rank (see the class)."""
         group = process_group if process_group is not None else self.process_group
-        world = world_size(group)
-        self._partitioned = dist_sync_fn is gather_all_tensors and world > 1
+        # torchmetrics syncs only where torch.distributed is initialised.
+        world = dist.get_world_size(group) if dist_sync_fn is gather_all_tensors else 1
+        self._partitioned = world > 1
         if self._partitioned:
             # Each row to the rank that owns its query: the split sizes first, then the score
             # and label pairs and the ids, each by one all_to_all_single, in source-rank order.
@@ -134,9 +126,7 @@ class PartitionedRows(Metric):
             send_counts = torch.bincount(owner, minlength=world)
             recv_counts = torch.empty_like(send_counts)
             dist.all_to_all_single(recv_counts, send_counts, group=group)
-            send, recv = (
-                list(map(int, counts)) for counts in read_together([send_counts, recv_counts])
-            )
+            send, recv = torch.stack([send_counts, recv_counts]).tolist()  # one read-back
             received = []
             for column in (torch.stack([preds, target], dim=-1), indexes):
                 out = column.new_empty((sum(recv), *column.shape[1:]))
@@ -198,7 +188,7 @@ class SummedStates(Metric):
         parts = [key, key * key, *(state.reshape(-1).to(key.dtype) for state in states)]
         buffer = all_reduce_sum(torch.cat(parts), group)
         key_sum, key_squares, *summed = torch.split(buffer, [part.numel() for part in parts])
-        same = (world_size(group) * key_squares == key_sum * key_sum).all()
+        same = (dist.get_world_size(group) * key_squares == key_sum * key_sum).all()
         check_same_options_on_every_rank(same, type(self).__name__, self.options_key)
         for name, total, state in zip(self._summed, summed, states, strict=True):
             setattr(self, name, total.reshape(state.shape).to(state.dtype))

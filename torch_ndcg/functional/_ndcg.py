@@ -12,13 +12,13 @@ from torch_ndcg.functional import _catalog
 __all__ = ["dcg", "ndcg", "retrieval_ndcg"]
 
 
-def _shaped(values: Tensor, preds: Tensor, cutoffs: Cutoffs) -> Tensor:
-    """`list_values`' ``[N, len(k)]`` of ``[..., L]`` lists as ``[..., len(k)]`` (one k: ``[...]``).
+def _shaped(values: Tensor, dtype: torch.dtype, shape: Sequence[int], cutoffs: Cutoffs) -> Tensor:
+    """``[N, len(k)]`` values (of lists or queries) as ``[*shape, len(k)]`` (one k: ``shape``).
 
-    In the result dtype of the scores (float64 stays, else float32).
+    In the result dtype of scores of ``dtype`` (float64 stays, else float32).
     """
-    out = values.to(_options.compute_dtype(preds.dtype))
-    out = out.reshape((*preds.shape[:-1], out.shape[-1]))
+    out = values.to(_options.compute_dtype(dtype))
+    out = out.reshape((*shape, out.shape[-1]))
     return out if cutoffs.is_sequence else out.squeeze(-1)
 
 
@@ -106,7 +106,7 @@ def dcg(
         k, gain, discount, ties, "neg", ignore_index, validate_args
     )
     values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
-    return _shaped(values, preds, checked.cutoffs)
+    return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
@@ -189,7 +189,7 @@ def ndcg(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
     values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
-    return _shaped(values, preds, checked.cutoffs)
+    return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
 def list_values(
@@ -328,8 +328,7 @@ def retrieval_ndcg(
     )
     preds, target, indexes, real = _checked_rows(preds, target, indexes, checked, retrieved)
     values, ids = _retrieval_values(preds, target, indexes, real, checked)
-    values = values.to(_options.compute_dtype(preds.dtype))
-    return (values if checked.cutoffs.is_sequence else values[:, 0]), ids
+    return _shaped(values, preds.dtype, ids.shape, checked.cutoffs), ids
 
 
 def _checked_rows(
@@ -338,27 +337,28 @@ def _checked_rows(
     indexes: Tensor,
     options: ListOptions,
     retrieved: Tensor | None,
-    dtype: torch.dtype | None = None,
-    device: torch.device | None = None,
+    stored: tuple[torch.dtype, torch.device] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Checked flat rows and the mask of those to keep (``None``: all), for `_retrieval_values`.
 
-    Scores and labels in ``dtype`` (``None``: their own; else detached, as
-    `torch_ndcg.RetrievalNDCG` stores them on ``device``: the gains' overflow limit is that of
-    ``dtype``); scores NaN on the rows not ``retrieved`` (how rows carry "judged, not
-    retrieved"); ids int64.
+    Scores NaN on the rows not ``retrieved`` (how rows carry "judged, not retrieved"); ids
+    int64. ``stored``: the dtype and device of `torch_ndcg.RetrievalNDCG`'s rows, which are
+    then on that device, detached in that dtype (the gains' overflow limit is that of the
+    dtype), and the rows to drop marked by a NaN label instead (the mask ``None``); scores and
+    labels otherwise in their own dtype.
     """
     _validation.check_row_metadata(preds, target, indexes)
-    if device is not None:
-        _validation.check_device(preds, device)
     scores, labels = preds.reshape(-1), target.reshape(-1)
-    if dtype is not None:
-        scores, labels = scores.detach().to(dtype), labels.detach().to(dtype)
+    if stored is not None:
+        _validation.check_device(preds, stored[1])
+        scores, labels = scores.detach().to(stored[0]), labels.detach().to(stored[0])
     real = _validation.check_rows(
         preds, target, indexes, options, scores=scores, retrieved=retrieved
     )
     if retrieved is not None:
         scores = torch.where(retrieved.reshape(-1), scores, torch.nan)
+    if stored is not None and real is not None:
+        labels, real = torch.where(real, labels, torch.nan), None
     return scores, labels, indexes.reshape(-1).to(torch.int64), real
 
 
