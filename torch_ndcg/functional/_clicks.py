@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
@@ -13,7 +13,6 @@ from torch_ndcg import _clicks, _validation
 __all__ = ["examination_probability", "simulate_clicks"]
 
 ClickModel = Literal["position_based", "cascade"]
-CLICK_MODELS = ("position_based", "cascade")
 
 
 def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
@@ -119,7 +118,7 @@ def simulate_clicks(
         >>> simulate_clicks(target, positions, noise=0.0, generator=seeded)
         tensor([[1., 0., 0.]])
     """
-    _validation.check_option("model", model, CLICK_MODELS, callable_ok=False)
+    _validation.check_option("model", model, get_args(ClickModel), callable_ok=False)
     _validation.check_positive("eta", eta, allow_zero=True)
     if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0 <= noise <= 1):
         raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
