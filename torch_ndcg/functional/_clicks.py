@@ -42,7 +42,6 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
         tensor([1.0000, 0.5000, 0.2500, 0.0000])
     """
     _validation.check_positive("eta", eta, allow_zero=True)
-    _validation.check_click_tensor("positions", positions, positions.shape, kind="integer")
     position_checks = _validation.check_positions(positions, positions.shape, None, None)
     _validation.resolve_checks(_validation.value_checks(position_checks))
     shown = positions != _clicks.NOT_SHOWN
@@ -164,8 +163,8 @@ def simulate_clicks(
     shown = positions != _clicks.NOT_SHOWN
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
-        if examination is None:
-            examined = examination_probability(positions, eta=eta)
+        if examination is None:  # `examination_probability` where shown (checked above)
+            examined = (positions + 1).clamp(min=1).to(labels.dtype).pow(-eta)
         else:
             examined = examination.to(labels.dtype)[positions.long().clamp(min=0)]
         clicked = draws < examined * attractiveness
@@ -176,5 +175,4 @@ def simulate_clicks(
         in_order = attractive.gather(-1, order)
         first = in_order & (in_order.cumsum(dim=-1) == 1)
         clicked = torch.zeros_like(first).scatter_(-1, order, first)
-    clicked = clicked & shown
-    return clicked.to(labels.dtype)
+    return (clicked & shown).to(labels.dtype)
