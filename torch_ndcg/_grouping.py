@@ -137,9 +137,8 @@ def grouped_dcg_and_ideal(
     """
     grouping = group_rows(indexes)
     acc = _options.accumulate_dtype(preds.device)
-    shape = (grouping.ids.numel(), options.cutoffs.count)
-    dcg = torch.zeros(shape, dtype=acc, device=preds.device)
-    ideal = torch.zeros(shape, dtype=acc, device=preds.device)
+    shape = (2, grouping.ids.numel(), options.cutoffs.count)
+    dcg, ideal = torch.zeros(shape, dtype=acc, device=preds.device)
     for queries, rows, mask in grouping.buckets():
         flat_rows = rows.view(-1)
         bucket_dcg, bucket_ideal = _fast_paths.dcg_and_ideal(
