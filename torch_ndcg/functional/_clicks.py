@@ -8,7 +8,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from torch_ndcg import _clicks, _validation
+from torch_ndcg import _options, _validation
 
 __all__ = ["examination_probability", "simulate_clicks"]
 
@@ -44,7 +44,7 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
     _validation.check_positive("eta", eta, allow_zero=True)
     position_checks = _validation.check_positions(positions, positions.shape, None, None)
     _validation.resolve_checks(_validation.value_checks(position_checks))
-    shown = positions != _clicks.NOT_SHOWN
+    shown = positions != _options.NOT_SHOWN
     ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
     return torch.where(shown, ranks.pow(-eta), 0)
 
@@ -159,8 +159,8 @@ def simulate_clicks(
 
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read
-        positions = torch.where(mask, positions, _clicks.NOT_SHOWN)
-    shown = positions != _clicks.NOT_SHOWN
+        positions = torch.where(mask, positions, _options.NOT_SHOWN)
+    shown = positions != _options.NOT_SHOWN
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
         if examination is None:  # `examination_probability` where shown (checked above)
