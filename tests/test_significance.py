@@ -251,7 +251,7 @@ def test_randomization_test_is_seeded_and_chunked(monkeypatch: pytest.MonkeyPatc
     first = paired_randomization_test(a, b, n_resamples=5000, seed=3)
     again = paired_randomization_test(a, b, n_resamples=5000, seed=3)
     assert tuple(again) == tuple(first)
-    monkeypatch.setattr(_significance, "_FLIP_CHUNK_ELEMENTS", 30 * 7)  # 7 flips per chunk
+    monkeypatch.setattr(_significance, "_CHUNK_ELEMENTS", 30 * 7)  # 7 flips per chunk
     chunked = paired_randomization_test(a, b, n_resamples=5000, seed=3)
     assert chunked[1].item() == pytest.approx(first[1].item(), abs=0.03)
     assert chunked[1].item() == pytest.approx(exact_p_by_normal(a - b), abs=0.05)
@@ -493,7 +493,7 @@ def test_bootstrap_is_seeded_chunked_and_nan_without_values(
 
     values = torch.rand(40, 1, generator=torch.Generator().manual_seed(3))
     first = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
-    monkeypatch.setattr(_significance, "_BOOTSTRAP_CHUNK_ELEMENTS", 40 * 7)
+    monkeypatch.setattr(_significance, "_CHUNK_ELEMENTS", 40 * 7)
     chunked = _significance.bootstrap_interval(values, "median", 0.9, n_resamples=500, seed=1)
     assert torch.equal(first[0], chunked[0])  # one stream of draws, however it is cut
     assert torch.equal(first[1], chunked[1])

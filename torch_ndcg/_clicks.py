@@ -24,5 +24,3 @@ def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor
     """
     scaled = gains * weight.to(gains.dtype)
     return scaled if mask is None else torch.where(mask, scaled, 0)
-
-

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import numbers
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _clicks, _validation
+from torch_ndcg import _options, _validation
 
 __all__ = ["examination_probability", "simulate_clicks"]
 
 ClickModel = Literal["position_based", "cascade"]
-CLICK_MODELS = ("position_based", "cascade")
 
 
 def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
@@ -43,10 +42,9 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
         tensor([1.0000, 0.5000, 0.2500, 0.0000])
     """
     _validation.check_positive("eta", eta, allow_zero=True)
-    _validation.check_click_tensor("positions", positions, positions.shape, kind="integer")
     position_checks = _validation.check_positions(positions, positions.shape, None, None)
     _validation.resolve_checks(_validation.value_checks(position_checks))
-    shown = positions != _clicks.NOT_SHOWN
+    shown = positions != _options.NOT_SHOWN
     ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
     return torch.where(shown, ranks.pow(-eta), 0)
 
@@ -119,7 +117,7 @@ def simulate_clicks(
         >>> simulate_clicks(target, positions, noise=0.0, generator=seeded)
         tensor([[1., 0., 0.]])
     """
-    _validation.check_option("model", model, CLICK_MODELS, callable_ok=False)
+    _validation.check_option("model", model, get_args(ClickModel), callable_ok=False)
     _validation.check_positive("eta", eta, allow_zero=True)
     if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0 <= noise <= 1):
         raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
@@ -161,12 +159,12 @@ def simulate_clicks(
 
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read
-        positions = torch.where(mask, positions, _clicks.NOT_SHOWN)
-    shown = positions != _clicks.NOT_SHOWN
+        positions = torch.where(mask, positions, _options.NOT_SHOWN)
+    shown = positions != _options.NOT_SHOWN
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
-        if examination is None:
-            examined = examination_probability(positions, eta=eta)
+        if examination is None:  # `examination_probability` where shown (checked above)
+            examined = (positions + 1).clamp(min=1).to(labels.dtype).pow(-eta)
         else:
             examined = examination.to(labels.dtype)[positions.long().clamp(min=0)]
         clicked = draws < examined * attractiveness
@@ -177,5 +175,4 @@ def simulate_clicks(
         in_order = attractive.gather(-1, order)
         first = in_order & (in_order.cumsum(dim=-1) == 1)
         clicked = torch.zeros_like(first).scatter_(-1, order, first)
-    clicked = clicked & shown
-    return clicked.to(labels.dtype)
+    return (clicked & shown).to(labels.dtype)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 import torch
 from torch import Tensor
@@ -31,15 +31,13 @@ _BETA_TOLERANCE = 1e-15
 _BETA_MAX_STEPS = 10_000
 _TINY = 1e-300  # stands in for a zero denominator in Lentz's method
 
-# Sign flips drawn per chunk of the randomisation test: bounds its memory to a quarter as many
-# int64 indices and float64 gathered sums (about 16 MiB), whatever the number of resamples.
-_FLIP_CHUNK_ELEMENTS = 1 << 22
+# Resampled values per chunk, whatever the number of resamples: the bootstrap holds as many
+# int64 indices and gathered values (about 64 MiB), the randomisation test's sign flips a
+# quarter as many int64 indices and float64 gathered sums (about 16 MiB).
+_CHUNK_ELEMENTS = 1 << 22
 # The flips are drawn four at a time, as one of the 16 values of a random nibble.
 _FLIPS_PER_NIBBLE = 4
 _NIBBLE_VALUES = 1 << _FLIPS_PER_NIBBLE
-# Resampled values held at once by the bootstrap (int64 indices and the gathered values):
-# about 64 MiB per chunk, whatever the number of resamples.
-_BOOTSTRAP_CHUNK_ELEMENTS = 1 << 22
 # Bisection steps for the Student t quantile: halves [0, upper] to float64 resolution.
 _QUANTILE_STEPS = 200
 
@@ -164,7 +162,7 @@ def bootstrap_interval(
         if n == 0:
             bounds.append(quantiles.new_full((2,), math.nan))
             continue
-        chunk = max(1, _BOOTSTRAP_CHUNK_ELEMENTS // n)
+        chunk = max(1, _CHUNK_ELEMENTS // n)
         statistics = []
         for start in range(0, n_resamples, chunk):
             rows = min(chunk, n_resamples - start)
@@ -249,7 +247,7 @@ def _paired_columns(
     (an error if the id sets differ, unless ``unmatched_ids="intersect"``).
     """
     _validation.check_option(
-        "unmatched_ids", unmatched_ids, ("raise", "intersect"), callable_ok=False
+        "unmatched_ids", unmatched_ids, get_args(UnmatchedIds), callable_ok=False
     )
     a_values, a_ids = _split_sample("a", a)
     b_values, b_ids = _split_sample("b", b)
@@ -337,8 +335,7 @@ def _paired_test(
         standard_error = differences.std() / math.sqrt(n)
         if resampling is None:
             statistic = mean / standard_error
-            p = _two_sided_t_p_value(float(statistic), n - 1)
-            pvalue = torch.tensor(p, dtype=torch.float64, device=differences.device)
+            pvalue = mean.new_tensor(_two_sided_t_p_value(float(statistic), n - 1))
         else:
             statistic, pvalue = mean, _sign_flip_p_value(differences, *resampling)
         half_width = student_t_quantile((1 + confidence) / 2, n - 1) * standard_error
@@ -381,10 +378,7 @@ def student_t_quantile(q: float, df: int) -> float:
         high *= 2
     for _ in range(_QUANTILE_STEPS):
         middle = (low + high) / 2
-        if _two_sided_t_p_value(middle, df) > tail:
-            low = middle
-        else:
-            high = middle
+        low, high = (middle, high) if _two_sided_t_p_value(middle, df) > tail else (low, middle)
         if high - low <= 1e-15 * high:
             break
     return (low + high) / 2
@@ -564,7 +558,7 @@ def _sign_flip_p_value(differences: Tensor, n_resamples: int, seed: int) -> Tens
     table = (padded.view(groups, _FLIPS_PER_NIBBLE) @ members.T.to(padded.dtype)).reshape(-1)
     offsets = torch.arange(groups, device=device) * _NIBBLE_VALUES
     total, n_bytes = differences.sum(), -(-groups // 2)
-    chunk = max(1, _FLIP_CHUNK_ELEMENTS // (_FLIPS_PER_NIBBLE * groups))
+    chunk = max(1, _CHUNK_ELEMENTS // (_FLIPS_PER_NIBBLE * groups))
     for start in range(0, n_resamples, chunk):
         rows = min(chunk, n_resamples - start)
         drawn = torch.randint(
