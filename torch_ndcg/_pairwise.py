@@ -151,10 +151,11 @@ def lambda_tables(
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), when that is at
-    most `PAIR_TABLE_ELEMENTS` elements, else ``None``. ``square_table``: that table, whatever
-    its size, for a batch that takes the dense paths (``dense``, see `dense_pairs_fit`), else
-    ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a training loop
-    asks for the same tables every step.
+    most `PAIR_TABLE_ELEMENTS` elements, else ``None``. ``square_table``: the same weights as a
+    symmetric square ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the
+    diagonal and where both positions are past ``rows``), for a batch that takes the dense paths
+    (``dense``, see `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
+    `torch_ndcg._tables`): a training loop asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -167,9 +168,17 @@ def lambda_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    fits = rows * (length - 1) <= PAIR_TABLE_ELEMENTS
-    table = pair_position_weights(0, rows, length, cut_discounts, delta) if fits or dense else None
-    return cut_discounts, delta, table if fits else None, table if dense else None
+    fits = rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
+    table = None
+    if fits or (dense and rows > 0):
+        table = pair_position_weights(0, rows, length, cut_discounts, delta)
+    square_table = None
+    if dense:
+        upper = discounts.new_zeros(length, length)
+        if table is not None:
+            upper[:rows, 1:] = table
+        square_table = upper + upper.T  # no overlap: exact
+    return cut_discounts, delta, table if fits else None, square_table
 
 
 def pair_position_weights(
@@ -263,71 +272,46 @@ def _no_second_derivative(grad: Tensor) -> Tensor:
     return error(grad.detach().requires_grad_())
 
 
-def logistic_pairs(
-    u: Tensor,
-    g: Tensor,
-    valid: Tensor | None,
-    weights: tuple[Tensor | None, ...],
-    rows: int,
-    need_grad: bool,
-    sigma: float,
-) -> tuple[Tensor, Tensor | None]:
-    r"""`PairwiseLogistic`'s per-list losses and their ``[N, L]`` gradient (``need_grad``).
-
-    Takes `PairwiseLogistic`'s inputs, in rank order; the gradient is ``None`` without
-    ``need_grad``. One pass over the pairs, a block of rows at a time.
-    """
-    n_lists, length = u.shape
-    loss = u.new_zeros(n_lists)
-    grad = torch.zeros_like(u) if need_grad else None
-    for i0, i1 in _row_blocks(n_lists, rows, length, u.device, upper=True):
-        c0 = i0 + 1
-        # Gain difference g_j - g_i; its sign says which item should rank higher.
-        gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
-        # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
-        # The difference is taken before scaling: sigma * u may overflow where it does not.
-        z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
-        weight = gain_gap.abs_().mul_(_block_weights(weights, i0, i1, length))
-        if valid is not None:
-            weight.mul_(valid[:, None, c0:])
-        pair_losses = F.softplus(z).view(n_lists, -1, 1)
-        with full_precision(u.device):
-            loss += torch.bmm(weight.view(n_lists, 1, -1), pair_losses).view(n_lists)
-        if grad is not None:
-            # The slope, in place: d loss / d z = weight * sigmoid(z), and
-            # dz/du_i = sigma sign(g_j - g_i).
-            weight.copysign_(z).mul_(z.sigmoid_())
-            grad[:, i0:i1].add_(weight.sum(dim=-1))
-            grad[:, c0:].sub_(weight.sum(dim=1))
-        # Freed before the next block is made: one block's temporaries alive at a time.
-        del gain_gap, z, weight, pair_losses
-    return loss, None if grad is None else grad.mul_(sigma)
-
-
 class DensePairwiseLogistic(KeptGradient):
-    r"""`PairwiseLogistic`'s loss of a small batch, reduced, in one autograd node.
+    r"""`PairwiseLogistic`'s loss of a small batch, reduced, from whole ``[N, L, L]`` tensors.
 
     The same terms, $|g_i - g_j| \, W_{ij} \, \mathrm{softplus}(-\sigma (u_w - u_l))$ over
-    the pairs of rank positions $i < j$ (`logistic_pairs`), for a batch that
-    `dense_pairs_fit` (one block), with the ranking, the reduction and the gradient in the same
-    node (`KeptGradient`). ``s`` are the ``[N, L]`` scores in the input's item order; ``given``
-    holds ``order``, the rank order (best first), ``g``, the gains over the ideal DCG, and
-    ``valid``, the real items (or ``None``), both in rank order, ``table``, `lambda_tables`'
-    ``square_table`` (its ``[rows, L - 1]`` weights of all rows), ``counted``, the ``[N]``
-    lists whose loss counts (the others are 0; ``None``: all), ``has_relevant``, the lists
-    ``"mean"`` averages over, then ``sigma``, the ``reduction``, the batch's ``leading_shape``
-    and whether to compute the gradient (``need_grad``).
+    the pairs of rank positions $i < j$, for a batch that `dense_pairs_fit`: no blocks, and
+    one autograd node (`KeptGradient`). ``s`` are the ``[N, L]`` scores in the input's item
+    order; ``given`` holds ``order``, the rank order (best first), ``g``, the gains over the
+    ideal DCG, and ``valid``, the real items (or ``None``), both in rank order, ``table``,
+    `lambda_tables`' ``square_table``, ``counted``, the ``[N]`` lists whose loss counts (the
+    others are 0; ``None``: all), ``has_relevant``, the lists ``"mean"`` averages over, then
+    ``sigma``, the ``reduction``, the batch's ``leading_shape`` and whether to compute the
+    gradient (``need_grad``).
+
+    Over the ordered pairs, with the weight $w_{ij} = \max(g_i - g_j, 0) \, W_{ij}$ (``table``
+    is symmetric) of item $i$ that should rank above $j$, each pair is one term
+    $w_{ij} \, \mathrm{softplus}(z_{ij})$, $z_{ij} = \sigma (u_j - u_i)$, and the gradient is
+    $\partial \ell / \partial u_m = \sigma \sum_i (S_{im} - S_{mi})$ with
+    $S_{ij} = w_{ij} \operatorname{sigmoid}(z_{ij})$.
     """
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
         order, g, valid, table, counted, has_relevant = given[:6]
         sigma, reduction, leading_shape, need_grad = given[6:]
-        per_list, grad = logistic_pairs(
-            s.gather(-1, order), g, valid, (None, None, table), table.shape[0], need_grad, sigma
-        )
-        if grad is not None:
+        u = s.gather(-1, order)
+        weight = torch.sub(g.unsqueeze(2), g.unsqueeze(1)).clamp_(min=0).mul_(table)
+        if valid is not None:  # pairs of real items only (a callable gain may be negative)
+            weight.mul_(valid.unsqueeze(1)).mul_(valid.unsqueeze(2))
+        # -sigma (u_w - u_l): the difference is taken before scaling, as in PairwiseLogistic.
+        z = torch.sub(u.unsqueeze(1), u.unsqueeze(2))
+        if sigma != 1:
+            z.mul_(sigma)
+        per_list = F.softplus(z).mul_(weight).sum((1, 2))
+        grad = None
+        if need_grad:
+            slope = z.sigmoid_().mul_(weight)
+            grad = slope.sum(1).sub_(slope.sum(2))
             grad = grad.scatter(-1, order, grad)  # back to the input's item order
+            if sigma != 1:
+                grad.mul_(sigma)
         if counted is not None:
             per_list = torch.where(counted, per_list, 0)
             grad = None if grad is None else torch.where(counted.unsqueeze(1), grad, 0)
@@ -341,7 +325,7 @@ class DenseApproxNDCG(KeptGradient):
     r"""Reduced ApproxNDCG loss of a small batch (`dense_pairs_fit`), a named discount.
 
     With the smooth ranks of `SmoothRanks`, $\hat r_i = \frac12 + \sum_j v_j
-    \sigma((s_j - s_i)/T)$ (padded items at rank 1), the loss is
+    \sigma((s_j - s_i)/T)$ from one ``[N, L, L]`` tensor (padded items at rank 1), the loss is
     $1 - \sum_i g_i D(\hat r_i) c_i$, with the smooth cut-off
     $c_i = \sigma((k + \frac12 - \hat r_i) / T)$ where ``kmax`` is below the length, in
     the lists ``cut`` (``[N, 1]`` bool; ``None``: every list), else $c_i = 1$; 0 outside
@@ -354,20 +338,24 @@ class DenseApproxNDCG(KeptGradient):
 
     One autograd node (`KeptGradient`): with $\bar g_i = \partial \ell / \partial \hat r_i =
     -g_i (D'(\hat r_i) c_i + D(\hat r_i) c'_i)$, $c' = -c (1 - c) / T$, the gradient is
-    `SmoothRanks`' (`smooth_rank_gradient` of $\bar g$).
+    `SmoothRanks`' $(v_m (Q \bar g)_m - \bar g_m (Q v)_m) / T$ with
+    $Q_{ij} = \sigma'((s_j - s_i)/T)$, that is $\sum_i Q_{mi} (\bar g_i - \bar g_m) / T$
+    where every item is real.
     """
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
         real, g, cut, counted = given[:4]
         discount, temperature, kmax, reduction, leading_shape, need_grad = given[4:]
+        above = SmoothRanks._above(s, 0, s.shape[-1], temperature)
         v = None if real is None else real.to(s.dtype)
-        blocks = _row_blocks(*s.shape, s.shape[-1], s.device, single_temporary=True)
         # The smooth ranks (1 on padding) plus the argument of the discount's log2: r + 1
         # ("log2"), or r ("jarvelin").
         shift = 1.0 if discount == "log2" else 0.0
-        shifted = smooth_ranks(s, v, temperature, blocks).add_(shift)
-        if real is not None:
+        if v is None:
+            shifted = above.sum(-1).add_(0.5 + shift)
+        else:
+            shifted = (above * v.unsqueeze(1)).sum(-1).add_(0.5 + shift)
             shifted = torch.where(real, shifted, 1 + shift)
         logs = torch.log2(shifted)
         terms = g / (logs if discount == "log2" else logs.clamp(min=1))
@@ -390,7 +378,13 @@ class DenseApproxNDCG(KeptGradient):
                 # 1 - c is 0 where the list is not cut (c = 1 there): no slope of the cut.
                 rest = torch.rsub(smooth_cut, 1).mul_(cut_terms)
                 slope.mul_(smooth_cut).add_(rest if temperature == 1 else rest.div_(temperature))
-            grad = smooth_rank_gradient(s, v, temperature, blocks, slope)
+            q = torch.addcmul(above, above, above, value=-1)  # sigma' = sigma (1 - sigma)
+            if v is None:
+                grad = q.mul_(torch.sub(slope.unsqueeze(1), slope.unsqueeze(2))).sum(-1)
+            else:
+                grad = v * (q * slope.unsqueeze(1)).sum(-1) - slope * (q * v.unsqueeze(1)).sum(-1)
+            if temperature != 1:
+                grad = grad / temperature
             grad = torch.where(counted.unsqueeze(1), grad, 0)
         per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
         loss, grad = reduce_losses(per_list, counted, reduction, leading_shape, grad)
@@ -419,9 +413,9 @@ class PairwiseLogistic(_KeptPerList):
     (``position_discounts`` / ``delta`` for `pair_position_weights`, or ``pair_table``, all of
     them at once), ``rows`` the positions that can be the upper item of a pair
     (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
-    computed during forward (one pass over the pairs, `logistic_pairs`) and kept as one
-    ``[N, L]`` tensor. `FactoredPairwiseLogistic` weighs the pairs by a factor per item and
-    returns each item's share of the pair losses too.
+    computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
+    `FactoredPairwiseLogistic` weighs the pairs by a factor per item and returns each item's
+    share of the pair losses too.
     """
 
     @staticmethod
@@ -435,9 +429,32 @@ class PairwiseLogistic(_KeptPerList):
         need_grad: bool,
         sigma: float,
     ) -> Tensor:
-        loss, grad = logistic_pairs(u, g, valid, weights, rows, need_grad, sigma)
+        n_lists, length = u.shape
+        loss = u.new_zeros(n_lists)
+        grad = torch.zeros_like(u) if need_grad else None
+        for i0, i1 in _row_blocks(n_lists, rows, length, u.device, upper=True):
+            c0 = i0 + 1
+            # Gain difference g_j - g_i; its sign says which item should rank higher.
+            gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
+            # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
+            # The difference is taken before scaling: sigma * u may overflow where it does not.
+            z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
+            weight = gain_gap.abs_().mul_(_block_weights(weights, i0, i1, length))
+            if valid is not None:
+                weight.mul_(valid[:, None, c0:])
+            pair_losses = F.softplus(z).view(n_lists, -1, 1)
+            with full_precision(u.device):
+                loss += torch.bmm(weight.view(n_lists, 1, -1), pair_losses).view(n_lists)
+            if grad is not None:
+                # The slope, in place: d loss / d z = weight * sigmoid(z), and
+                # dz/du_i = sigma sign(g_j - g_i).
+                weight.copysign_(z).mul_(z.sigmoid_())
+                grad[:, i0:i1].add_(weight.sum(dim=-1))
+                grad[:, c0:].sub_(weight.sum(dim=1))
+            # Freed before the next block is made: one block's temporaries alive at a time.
+            del gain_gap, z, weight, pair_losses
         if grad is not None:
-            ctx.save_for_backward(grad)
+            ctx.save_for_backward(grad.mul_(sigma))
         return loss
 
 
@@ -500,58 +517,6 @@ class FactoredPairwiseLogistic(_KeptPerList):
         return loss, shares
 
 
-def _sigmoid_gaps(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
-    r"""``[N, i1 - i0, L]``: $\sigma((s_j - s_i) / T)$ for rows ``i`` in ``[i0, i1)``.
-
-    One new block, transformed in place.
-    """
-    gaps = s[:, None, :] - s[:, i0:i1, None]
-    if temperature != 1:
-        gaps.div_(temperature)
-    return gaps.sigmoid_()
-
-
-def smooth_ranks(
-    s: Tensor, valid: Tensor | None, temperature: float, blocks: list[tuple[int, int]]
-) -> Tensor:
-    """`SmoothRanks`' ranks of ``s``, by the row ``blocks`` (`_row_blocks`)."""
-
-    def block_ranks(i0: int, i1: int) -> Tensor:
-        above = _sigmoid_gaps(s, i0, i1, temperature)
-        if valid is None:
-            return above.sum(dim=-1)
-        with full_precision(s.device):
-            return torch.bmm(above, valid[:, :, None]).squeeze(-1)
-
-    return _by_rows(s, blocks, block_ranks).add_(0.5)
-
-
-def smooth_rank_gradient(
-    s: Tensor,
-    valid: Tensor | None,
-    temperature: float,
-    blocks: list[tuple[int, int]],
-    grad_ranks: Tensor,
-) -> Tensor:
-    """`SmoothRanks`' gradient of ``s`` from that of its ranks, the sigmoids made again."""
-    # Q v and Q g-bar, from one product with both as columns, or with v = 1 from row sums.
-    columns = grad_ranks[:, :, None] if valid is None else torch.stack([grad_ranks, valid], -1)
-
-    def block_grad(i0: int, i1: int) -> Tensor:
-        slope = _sigmoid_gaps(s, i0, i1, temperature)
-        slope.addcmul_(slope, slope, value=-1.0)  # sigma' = sigma (1 - sigma)
-        with full_precision(s.device):
-            sums = torch.bmm(slope, columns)
-        own: Tensor = grad_ranks[:, i0:i1]
-        if valid is None:
-            return sums[..., 0] - own * slope.sum(dim=-1)
-        grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
-        return grad
-
-    grad = _by_rows(s, blocks, block_grad)
-    return grad if temperature == 1 else grad.div_(temperature)
-
-
 class SmoothRanks(torch.autograd.Function):
     r"""Sigmoid-smoothed ranks, blockwise.
 
@@ -568,15 +533,48 @@ class SmoothRanks(torch.autograd.Function):
     """
 
     @staticmethod
+    def _above(s: Tensor, i0: int, i1: int, temperature: float) -> Tensor:
+        r"""``[N, i1 - i0, L]``: $\sigma((s_j - s_i) / T)$ for rows ``i`` in ``[i0, i1)``.
+
+        One new block, transformed in place.
+        """
+        gaps = s[:, None, :] - s[:, i0:i1, None]
+        if temperature != 1:
+            gaps.div_(temperature)
+        return gaps.sigmoid_()
+
+    @staticmethod
     def forward(ctx: Any, s: Tensor, valid: Tensor | None, temperature: float) -> Tensor:
+        def block_ranks(i0: int, i1: int) -> Tensor:
+            above = SmoothRanks._above(s, i0, i1, temperature)
+            if valid is None:
+                return above.sum(dim=-1)
+            with full_precision(s.device):
+                return torch.bmm(above, valid[:, :, None]).squeeze(-1)
+
         n_lists, length = s.shape
         ctx.blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
-        return smooth_ranks(s, valid, temperature, ctx.blocks)
+        return _by_rows(s, ctx.blocks, block_ranks).add_(0.5)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_ranks: Tensor) -> tuple[Tensor | None, None, None]:
-        s, valid = ctx.saved_tensors
-        return smooth_rank_gradient(s, valid, ctx.temperature, ctx.blocks, grad_ranks), None, None
+        u, valid = ctx.saved_tensors
+        # Q v and Q g-bar, from one product with both as columns, or with v = 1 from row sums.
+        columns = grad_ranks[:, :, None] if valid is None else torch.stack([grad_ranks, valid], -1)
+
+        def block_grad(i0: int, i1: int) -> Tensor:
+            slope = SmoothRanks._above(u, i0, i1, ctx.temperature)
+            slope.addcmul_(slope, slope, value=-1.0)  # sigma' = sigma (1 - sigma)
+            with full_precision(u.device):
+                sums = torch.bmm(slope, columns)
+            own: Tensor = grad_ranks[:, i0:i1]
+            if valid is None:
+                return sums[..., 0] - own * slope.sum(dim=-1)
+            grad: Tensor = valid[:, i0:i1] * sums[..., 0] - own * sums[..., 1]
+            return grad
+
+        grad = _by_rows(u, ctx.blocks, block_grad)
+        return (grad if ctx.temperature == 1 else grad.div_(ctx.temperature)), None, None
