@@ -65,29 +65,18 @@ def accelerator_blocks(device: torch.device) -> bool:
 
 
 def _row_blocks(
-    n_lists: int,
-    rows: int,
-    length: int,
-    device: torch.device,
-    *,
-    upper: bool = False,
-    single_temporary: bool = False,
+    like: Tensor, rows: int, *, upper: bool = False, accelerator: int = ACCELERATOR_BLOCK_ELEMENTS
 ) -> list[tuple[int, int]]:
-    """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
+    """Row ranges ``[i0, i1)`` covering ``0..rows`` of ``[N, L]`` lists ``like``, each a block.
 
-    A block is `BLOCK_ELEMENTS` on the CPU; on an accelerator `ACCELERATOR_BLOCK_ELEMENTS`,
-    or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a computation that keeps one block
-    temporary at a time (``single_temporary``).
+    A block is about `BLOCK_ELEMENTS` elements on the CPU; on an accelerator ``accelerator``:
+    `ACCELERATOR_BLOCK_ELEMENTS`, or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a
+    computation that keeps one block temporary at a time.
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
     strict upper triangle), so later blocks take more rows. An empty batch has no block.
     """
-    block = BLOCK_ELEMENTS
-    if accelerator_blocks(device):
-        block = (
-            ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
-            if single_temporary
-            else ACCELERATOR_BLOCK_ELEMENTS
-        )
+    n_lists, length = like.shape
+    block = accelerator if accelerator_blocks(like.device) else BLOCK_ELEMENTS
     blocks, i0 = [], 0
     while i0 < rows and n_lists > 0:
         cols = length - (i0 + 1) if upper else length
@@ -168,15 +157,12 @@ def lambda_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    fits = rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
-    table = None
-    if fits or (dense and rows > 0):
-        table = pair_position_weights(0, rows, length, cut_discounts, delta)
+    fits = rows * (length - 1) <= PAIR_TABLE_ELEMENTS  # (no rows: an empty table)
+    table = pair_position_weights(0, rows, length, cut_discounts, delta) if fits or dense else None
     square_table = None
     if dense:
         upper = discounts.new_zeros(length, length)
-        if table is not None:
-            upper[:rows, 1:] = table
+        upper[:rows, 1:] = table
         square_table = upper + upper.T  # no overlap: exact
     return cut_discounts, delta, table if fits else None, square_table
 
@@ -432,7 +418,7 @@ class PairwiseLogistic(_KeptPerList):
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
-        for i0, i1 in _row_blocks(n_lists, rows, length, u.device, upper=True):
+        for i0, i1 in _row_blocks(u, rows, upper=True):
             c0 = i0 + 1
             # Gain difference g_j - g_i; its sign says which item should rank higher.
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
@@ -483,7 +469,7 @@ class FactoredPairwiseLogistic(_KeptPerList):
         sigma: float,
     ) -> tuple[Tensor, Tensor]:
         n_lists, length = u.shape
-        blocks = _row_blocks(n_lists, rows, length, u.device, upper=True)
+        blocks = _row_blocks(u, rows, upper=True)
         largest = max((2 * (i1 - i0) * (length - i0 - 1) for i0, i1 in blocks), default=0)
         buffer = u.new_empty(n_lists * largest)
         # Sums over each item's pairs, without its own factor: [upper/lower, N, L, loss/slope].
@@ -552,8 +538,9 @@ class SmoothRanks(torch.autograd.Function):
             with full_precision(s.device):
                 return torch.bmm(above, valid[:, :, None]).squeeze(-1)
 
-        n_lists, length = s.shape
-        ctx.blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
+        ctx.blocks = _row_blocks(
+            s, s.shape[-1], accelerator=ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
+        )
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
         return _by_rows(s, ctx.blocks, block_ranks).add_(0.5)

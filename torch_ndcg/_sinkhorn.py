@@ -112,7 +112,7 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.blocks = _pairwise._row_blocks(n_lists, length, length, x.device)
+        self.blocks = _pairwise._row_blocks(x, length)
         cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
         self.whole = x.new_empty(n_lists, length, length) if cached else None
         # Row maxima and sums written in place (a list of small tensors between the blocks
