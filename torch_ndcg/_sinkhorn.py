@@ -62,11 +62,7 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
     probe = values.detach().contiguous()
     below = torch.searchsorted(sorted_keys, probe, right=False)
     upto = torch.searchsorted(sorted_keys, probe, right=True)
-    count = (
-        torch.full_like(below[:, :1], values.shape[-1])
-        if real is None
-        else real.sum(dim=-1, keepdim=True)
-    )
+    count = values.shape[-1] if real is None else real.sum(dim=-1, keepdim=True)
     above = count - upto
     total = prefix[:, -1:]
     return values * (below - above) - prefix.gather(-1, below) + (total - prefix.gather(-1, upto))
