@@ -140,11 +140,12 @@ def lambda_tables(
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), when that is at
-    most `PAIR_TABLE_ELEMENTS` elements or the batch is ``dense``, else ``None``. ``square_table``: the same weights as a
-    symmetric square ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the
-    diagonal and where both positions are past ``rows``), for a batch that takes the dense paths
-    (``dense``, see `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
-    `torch_ndcg._tables`): a training loop asks for the same tables every step.
+    most `PAIR_TABLE_ELEMENTS` elements or the batch is ``dense``, else ``None``.
+    ``square_table``: the same weights as a symmetric square ``[L, L]``, ``W[i, j]`` for
+    positions ``i < j`` and ``W[j, i]`` (0 on the diagonal and where both positions are past
+    ``rows``), for a batch that takes the dense paths (``dense``, see `dense_pairs_fit`), else
+    ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a training loop
+    asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
