@@ -63,7 +63,7 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
     below = torch.searchsorted(sorted_keys, probe, right=False)
     upto = torch.searchsorted(sorted_keys, probe, right=True)
     count = values.shape[-1] if real is None else real.sum(dim=-1, keepdim=True)
-    above = count - upto
+    above = torch.rsub(upto, count)  # (count - upto without Tensor.__rsub__'s Python)
     total = prefix[:, -1:]
     return values * (below - above) - prefix.gather(-1, below) + (total - prefix.gather(-1, upto))
 
