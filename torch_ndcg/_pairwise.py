@@ -65,29 +65,18 @@ def accelerator_blocks(device: torch.device) -> bool:
 
 
 def _row_blocks(
-    n_lists: int,
-    rows: int,
-    length: int,
-    device: torch.device,
-    *,
-    upper: bool = False,
-    single_temporary: bool = False,
+    like: Tensor, rows: int, *, upper: bool = False, accelerator: int = ACCELERATOR_BLOCK_ELEMENTS
 ) -> list[tuple[int, int]]:
-    """Row ranges ``[i0, i1)`` covering ``0..rows``, each about one block of elements.
+    """Row ranges ``[i0, i1)`` covering ``0..rows`` of ``[N, L]`` lists ``like``, each a block.
 
-    A block is `BLOCK_ELEMENTS` on the CPU; on an accelerator `ACCELERATOR_BLOCK_ELEMENTS`,
-    or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a computation that keeps one block
-    temporary at a time (``single_temporary``).
+    A block is about `BLOCK_ELEMENTS` elements on the CPU; on an accelerator ``accelerator``:
+    `ACCELERATOR_BLOCK_ELEMENTS`, or `ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS` for a
+    computation that keeps one block temporary at a time.
     With ``upper`` the block of rows ``[i0, i1)`` spans columns ``i0 + 1 .. length`` only (the
     strict upper triangle), so later blocks take more rows. An empty batch has no block.
     """
-    block = BLOCK_ELEMENTS
-    if accelerator_blocks(device):
-        block = (
-            ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
-            if single_temporary
-            else ACCELERATOR_BLOCK_ELEMENTS
-        )
+    n_lists, length = like.shape
+    block = accelerator if accelerator_blocks(like.device) else BLOCK_ELEMENTS
     blocks, i0 = [], 0
     while i0 < rows and n_lists > 0:
         cols = length - (i0 + 1) if upper else length
@@ -151,11 +140,12 @@ def lambda_tables(
     weighting has no such term. These are what `pair_position_weights` takes. ``pair_table``:
     those weights of all ``rows`` at once, ``[rows, L - 1]`` (column ``c`` is position
     ``c + 1``, so the block of rows ``[i0, i1)`` is ``table[i0:i1, i0:]``), when that is at
-    most `PAIR_TABLE_ELEMENTS` elements, else ``None``. ``square_table``: the same weights as a
-    symmetric square ``[L, L]``, ``W[i, j]`` for positions ``i < j`` and ``W[j, i]`` (0 on the
-    diagonal and where both positions are past ``rows``), for a batch that takes the dense paths
-    (``dense``, see `dense_pairs_fit`), else ``None``. All four are kept for named discounts (see
-    `torch_ndcg._tables`): a training loop asks for the same tables every step.
+    most `PAIR_TABLE_ELEMENTS` elements or the batch is ``dense``, else ``None``.
+    ``square_table``: the same weights as a symmetric square ``[L, L]``, ``W[i, j]`` for
+    positions ``i < j`` and ``W[j, i]`` (0 on the diagonal and where both positions are past
+    ``rows``), for a batch that takes the dense paths (``dense``, see `dense_pairs_fit`), else
+    ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a training loop
+    asks for the same tables every step.
     """
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
@@ -168,53 +158,38 @@ def lambda_tables(
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
         if weighting == "ndcg2pp":
             delta = delta * mu
-    fits = rows > 0 and rows * (length - 1) <= PAIR_TABLE_ELEMENTS
-    table = None
-    if fits or (dense and rows > 0):
-        table = pair_position_weights(0, rows, length, cut_discounts, delta)
-    square_table = None
-    if dense:
+    table = square_table = None
+    if dense or rows * (length - 1) <= PAIR_TABLE_ELEMENTS:  # (no rows: an empty table)
+        table = pair_position_weights((cut_discounts, delta, None), 0, rows, length)
+    if dense and table is not None:
         upper = discounts.new_zeros(length, length)
-        if table is not None:
-            upper[:rows, 1:] = table
+        upper[:rows, 1:] = table
         square_table = upper + upper.T  # no overlap: exact
-    return cut_discounts, delta, table if fits else None, square_table
+    return cut_discounts, delta, table, square_table
 
 
 def pair_position_weights(
-    i0: int, i1: int, length: int, position_discounts: Tensor | None, delta: Tensor | None
+    weights: tuple[Tensor | None, ...], i0: int, i1: int, length: int
 ) -> Tensor:
     r"""The part of the LambdaLoss pair weights that depends on rank positions only.
 
     For rank positions $i \in [i_0, i_1)$ and $j \in (i_0, L)$:
-    $W_{ij} = [j > i] \, (|D_i - D_j| + \delta_{j - i})$ where ``position_discounts`` holds
-    $D$ (already cut at k) and ``delta`` the NDCG-Loss2 table $\delta_m$ (already
-    scaled by mu). Either may be ``None`` (left out). Shape ``[i1 - i0, L - i0 - 1]``.
-    """
-    ref = position_discounts if position_discounts is not None else delta
-    assert ref is not None
-    gap = (
-        torch.arange(i0 + 1, length, device=ref.device)
-        - torch.arange(i0, i1, device=ref.device)[:, None]
-    )
-    weights = None if delta is None else delta[gap.clamp(min=0)]
-    if position_discounts is not None:
-        distance = (position_discounts[i0:i1, None] - position_discounts[None, i0 + 1 :]).abs()
-        weights = distance if weights is None else distance + weights
-    assert weights is not None
-    return torch.where(gap > 0, weights, 0)
-
-
-def _block_weights(weights: tuple[Tensor | None, ...], i0: int, i1: int, length: int) -> Tensor:
-    """`pair_position_weights` of rows ``[i0, i1)``, cut from the table when there is one.
-
-    ``weights`` are the first three of `lambda_tables`: ``(position_discounts, delta,
-    pair_table)``.
+    $W_{ij} = [j > i] \, (|D_i - D_j| + \delta_{j - i})$ where, of ``weights`` (the first
+    three of `lambda_tables`: ``(position_discounts, delta, pair_table)``),
+    ``position_discounts`` holds $D$ (already cut at k) and ``delta`` the NDCG-Loss2 table
+    $\delta_m$ (already scaled by mu); either may be ``None`` (left out). Cut from
+    ``pair_table``, these weights of all rows, when there is one. Shape
+    ``[i1 - i0, L - i0 - 1]``.
     """
     position_discounts, delta, pair_table = weights
     if pair_table is not None:
         return pair_table[i0:i1, i0:]
-    return pair_position_weights(i0, i1, length, position_discounts, delta)
+    device = next(table for table in weights if table is not None).device
+    gap = torch.arange(i0 + 1, length, device=device) - torch.arange(i0, i1, device=device)[:, None]
+    terms = 0 if delta is None else delta[gap.clamp(min=0)]
+    if position_discounts is not None:
+        terms = (position_discounts[i0:i1, None] - position_discounts[None, i0 + 1 :]).abs() + terms
+    return torch.where(gap > 0, terms, 0)
 
 
 def reduce_losses(
@@ -432,14 +407,14 @@ class PairwiseLogistic(_KeptPerList):
         n_lists, length = u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
-        for i0, i1 in _row_blocks(n_lists, rows, length, u.device, upper=True):
+        for i0, i1 in _row_blocks(u, rows, upper=True):
             c0 = i0 + 1
             # Gain difference g_j - g_i; its sign says which item should rank higher.
             gain_gap = g[:, None, c0:] - g[:, i0:i1, None]
             # u_i - u_j >= 0 in rank order; z = -sigma (u_w - u_l), the logistic loss argument.
             # The difference is taken before scaling: sigma * u may overflow where it does not.
             z = (u[:, i0:i1, None] - u[:, None, c0:]).mul_(sigma).copysign_(gain_gap)
-            weight = gain_gap.abs_().mul_(_block_weights(weights, i0, i1, length))
+            weight = gain_gap.abs_().mul_(pair_position_weights(weights, i0, i1, length))
             if valid is not None:
                 weight.mul_(valid[:, None, c0:])
             pair_losses = F.softplus(z).view(n_lists, -1, 1)
@@ -483,7 +458,7 @@ class FactoredPairwiseLogistic(_KeptPerList):
         sigma: float,
     ) -> tuple[Tensor, Tensor]:
         n_lists, length = u.shape
-        blocks = _row_blocks(n_lists, rows, length, u.device, upper=True)
+        blocks = _row_blocks(u, rows, upper=True)
         largest = max((2 * (i1 - i0) * (length - i0 - 1) for i0, i1 in blocks), default=0)
         buffer = u.new_empty(n_lists * largest)
         # Sums over each item's pairs, without its own factor: [upper/lower, N, L, loss/slope].
@@ -492,7 +467,7 @@ class FactoredPairwiseLogistic(_KeptPerList):
             c0, height, cols = i0 + 1, i1 - i0, length - i0 - 1
             # (g_j - g_i) times the position weight: its sign says which item should rank higher.
             weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(
-                _block_weights(weights, i0, i1, length)
+                pair_position_weights(weights, i0, i1, length)
             )
             pairs = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
             z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=pairs[:, :, 1])
@@ -552,8 +527,9 @@ class SmoothRanks(torch.autograd.Function):
             with full_precision(s.device):
                 return torch.bmm(above, valid[:, :, None]).squeeze(-1)
 
-        n_lists, length = s.shape
-        ctx.blocks = _row_blocks(n_lists, length, length, s.device, single_temporary=True)
+        ctx.blocks = _row_blocks(
+            s, s.shape[-1], accelerator=ACCELERATOR_SINGLE_TEMPORARY_BLOCK_ELEMENTS
+        )
         ctx.save_for_backward(s, valid)
         ctx.temperature = temperature
         return _by_rows(s, ctx.blocks, block_ranks).add_(0.5)

@@ -62,12 +62,8 @@ def absolute_gap_sums(scores: Tensor, real: Tensor | None, dtype: torch.dtype) -
     probe = values.detach().contiguous()
     below = torch.searchsorted(sorted_keys, probe, right=False)
     upto = torch.searchsorted(sorted_keys, probe, right=True)
-    count = (
-        torch.full_like(below[:, :1], values.shape[-1])
-        if real is None
-        else real.sum(dim=-1, keepdim=True)
-    )
-    above = count - upto
+    count = values.shape[-1] if real is None else real.sum(dim=-1, keepdim=True)
+    above = torch.rsub(upto, count)  # (count - upto without Tensor.__rsub__'s Python)
     total = prefix[:, -1:]
     return values * (below - above) - prefix.gather(-1, below) + (total - prefix.gather(-1, upto))
 
@@ -112,7 +108,7 @@ class _Kernel:
     ) -> None:
         self.x, self.y, self.coef, self.rows, self.cols = x, y, coef, rows, cols
         n_lists, length = x.shape
-        self.blocks = _pairwise._row_blocks(n_lists, length, length, x.device)
+        self.blocks = _pairwise._row_blocks(x, length)
         cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
         self.whole = x.new_empty(n_lists, length, length) if cached else None
         # Row maxima and sums written in place (a list of small tensors between the blocks
