@@ -197,16 +197,29 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
         )
 
 
+def _check_tensor(
+    name: str, value: Any, shape: torch.Size | None, kind: str, dtype_ok: bool, expected: str
+) -> Tensor:
+    """``value`` is a tensor of an ``dtype_ok`` dtype, of ``shape`` (``preds``'; ``None``: any).
+
+    Else a ``TypeError`` says that it was to be ``kind`` or to ``expected`` its dtype, or the
+    ``ValueError`` of another shape.
+    """
+    if not isinstance(value, Tensor):
+        raise _not_a_tensor(name, value, kind)
+    if not dtype_ok:
+        raise TypeError(f"Expected `{name}` to {expected} {value.dtype}.")
+    if shape is not None and value.shape != shape:
+        raise _not_shaped_as_preds(name, value, shape)
+    return value
+
+
 def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
     """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``."""
-    if mask is None:
-        return
-    if not isinstance(mask, Tensor):
-        raise _not_a_tensor(name, mask, "a bool torch.Tensor or None")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"Expected `{name}` to have dtype torch.bool, but got {mask.dtype}.")
-    if mask.shape != shape:
-        raise _not_shaped_as_preds(name, mask, shape)
+    if mask is not None:
+        dtype_ok = isinstance(mask, Tensor) and mask.dtype == torch.bool
+        kind = "a bool torch.Tensor or None"
+        _check_tensor(name, mask, shape, kind, dtype_ok, "have dtype torch.bool, but got")
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -561,24 +574,31 @@ eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
 
 
+def _check_number(name: str, value: Any, ok: bool, allow_zero: bool, kind: str) -> None:
+    """Raise unless ``ok``, saying that ``value`` was to be a positive ``kind``.
+
+    Non-negative with ``allow_zero``.
+    """
+    if not ok:
+        what = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"Expected `{name}` to be a {what} {kind}, but got {value!r}.")
+
+
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> Any:
     """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``): returned as given."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     # `value - value == 0` is `math.isfinite(value)` in plain arithmetic, which torch.compile
     # also traces where it makes a float argument a symbol (dynamic=True).
     ok = is_real and value - value == 0 and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        what = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
+    _check_number(name, value, ok, allow_zero, "finite float")
     return value
 
 
 def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> int:
     """``value`` is a positive int (or >= 0 with ``allow_zero``): returned as an int."""
-    if _is_int(value) and (value >= 0 if allow_zero else value > 0):
-        return int(value)
-    what = "non-negative" if allow_zero else "positive"
-    raise ValueError(f"Expected `{name}` to be a {what} int, but got {value!r}.")
+    ok = _is_int(value) and (value >= 0 if allow_zero else value > 0)
+    _check_number(name, value, ok, allow_zero, "int")
+    return int(value)
 
 
 def check_loss_k(k: Any) -> int | None:
@@ -593,19 +613,12 @@ def check_loss_options(
 ) -> dict[str, Any]:
     """The options every loss shares, checked (after its own): by name, as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    cutoff = check_loss_k(k)
+    k = check_loss_k(k)
     check_option("gain", gain, GAIN_NAMES, callable_ok=True)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
-    return {
-        "k": cutoff,
-        "gain": gain,
-        "discount": discount,
-        "reduction": reduction,
-        "ignore_index": ignore_index,
-        "validate_args": validate_args,
-    }
+    return dict(locals())  # the arguments, ``k`` as checked
 
 
 def check_finite_scale(
@@ -616,14 +629,25 @@ def check_finite_scale(
     ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
     traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
     float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
-    by a device-side assertion.
+    by a device-side assertion. The message is written only where it is raised or asserted.
     """
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        message = _finite_scale_message(name, value, dtype, "past the largest float")
-        assert_on_device(bound * count < largest, message)
-    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
-        raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
+        reach = "past the largest float"
+    elif bound < largest and count <= math.floor(min(largest / bound, 2.0**62)):
+        return
+    else:
+        reach = f"{bound * count:.3g}"
+    advice = f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the"
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
+    message = (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{shown} (with this input they could reach {reach}); {advice} scores."
+    )
+    if not isinstance(bound, Tensor):
+        raise ValueError(message)
+    assert_on_device(bound * count < largest, message)
 
 
 def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
@@ -639,19 +663,6 @@ def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> 
         "`weight`."
     )
     assert_on_device(bound * count < torch.finfo(dtype).max, message)
-
-
-def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
-    """The error of `check_finite_scale`: written only where it is raised or asserted."""
-    advice = (
-        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
-    )
-    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
-    shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    return (
-        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {bound}); {advice}"
-    )
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
@@ -905,14 +916,9 @@ def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
     ``indexes`` is an integer tensor of the shape of ``preds``.
     """
     check_preds_target(preds, target)
-    if not isinstance(indexes, Tensor):
-        raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
-    if not is_integer_tensor(indexes):
-        raise TypeError(
-            f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
-        )
-    if indexes.shape != preds.shape:
-        raise _not_shaped_as_preds("indexes", indexes, preds.shape)
+    dtype_ok = isinstance(indexes, Tensor) and is_integer_tensor(indexes)
+    expected = "be an integer (int64) tensor, but got dtype"
+    _check_tensor("indexes", indexes, preds.shape, "an int64 torch.Tensor", dtype_ok, expected)
 
 
 def check_device(preds: Tensor, device: torch.device) -> None:
@@ -1092,16 +1098,12 @@ def check_click_tensor(
 
     ``shape`` is that of ``preds`` (``None``: any shape).
     """
-    if not isinstance(value, Tensor):
-        raise _not_a_tensor(name, value)
-    if not (value.is_floating_point() if kind == "floating" else is_integer_tensor(value)):
-        article = "an" if kind == "integer" else "a"
-        raise TypeError(
-            f"Expected `{name}` to be {article} {kind} tensor, but got dtype {value.dtype}."
-        )
-    if shape is not None and value.shape != shape:
-        raise _not_shaped_as_preds(name, value, shape)
-    return value
+    floating = kind == "floating"
+    dtype_ok = isinstance(value, Tensor) and (
+        value.is_floating_point() if floating else is_integer_tensor(value)
+    )
+    expected = f"be {'a' if floating else 'an'} {kind} tensor, but got dtype"
+    return _check_tensor(name, value, shape, "a torch.Tensor", dtype_ok, expected)
 
 
 def check_weight(
