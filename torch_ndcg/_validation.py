@@ -31,7 +31,6 @@ from torch_ndcg._options import (
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
-    LONG_ROW_LENGTH,
     NOT_SHOWN,
     REDUCTIONS,
     TIES_NAMES,
@@ -301,9 +300,8 @@ def check_values(
     returned as a `torch_ndcg._host.DeferredCheck` for the caller to read together
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
-    Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
-    except on lists of `torch_ndcg._options.LONG_ROW_LENGTH` items or more: there only
-    label-like score extremes (`label_like`) lead to its two passes, with a read of their own.
+    Float labels also get the swapped-arguments hint where the score extremes look like labels
+    (`label_like`): then two passes over the input, with a read-back of their own.
 
     Returns:
         A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
@@ -336,20 +334,12 @@ def check_values(
             ok = rule.ok(low_pred, high_pred, low, high)
             assert_on_device(ok, rule.message.format(found=rule.on_device))
         return None
-    parts = [
-        torch.stack([low_pred, high_pred]).to(torch.float64),
-        torch.stack([low, high]).to(torch.float64),
-    ]
-    # The swap hint's two passes are read with the extremes, except on long lists: there
-    # they would cost more than the checks and the ranking together, and are taken (with a
-    # read-back of their own) only for label-like scores.
-    signs_read = float_labels and n_items < LONG_ROW_LENGTH
-    if signs_read:
-        parts.append(_swap_signs(preds, real_target, scored))
-    extremes = torch.cat(parts)
+    extremes = torch.cat(
+        [torch.stack([low_pred, high_pred]).double(), torch.stack([low, high]).double()]
+    )
 
     def judge(values: list[float]) -> CheckedValues:
-        low_pred, high_pred, low, high = values[:4]
+        low_pred, high_pred, low, high = values
         if not float_labels:
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
@@ -359,8 +349,10 @@ def check_values(
                 found = rule.found(low_pred, high_pred, low, high)
                 raise ValueError(rule.message.format(found=found))
         if float_labels and label_like(low_pred, high_pred):
-            signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
-            if all(signs):  # scores whole, some label fractional
+            # Were float labels passed first? Whole scores, some fractional label: one more read.
+            real_preds = preds if scored is None else torch.where(scored, preds, 0)
+            whole = (real_preds == real_preds.round()).all()
+            if whole & (real_target != real_target.round()).any():
                 warnings.warn(
                     f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and "
                     "`target` fractional values: were scores and labels swapped? Scores come "
@@ -419,19 +411,6 @@ def label_like(low_pred: float, high_pred: float) -> bool:
     )
 
 
-def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tensor:
-    """``[all real scores whole, some real label fractional]`` as float64 0/1 values.
-
-    Both hold when float scores and float labels were passed in swapped order (labels first,
-    as scikit-learn and TF-Ranking take them); read with the value checks' extremes, or on
-    long lists on their own and only for label-like extremes (`label_like`).
-    """
-    real_preds = preds if mask is None else torch.where(mask, preds, 0)
-    scores_whole = (real_preds == real_preds.round()).all()
-    labels_fractional = (real_target != real_target.round()).any()
-    return torch.stack([scores_whole, labels_fractional]).to(torch.float64)
-
-
 def _frames_to_the_caller() -> int:
     """The ``stacklevel`` of the first frame outside torch_ndcg and torchmetrics.
 
@@ -451,18 +430,18 @@ class _Rule(NamedTuple):
     """One value check of `check_values`: its message, and how each side judges it.
 
     Attributes:
-        message: the error, with ``{found}`` for what was found.
+        message: the error, with ``{found}`` for what was found (or what was found in it).
         ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
             them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
             from them read back as numbers, a bool.
         found: on the host, from the extremes read back where they fail: the text that stands
-            for ``{found}``.
+            for ``{found}`` (by default the largest label).
         on_device: what the device-side assertion says was found (no value is read there).
     """
 
     message: str
     ok: Callable[[Any, Any, Any, Any], Any]
-    found: Callable[[float, float, float, float], str]
+    found: Callable[[float, float, float, float], str] = lambda lp, hp, lo, hi: repr(hi)
     on_device: str = "a value"
 
 
@@ -486,10 +465,8 @@ def _value_rules(
     """
     rules = [
         _Rule(
-            "Expected `preds` to contain no NaN, but found {found}.",
+            "Expected `preds` to contain no NaN, but found NaN scores.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-            lambda lp, hp, lo, hi: "NaN scores",
-            "NaN scores",
         )
     ]
     if finite_preds:
@@ -502,21 +479,16 @@ def _value_rules(
             )
         )
     if float_labels:
-        rules.append(
+        rules += [
             _Rule(
-                "Expected `target` to contain no NaN, but found {found}.",
+                "Expected `target` to contain no NaN, but found NaN labels.",
                 lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-                lambda lp, hp, lo, hi: "NaN labels",
-                "NaN labels",
-            )
-        )
-        rules.append(
+            ),
             _Rule(
                 "Expected `target` to be finite, but found {found}.",
                 lambda lp, hp, lo, hi: abs(hi) != torch.inf,
-                lambda lp, hp, lo, hi: repr(hi),
-            )
-        )
+            ),
+        ]
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
     padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
     rules.append(
@@ -560,7 +532,6 @@ def _value_rules(
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
             f"float64), but found {{found}}; {advice} the labels.",
             within,
-            lambda lp, hp, lo, hi: repr(hi),
         )
     )
     return rules
