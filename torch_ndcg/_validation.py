@@ -545,31 +545,24 @@ eager_rules = functools.lru_cache(maxsize=_KEPT_RULE_LISTS)(_value_rules)
 # --- Checks of the losses' hyper-parameters ---------------------------------------------------
 
 
-def _check_number(name: str, value: Any, ok: bool, allow_zero: bool, kind: str) -> None:
-    """Raise unless ``ok``, saying that ``value`` was to be a positive ``kind``.
-
-    Non-negative with ``allow_zero``.
-    """
-    if not ok:
-        what = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"Expected `{name}` to be a {what} {kind}, but got {value!r}.")
-
-
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> Any:
     """``value`` is a finite real number, > 0 (or >= 0 with ``allow_zero``): returned as given."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     # `value - value == 0` is `math.isfinite(value)` in plain arithmetic, which torch.compile
     # also traces where it makes a float argument a symbol (dynamic=True).
     ok = is_real and value - value == 0 and (value >= 0 if allow_zero else value > 0)
-    _check_number(name, value, ok, allow_zero, "finite float")
+    if not ok:
+        what = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"Expected `{name}` to be a {what} finite float, but got {value!r}.")
     return value
 
 
 def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> int:
     """``value`` is a positive int (or >= 0 with ``allow_zero``): returned as an int."""
-    ok = _is_int(value) and (value >= 0 if allow_zero else value > 0)
-    _check_number(name, value, ok, allow_zero, "int")
-    return int(value)
+    if _is_int(value) and (value >= 0 if allow_zero else value > 0):
+        return int(value)
+    what = "non-negative" if allow_zero else "positive"
+    raise ValueError(f"Expected `{name}` to be a {what} int, but got {value!r}.")
 
 
 def check_loss_k(k: Any) -> int | None:
@@ -600,25 +593,25 @@ def check_finite_scale(
     ``count`` is a whole number of terms (a power of the list length): where ``torch.compile``
     traces the length as a symbol, comparing it (an integer guard) keeps the graph whole, while
     float arithmetic on it would not. A tensor ``bound`` (computed on the device) is checked
-    by a device-side assertion. The message is written only where it is raised or asserted.
+    by a device-side assertion.
     """
     largest = torch.finfo(dtype).max
     if isinstance(bound, Tensor):
-        reach = "past the largest float"
-    elif bound < largest and count <= math.floor(min(largest / bound, 2.0**62)):
-        return
-    else:
-        reach = f"{bound * count:.3g}"
-    advice = f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the"
+        message = _finite_scale_message(name, value, dtype, "past the largest float")
+        assert_on_device(bound * count < largest, message)
+    elif not (bound < largest and count <= math.floor(min(largest / bound, 2.0**62))):
+        raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
+
+
+def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
+    """The error of `check_finite_scale`: written only where it is raised or asserted."""
+    advice = f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale"
     # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
     shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    message = (
+    return (
         f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {reach}); {advice} scores."
+        f"{shown} (with this input they could reach {bound}); {advice} the scores."
     )
-    if not isinstance(bound, Tensor):
-        raise ValueError(message)
-    assert_on_device(bound * count < largest, message)
 
 
 def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
@@ -1125,7 +1118,7 @@ def check_positions(
     if not validate_args or positions.numel() == 0:
         return []
     real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)
-    bad = (real_positions != NOT_SHOWN) & (real_positions < 0)
+    bad = real_positions < NOT_SHOWN  # the one negative position allowed is NOT_SHOWN, -1
     expected = "non-negative"
     if num_positions is not None:
         bad = bad | (real_positions >= num_positions)
