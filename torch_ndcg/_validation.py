@@ -60,9 +60,7 @@ def check_k(k: Any) -> tuple[int, ...] | None:
 
 def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: bool) -> None:
     """Check that ``value`` is one of ``allowed`` (or a callable where ``callable_ok``)."""
-    if isinstance(value, str) and value in allowed:
-        return
-    if callable_ok and callable(value) and not isinstance(value, str):
+    if value in allowed if isinstance(value, str) else callable_ok and callable(value):
         return
     choices = ", ".join(repr(a) for a in allowed)
     extra = " or a callable" if callable_ok else ""
@@ -284,8 +282,8 @@ def check_values(
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
-    length: int | None = None,
     ranked: Tensor | None = None,
+    length: int | None = None,
 ) -> DeferredCheck | None:
     """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
@@ -388,11 +386,9 @@ def small_batch_holds(
     low_pred, high_pred, low, high = extremes
     float_labels = target.is_floating_point()
     rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
-    # A loop, not all() of a generator: a quarter of a microsecond less on the small hot paths.
-    for rule in rules:
-        if not rule.ok(low_pred, high_pred, low, high):
-            return False
-    return not (float_labels and label_like(low_pred, high_pred))
+    return all(rule.ok(low_pred, high_pred, low, high) for rule in rules) and not (
+        float_labels and label_like(low_pred, high_pred)
+    )
 
 
 _CPU = torch.device("cpu")
@@ -795,7 +791,6 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
     check_query_ids("query_ids", query_ids)
     if not isinstance(padding_value, numbers.Real):
         raise TypeError(f"Expected `padding_value` to be a real number, but got {padding_value!r}.")
-    fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
         if not isinstance(value, Tensor):
             raise _not_a_tensor(f"values[{i}]", value)
@@ -811,9 +806,10 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
             )
         dtype = value.dtype
         if not (
-            (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
+            (not math.isfinite(padding_value) or abs(padding_value) <= torch.finfo(dtype).max)
             if dtype.is_floating_point or dtype.is_complex
-            else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
+            else float(padding_value).is_integer()
+            and label_dtype_holds(dtype, int(padding_value))
         ):
             raise ValueError(
                 f"Expected `padding_value` to be a value of {dtype} (the dtype of `values[{i}]`), "
@@ -945,7 +941,7 @@ def check_rows(
         flat_scores = preds.reshape(-1) if scores is None else scores
         ranked = None if retrieved is None else retrieved.reshape(-1)
         check = check_values(
-            flat_scores, flat_target, real, options.gain, options.ignore_index, False, 1, ranked
+            flat_scores, flat_target, real, options.gain, options.ignore_index, False, ranked, 1
         )
         if check is not None:
             check.resolve()
@@ -1002,9 +998,7 @@ def check_lists(
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return real, None
-    return real, check_values(
-        preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved
-    )
+    return real, check_values(preds, target, real, gain, ignore_index, finite_preds, retrieved)
 
 
 # --- Learning from clicks: weights, display positions, click values ---------------------------
