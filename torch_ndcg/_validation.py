@@ -150,13 +150,6 @@ def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeEr
     return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
 
 
-def _not_shaped_as_preds(name: str, value: Tensor, shape: torch.Size) -> ValueError:
-    return ValueError(
-        f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-        f"{tuple(value.shape)}."
-    )
-
-
 def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
     """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim.
 
@@ -207,7 +200,10 @@ def _check_tensor(
     if not dtype_ok:
         raise TypeError(f"Expected `{name}` to {expected} {value.dtype}.")
     if shape is not None and value.shape != shape:
-        raise _not_shaped_as_preds(name, value, shape)
+        raise ValueError(
+            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
+            f"{tuple(value.shape)}."
+        )
     return value
 
 
