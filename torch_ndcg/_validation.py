@@ -396,11 +396,7 @@ def label_like(low_pred: float, high_pred: float) -> bool:
     Whole-number extremes in ``[0, 31]`` (`_LABEL_LIKE_LARGEST`), not all equal (equal scores
     are no sign): only then can every score be a whole number that looks like a label.
     """
-    return (
-        0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST
-        and float(low_pred).is_integer()
-        and float(high_pred).is_integer()
-    )
+    return 0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST and low_pred % 1 == high_pred % 1 == 0
 
 
 def _frames_to_the_caller() -> int:
@@ -787,6 +783,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
     check_query_ids("query_ids", query_ids)
     if not isinstance(padding_value, numbers.Real):
         raise TypeError(f"Expected `padding_value` to be a real number, but got {padding_value!r}.")
+    fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
         if not isinstance(value, Tensor):
             raise _not_a_tensor(f"values[{i}]", value)
@@ -802,10 +799,9 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
             )
         dtype = value.dtype
         if not (
-            (not math.isfinite(padding_value) or abs(padding_value) <= torch.finfo(dtype).max)
+            (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
             if dtype.is_floating_point or dtype.is_complex
-            else float(padding_value).is_integer()
-            and label_dtype_holds(dtype, int(padding_value))
+            else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
         ):
             raise ValueError(
                 f"Expected `padding_value` to be a value of {dtype} (the dtype of `values[{i}]`), "
