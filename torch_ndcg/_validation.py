@@ -328,9 +328,7 @@ def check_values(
             ok = rule.ok(low_pred, high_pred, low, high)
             assert_on_device(ok, rule.message.format(found=rule.on_device))
         return None
-    extremes = torch.cat(
-        [torch.stack([low_pred, high_pred]).double(), torch.stack([low, high]).double()]
-    )
+    extremes = torch.stack([low_pred.double(), high_pred.double(), low.double(), high.double()])
 
     def judge(values: list[float]) -> CheckedValues:
         low_pred, high_pred, low, high = values
