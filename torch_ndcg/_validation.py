@@ -31,7 +31,6 @@ from torch_ndcg._options import (
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
-    LONG_ROW_LENGTH,
     NOT_SHOWN,
     REDUCTIONS,
     TIES_NAMES,
@@ -61,9 +60,7 @@ def check_k(k: Any) -> tuple[int, ...] | None:
 
 def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: bool) -> None:
     """Check that ``value`` is one of ``allowed`` (or a callable where ``callable_ok``)."""
-    if isinstance(value, str) and value in allowed:
-        return
-    if callable_ok and callable(value) and not isinstance(value, str):
+    if value in allowed if isinstance(value, str) else callable_ok and callable(value):
         return
     choices = ", ".join(repr(a) for a in allowed)
     extra = " or a callable" if callable_ok else ""
@@ -153,13 +150,6 @@ def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeEr
     return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
 
 
-def _not_shaped_as_preds(name: str, value: Tensor, shape: torch.Size) -> ValueError:
-    return ValueError(
-        f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-        f"{tuple(value.shape)}."
-    )
-
-
 def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
     """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim.
 
@@ -197,16 +187,32 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
         )
 
 
+def _check_tensor(
+    name: str, value: Any, shape: torch.Size | None, kind: str, dtype_ok: bool, expected: str
+) -> Tensor:
+    """``value`` is a tensor of an ``dtype_ok`` dtype, of ``shape`` (``preds``'; ``None``: any).
+
+    Else a ``TypeError`` says that it was to be ``kind`` or to ``expected`` its dtype, or the
+    ``ValueError`` of another shape.
+    """
+    if not isinstance(value, Tensor):
+        raise _not_a_tensor(name, value, kind)
+    if not dtype_ok:
+        raise TypeError(f"Expected `{name}` to {expected} {value.dtype}.")
+    if shape is not None and value.shape != shape:
+        raise ValueError(
+            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
+            f"{tuple(value.shape)}."
+        )
+    return value
+
+
 def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
     """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``."""
-    if mask is None:
-        return
-    if not isinstance(mask, Tensor):
-        raise _not_a_tensor(name, mask, "a bool torch.Tensor or None")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"Expected `{name}` to have dtype torch.bool, but got {mask.dtype}.")
-    if mask.shape != shape:
-        raise _not_shaped_as_preds(name, mask, shape)
+    if mask is not None:
+        dtype_ok = isinstance(mask, Tensor) and mask.dtype == torch.bool
+        kind = "a bool torch.Tensor or None"
+        _check_tensor(name, mask, shape, kind, dtype_ok, "have dtype torch.bool, but got")
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -272,8 +278,8 @@ def check_values(
     gain: Any,
     ignore_index: int | None,
     finite_preds: bool = False,
-    length: int | None = None,
     ranked: Tensor | None = None,
+    length: int | None = None,
 ) -> DeferredCheck | None:
     """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
@@ -288,9 +294,8 @@ def check_values(
     returned as a `torch_ndcg._host.DeferredCheck` for the caller to read together
     with its own values, raising ``ValueError`` naming what was found; elsewhere each check is
     a device-side assertion with the same message (no values named), and ``None`` is returned.
-    Float labels also get the swapped-arguments hint (`_swap_signs`), read with the extremes,
-    except on lists of `torch_ndcg._options.LONG_ROW_LENGTH` items or more: there only
-    label-like score extremes (`label_like`) lead to its two passes, with a read of their own.
+    Float labels also get the swapped-arguments hint where the score extremes look like labels
+    (`label_like`): then two passes over the input, with a read-back of their own.
 
     Returns:
         A check whose ``resolve()`` gives the `CheckedValues`, or ``None``.
@@ -323,20 +328,10 @@ def check_values(
             ok = rule.ok(low_pred, high_pred, low, high)
             assert_on_device(ok, rule.message.format(found=rule.on_device))
         return None
-    parts = [
-        torch.stack([low_pred, high_pred]).to(torch.float64),
-        torch.stack([low, high]).to(torch.float64),
-    ]
-    # The swap hint's two passes are read with the extremes, except on long lists: there
-    # they would cost more than the checks and the ranking together, and are taken (with a
-    # read-back of their own) only for label-like scores.
-    signs_read = float_labels and n_items < LONG_ROW_LENGTH
-    if signs_read:
-        parts.append(_swap_signs(preds, real_target, scored))
-    extremes = torch.cat(parts)
+    extremes = torch.stack([low_pred.double(), high_pred.double(), low.double(), high.double()])
 
     def judge(values: list[float]) -> CheckedValues:
-        low_pred, high_pred, low, high = values[:4]
+        low_pred, high_pred, low, high = values
         if not float_labels:
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
@@ -346,8 +341,10 @@ def check_values(
                 found = rule.found(low_pred, high_pred, low, high)
                 raise ValueError(rule.message.format(found=found))
         if float_labels and label_like(low_pred, high_pred):
-            signs = values[4:] if signs_read else _swap_signs(preds, real_target, scored).tolist()
-            if all(signs):  # scores whole, some label fractional
+            # Were float labels passed first? Whole scores, some fractional label: one more read.
+            real_preds = preds if scored is None else torch.where(scored, preds, 0)
+            whole = (real_preds == real_preds.round()).all()
+            if whole & (real_target != real_target.round()).any():
                 warnings.warn(
                     f"`preds` holds only whole numbers from {low_pred:g} to {high_pred:g} and "
                     "`target` fractional values: were scores and labels swapped? Scores come "
@@ -383,11 +380,9 @@ def small_batch_holds(
     low_pred, high_pred, low, high = extremes
     float_labels = target.is_floating_point()
     rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
-    # A loop, not all() of a generator: a quarter of a microsecond less on the small hot paths.
-    for rule in rules:
-        if not rule.ok(low_pred, high_pred, low, high):
-            return False
-    return not (float_labels and label_like(low_pred, high_pred))
+    return all(rule.ok(low_pred, high_pred, low, high) for rule in rules) and not (
+        float_labels and label_like(low_pred, high_pred)
+    )
 
 
 _CPU = torch.device("cpu")
@@ -399,24 +394,7 @@ def label_like(low_pred: float, high_pred: float) -> bool:
     Whole-number extremes in ``[0, 31]`` (`_LABEL_LIKE_LARGEST`), not all equal (equal scores
     are no sign): only then can every score be a whole number that looks like a label.
     """
-    return (
-        0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST
-        and float(low_pred).is_integer()
-        and float(high_pred).is_integer()
-    )
-
-
-def _swap_signs(preds: Tensor, real_target: Tensor, mask: Tensor | None) -> Tensor:
-    """``[all real scores whole, some real label fractional]`` as float64 0/1 values.
-
-    Both hold when float scores and float labels were passed in swapped order (labels first,
-    as scikit-learn and TF-Ranking take them); read with the value checks' extremes, or on
-    long lists on their own and only for label-like extremes (`label_like`).
-    """
-    real_preds = preds if mask is None else torch.where(mask, preds, 0)
-    scores_whole = (real_preds == real_preds.round()).all()
-    labels_fractional = (real_target != real_target.round()).any()
-    return torch.stack([scores_whole, labels_fractional]).to(torch.float64)
+    return 0 <= low_pred < high_pred <= _LABEL_LIKE_LARGEST and low_pred % 1 == high_pred % 1 == 0
 
 
 def _frames_to_the_caller() -> int:
@@ -438,18 +416,18 @@ class _Rule(NamedTuple):
     """One value check of `check_values`: its message, and how each side judges it.
 
     Attributes:
-        message: the error, with ``{found}`` for what was found.
+        message: the error, with ``{found}`` for what was found (or what was found in it).
         ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
             them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
             from them read back as numbers, a bool.
         found: on the host, from the extremes read back where they fail: the text that stands
-            for ``{found}``.
+            for ``{found}`` (by default the largest label).
         on_device: what the device-side assertion says was found (no value is read there).
     """
 
     message: str
     ok: Callable[[Any, Any, Any, Any], Any]
-    found: Callable[[float, float, float, float], str]
+    found: Callable[[float, float, float, float], str] = lambda lp, hp, lo, hi: repr(hi)
     on_device: str = "a value"
 
 
@@ -473,10 +451,8 @@ def _value_rules(
     """
     rules = [
         _Rule(
-            "Expected `preds` to contain no NaN, but found {found}.",
+            "Expected `preds` to contain no NaN, but found NaN scores.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-            lambda lp, hp, lo, hi: "NaN scores",
-            "NaN scores",
         )
     ]
     if finite_preds:
@@ -489,21 +465,16 @@ def _value_rules(
             )
         )
     if float_labels:
-        rules.append(
+        rules += [
             _Rule(
-                "Expected `target` to contain no NaN, but found {found}.",
+                "Expected `target` to contain no NaN, but found NaN labels.",
                 lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-                lambda lp, hp, lo, hi: "NaN labels",
-                "NaN labels",
-            )
-        )
-        rules.append(
+            ),
             _Rule(
                 "Expected `target` to be finite, but found {found}.",
                 lambda lp, hp, lo, hi: abs(hi) != torch.inf,
-                lambda lp, hp, lo, hi: repr(hi),
-            )
-        )
+            ),
+        ]
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
     padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
     rules.append(
@@ -547,7 +518,6 @@ def _value_rules(
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
             f"float64), but found {{found}}; {advice} the labels.",
             within,
-            lambda lp, hp, lo, hi: repr(hi),
         )
     )
     return rules
@@ -593,19 +563,12 @@ def check_loss_options(
 ) -> dict[str, Any]:
     """The options every loss shares, checked (after its own): by name, as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    cutoff = check_loss_k(k)
+    k = check_loss_k(k)
     check_option("gain", gain, GAIN_NAMES, callable_ok=True)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
-    return {
-        "k": cutoff,
-        "gain": gain,
-        "discount": discount,
-        "reduction": reduction,
-        "ignore_index": ignore_index,
-        "validate_args": validate_args,
-    }
+    return dict(locals())  # the arguments, ``k`` as checked
 
 
 def check_finite_scale(
@@ -626,6 +589,17 @@ def check_finite_scale(
         raise ValueError(_finite_scale_message(name, value, dtype, f"{bound * count:.3g}"))
 
 
+def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
+    """The error of `check_finite_scale`: written only where it is raised or asserted."""
+    advice = f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale"
+    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
+    shown = "this value" if torch.compiler.is_compiling() else repr(value)
+    return (
+        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
+        f"{shown} (with this input they could reach {bound}); {advice} the scores."
+    )
+
+
 def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
     """A device-side assertion naming ``weight``: ``bound * count`` stays below the largest float.
 
@@ -639,19 +613,6 @@ def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> 
         "`weight`."
     )
     assert_on_device(bound * count < torch.finfo(dtype).max, message)
-
-
-def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: str) -> str:
-    """The error of `check_finite_scale`: written only where it is raised or asserted."""
-    advice = (
-        f"choose a {'smaller' if name == 'sigma' else 'larger'} `{name}` or rescale the scores."
-    )
-    # A float that torch.compile traces as a symbol (dynamic=True) cannot be written out.
-    shown = "this value" if torch.compiler.is_compiling() else repr(value)
-    return (
-        f"Expected `{name}` to keep the loss and its gradient finite in {dtype}, but got "
-        f"{shown} (with this input they could reach {bound}); {advice}"
-    )
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
@@ -905,14 +866,9 @@ def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
     ``indexes`` is an integer tensor of the shape of ``preds``.
     """
     check_preds_target(preds, target)
-    if not isinstance(indexes, Tensor):
-        raise _not_a_tensor("indexes", indexes, "an int64 torch.Tensor")
-    if not is_integer_tensor(indexes):
-        raise TypeError(
-            f"Expected `indexes` to be an integer (int64) tensor, but got dtype {indexes.dtype}."
-        )
-    if indexes.shape != preds.shape:
-        raise _not_shaped_as_preds("indexes", indexes, preds.shape)
+    dtype_ok = isinstance(indexes, Tensor) and is_integer_tensor(indexes)
+    expected = "be an integer (int64) tensor, but got dtype"
+    _check_tensor("indexes", indexes, preds.shape, "an int64 torch.Tensor", dtype_ok, expected)
 
 
 def check_device(preds: Tensor, device: torch.device) -> None:
@@ -975,7 +931,7 @@ def check_rows(
         flat_scores = preds.reshape(-1) if scores is None else scores
         ranked = None if retrieved is None else retrieved.reshape(-1)
         check = check_values(
-            flat_scores, flat_target, real, options.gain, options.ignore_index, False, 1, ranked
+            flat_scores, flat_target, real, options.gain, options.ignore_index, False, ranked, 1
         )
         if check is not None:
             check.resolve()
@@ -1032,9 +988,7 @@ def check_lists(
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return real, None
-    return real, check_values(
-        preds, target, real, gain, ignore_index, finite_preds, ranked=retrieved
-    )
+    return real, check_values(preds, target, real, gain, ignore_index, finite_preds, retrieved)
 
 
 # --- Learning from clicks: weights, display positions, click values ---------------------------
@@ -1092,16 +1046,12 @@ def check_click_tensor(
 
     ``shape`` is that of ``preds`` (``None``: any shape).
     """
-    if not isinstance(value, Tensor):
-        raise _not_a_tensor(name, value)
-    if not (value.is_floating_point() if kind == "floating" else is_integer_tensor(value)):
-        article = "an" if kind == "integer" else "a"
-        raise TypeError(
-            f"Expected `{name}` to be {article} {kind} tensor, but got dtype {value.dtype}."
-        )
-    if shape is not None and value.shape != shape:
-        raise _not_shaped_as_preds(name, value, shape)
-    return value
+    floating = kind == "floating"
+    dtype_ok = isinstance(value, Tensor) and (
+        value.is_floating_point() if floating else is_integer_tensor(value)
+    )
+    expected = f"be {'a' if floating else 'an'} {kind} tensor, but got dtype"
+    return _check_tensor(name, value, shape, "a torch.Tensor", dtype_ok, expected)
 
 
 def check_weight(
@@ -1152,7 +1102,7 @@ def check_positions(
     if not validate_args or positions.numel() == 0:
         return []
     real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)
-    bad = (real_positions != NOT_SHOWN) & (real_positions < 0)
+    bad = real_positions < NOT_SHOWN  # the one negative position allowed is NOT_SHOWN, -1
     expected = "non-negative"
     if num_positions is not None:
         bad = bad | (real_positions >= num_positions)
