@@ -87,9 +87,19 @@ def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dty
     return item_gains
 
 
+# Batches of at most this many items are small: the call's cost is the number of operations it
+# launches, not their size, so they take the paths with the fewest (float scores as their own
+# keys, the ideal DCG from the sorted gains, one product for both DCGs).
+SMALL_ELEMENTS = 1 << 12
+
+
 def top(values: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
-    """The ``kmax`` largest values of each row, sorted descending, and their indices."""
-    if kmax >= values.shape[-1]:
+    """The ``kmax`` largest values of each row, sorted descending, and their indices.
+
+    A small batch (`SMALL_ELEMENTS`) is selected by ``topk`` even when all its items are
+    wanted: for a few rows it costs less than ``sort``.
+    """
+    if kmax >= values.shape[-1] and values.numel() > SMALL_ELEMENTS:
         return values.sort(dim=-1, descending=True)
     return values.topk(kmax, dim=-1, sorted=True)
 
@@ -189,11 +199,6 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     return as_dtype(position_gains, acc) @ weights
 
 
-def _lowest(dtype: torch.dtype) -> float | int:
-    """The smallest value of ``dtype``: a sentinel below every valid label or gain."""
-    return float("-inf") if dtype.is_floating_point else int(torch.iinfo(dtype).min)
-
-
 def ideal_ranked_gains(
     target: Tensor,
     item_gains: Tensor | None,
@@ -201,7 +206,7 @@ def ideal_ranked_gains(
     kmax: int,
     gain: Gain,
     dtype: torch.dtype,
-    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] | None = None,
+    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
@@ -210,18 +215,38 @@ def ideal_ranked_gains(
     a callable gain is ranked by the gains themselves (``item_gains``, required then), and so
     are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
+    Padding takes the dtype's smallest value, below every valid label or gain.
     """
     if item_gains is None:
         values = target.to(torch.uint8) if target.dtype == torch.bool else target
     else:
         values = item_gains
     if mask is not None:
-        values = torch.where(mask, values, _lowest(values.dtype))
-    best = (top if select is None else select)(values, kmax)[0]
+        lowest = float("-inf") if values.is_floating_point() else torch.iinfo(values.dtype).min
+        values = torch.where(mask, values, lowest)
+    best = select(values, kmax)[0]
     best_gains = gains(best.to(dtype), gain) if item_gains is None else best.to(dtype)
     if mask is not None:
-        best_gains = torch.where(best == _lowest(values.dtype), 0, best_gains)
+        best_gains = torch.where(best == lowest, 0, best_gains)
     return best_gains
+
+
+@_tables.kept
+def _level_gain_steps(
+    levels: int,
+    gain: Gain,
+    dtype: torch.dtype,
+    acc: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """``[levels]``: $g(v) - g(v - 1)$ for ``v = levels - 1`` down to 0; $g(-1) = 0$.
+
+    The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
+    steps then add up to the very gains the DCG credits.
+    """
+    levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
+    level_gains = gains(levels_down, gain).to(acc)
+    return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
 
 
 def ideal_dcg(
@@ -234,11 +259,22 @@ def ideal_dcg(
     dtype: torch.dtype,
     *,
     item_gains: Tensor | None = None,
+    levels: int | None = None,
+    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
 ) -> Tensor:
     r"""Ideal DCG of every list at every cut-off: the DCG of its labels in descending order.
 
     $\mathrm{IDCG@}k = \sum_{r \le k} g(y^*_{(r)}) \, d(r)$ over the real items' labels
-    sorted descending (`ideal_ranked_gains`). Reads nothing back.
+    sorted descending (`ideal_ranked_gains`, their top selected by ``select``). Reads nothing
+    back. With ``levels`` (integer labels in ``[0, levels)`` on real items and a named gain,
+    non-decreasing, so that the ideal order is the label order) it comes from the count of each
+    label instead, with no sort: in the ideal order the items with label $\ge v$ take ranks
+    $1..n_{\ge v}$, so with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
+
+    $$
+    \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
+    \qquad g(-1) = 0.
+    $$
 
     Args:
         target: ``[N, L]`` labels.
@@ -249,14 +285,31 @@ def ideal_dcg(
         discount: discount name or callable.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
+        levels: the number of label values (max label + 1) where the labels are counted.
+        select: picks the ``kmax`` largest values of each row (`top` by default).
 
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
-    if callable(gain) and item_gains is None:
-        item_gains = list_gains(target, mask, gain, dtype)
-    ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
-    return cumulative_dcg(ideal_gains, ks, discount)
+    if levels is None:
+        if callable(gain) and item_gains is None:
+            item_gains = list_gains(target, mask, gain, dtype)
+        ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype, select)
+        return cumulative_dcg(ideal_gains, ks, discount)
+    n, length = target.shape
+    device = target.device
+    acc = accumulate_dtype(device)
+    # Per row, bin v counts the label v; padding goes to the extra bin `levels`.
+    labels = target.to(torch.int64)
+    bins = labels if mask is None else torch.where(mask, labels, levels)
+    ones = torch.ones((1, 1), dtype=torch.int64, device=device).expand(n, length)
+    counts = torch.zeros((n, levels + 1), dtype=torch.int64, device=device)
+    counts.scatter_add_(1, bins, ones)
+    # Column j: the items with label >= levels - 1 - j, at most kmax (the table's last row).
+    at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
+    table = cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
+    credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
+    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
 def empty_lists(ideal: Tensor, mask: Tensor | None) -> Tensor:

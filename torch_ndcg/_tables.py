@@ -29,36 +29,14 @@ ELEMENTS_PER_DEVICE = 1 << 22
 _Params = ParamSpec("_Params")
 _Table = TypeVar("_Table", Tensor, tuple[Tensor | None, ...])
 
-
-class _DeviceTables:
-    """The kept tables of one device, least recently used first, and their element count."""
-
-    def __init__(self) -> None:
-        self.tables: OrderedDict[Hashable, Tensor | tuple[Tensor | None, ...]] = OrderedDict()
-        self.elements = 0
-
-    def keep(self, key: Hashable, table: Tensor | tuple[Tensor | None, ...], size: int) -> None:
-        """Keep ``table``, then drop the least recently used tables until within the bounds."""
-        self.tables[key] = table
-        self.elements += size
-        while len(self.tables) > TABLES_PER_DEVICE or self.elements > ELEMENTS_PER_DEVICE:
-            _, dropped = self.tables.popitem(last=False)
-            self.elements -= _elements(dropped)
-
-
-_kept: dict[torch.device, _DeviceTables] = {}
+# The kept tables of each device, least recently used first.
+_kept: dict[torch.device, OrderedDict[Hashable, Tensor | tuple[Tensor | None, ...]]] = {}
 
 
 def _elements(table: Tensor | tuple[Tensor | None, ...]) -> int:
     """The number of elements of a table (of all its tensors, for a tuple)."""
-    if isinstance(table, Tensor):
-        return table.numel()
-    return sum(part.numel() for part in table if part is not None)
-
-
-def clear() -> None:
-    """Drop every kept table (of every device)."""
-    _kept.clear()
+    parts = (table,) if isinstance(table, Tensor) else table
+    return sum(part.numel() for part in parts if part is not None)
 
 
 def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
@@ -86,16 +64,20 @@ def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
             return built(*args, **kwargs)
         tables = _kept.get(device)
         if tables is None:
-            tables = _kept[device] = _DeviceTables()
+            tables = _kept[device] = OrderedDict()
         key = (build, args)
-        found = tables.tables.get(key)
+        found = tables.get(key)
         if found is not None:
-            tables.tables.move_to_end(key)
+            tables.move_to_end(key)
             return found  # type: ignore[return-value]
         result = built(*args, **kwargs)
-        size = _elements(result)
-        if size <= ELEMENTS_PER_DEVICE:
-            tables.keep(key, result, size)
+        if _elements(result) <= ELEMENTS_PER_DEVICE:  # then drop the least recently used
+            tables[key] = result
+            while (
+                len(tables) > TABLES_PER_DEVICE
+                or sum(map(_elements, tables.values())) > ELEMENTS_PER_DEVICE
+            ):
+                tables.popitem(last=False)
         return result
 
     return table
