@@ -95,7 +95,7 @@ def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dty
 def tie_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of averaging ties: every top position against every item, or grouped runs."""
     if request.param == "grouped":
-        monkeypatch.setattr(fast_paths, "DENSE_TIE_ELEMENTS", 0)
+        monkeypatch.setattr(kernels, "DENSE_TIE_ELEMENTS", 0)
     return str(request.param)
 
 
@@ -108,11 +108,11 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list(tie_pa
     top_keys, top_index, tied = fast_paths.top_items(keys, 3, padded=False)
     assert tied
     torch.testing.assert_close(
-        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
     )
     top_keys, top_index, tied = fast_paths.top_items(keys, 5, padded=False)
     torch.testing.assert_close(
-        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains),
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
 
@@ -136,12 +136,12 @@ def test_tie_averaging_dense_equals_grouped(
         item_gains = torch.where(mask, item_gains, 0)
     keys = fast_paths.ranking_keys(scores, mask)
     top_keys, top_index, _ = fast_paths.top_items(keys, min(k, length), padded=padded)
-    dense = kernels.tie_averaged_gains(keys, top_keys, item_gains)
+    dense = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     try:
-        fast_paths.DENSE_TIE_ELEMENTS, saved = 0, fast_paths.DENSE_TIE_ELEMENTS
-        grouped = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+        kernels.DENSE_TIE_ELEMENTS, saved = 0, kernels.DENSE_TIE_ELEMENTS
+        grouped = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     finally:
-        fast_paths.DENSE_TIE_ELEMENTS = saved
+        kernels.DENSE_TIE_ELEMENTS = saved
     torch.testing.assert_close(dense, grouped, rtol=1e-12, atol=1e-12)
 
 
@@ -253,7 +253,7 @@ def test_tie_free_fast_path_equals_tie_averaged_gains(
         torch.randint(0, 4, (rows, length), generator=gen), mask, "exponential", torch.float32
     )
     top_keys, top_index, tied = fast_paths.top_items(keys, kmax, padded=padded)
-    averaged = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    averaged = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     if not tied:
         direct = item_gains.gather(-1, top_index).double()
         torch.testing.assert_close(averaged, direct)

@@ -47,7 +47,6 @@ from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
     ListOptions,
-    accumulate_dtype,
     as_dtype,
     compute_dtype,
 )
@@ -143,11 +142,10 @@ def top_items(
         indices, and a bool scalar tensor: whether any row has a tie that touches its top
         ``kmax`` (left on the device: reading it is the caller's choice).
     """
-    if not detect_ties:
-        top_keys, top_index = _kernels.top(keys, kmax)
-        return top_keys, top_index, None
-    selected = min(kmax + 1, keys.shape[-1])
+    selected = min(kmax + 1, keys.shape[-1]) if detect_ties else kmax
     top_keys, top_index = _kernels.top(keys, selected)
+    if not detect_ties:
+        return top_keys, top_index, None
     # Tensor methods throughout: Python slicing costs several microseconds a call.
     lower = top_keys.narrow(-1, 1, selected - 1)
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, selected - 1))
@@ -156,50 +154,6 @@ def top_items(
     if selected == kmax:  # the whole list: nothing below the cut-off was selected
         return top_keys, top_index, equal_neighbours.any()
     return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
-
-
-# Top positions times items up to which `tie_averaged_gains` compares every top position with
-# every item (a few kernels, the fewest launches on an accelerator); larger batches group the
-# runs of equal keys of the top instead.
-DENSE_TIE_ELEMENTS = 1 << 22
-
-
-def tie_averaged_gains(
-    keys: Tensor, top_keys: Tensor, top_index: Tensor, item_gains: Tensor
-) -> Tensor:
-    """`torch_ndcg._kernels.tie_averaged_gains`, in memory bounded for large inputs.
-
-    Up to `DENSE_TIE_ELEMENTS` top positions times items, the kernel itself. Above, the runs of
-    equal keys in the top are grouped, and only the group at the ``kmax`` boundary is looked up
-    in the whole list: the same means, without the ``[N, kmax, L]`` comparison.
-
-    Args:
-        keys: ``[N, L]`` keys from `ranking_keys`.
-        top_keys: ``[N, kmax]`` best keys, descending, from `top_items`.
-        top_index: ``[N, kmax]`` their indices.
-        item_gains: ``[N, L]`` gains, 0 for padded items.
-
-    Returns:
-        ``[N, kmax]`` in the accumulation dtype.
-    """
-    n_lists, kmax = top_keys.shape
-    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
-        return _kernels.tie_averaged_gains(keys, top_keys, item_gains)
-    acc = accumulate_dtype(item_gains.device)
-    top_gains = item_gains.gather(-1, top_index).to(acc)
-    starts_group = torch.ones_like(top_keys, dtype=torch.bool)
-    starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
-    group_id = starts_group.cumsum(dim=-1) - 1
-    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
-    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
-    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
-    if top_keys.shape[-1] == keys.shape[-1]:
-        return mean_gain
-    boundary = top_keys[..., -1:]
-    in_boundary_group = keys == boundary
-    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
-    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
-    return torch.where(top_keys == boundary, boundary_gain / boundary_size, mean_gain)
 
 
 # Batches of more items than this, in lists of at most `COUNT_LABELS_UP_TO`, take the ideal DCG
@@ -217,9 +171,9 @@ def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
 
     What `counted_levels` needs to choose the label-count ideal DCG, left on the device
     so that the caller reads it together with its other values. ``None`` for bool labels
-    (always two levels) and for an empty input.
+    (always two levels). For a non-empty input (the label counts serve large batches only).
     """
-    if target.dtype == torch.bool or target.numel() == 0:
+    if target.dtype == torch.bool:
         return None
     real_labels = target if mask is None else torch.where(mask, target, 0)
     high = real_labels.max().to(torch.float64)
@@ -362,7 +316,7 @@ def _position_gains(
     if top_keys is None or not tied:
         return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, probe_values
     item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
-    averaged = tie_averaged_gains(keys, top_keys, order, item_gains)
+    averaged = _kernels.tie_averaged_gains(keys, top_keys, order, item_gains)
     return averaged, item_gains, probe_values
 
 
@@ -422,16 +376,15 @@ def dcg_and_ideal(
         and preds.numel() > COUNT_LABELS_PAST
         and length <= COUNT_LABELS_UP_TO
     )
-    # The checks' largest label serves integer labels; float labels need their own probe.
-    label_max_checked = max_label is not None and not target.is_floating_point()
+    # The checks' largest label (read on the CPU only) serves integer labels; float labels need
+    # their own probe.
+    checked = None if max_label is None or target.is_floating_point() else [float(max_label)]
     probe = None
-    if count_labels and read_back and not label_max_checked:
+    if count_labels and read_back and checked is None:
         probe = label_range_probe(target, judged)
     position_gains, gains, probe_values = _position_gains(
         preds, target, mask, options, kmax, read_back=read_back, probe=probe
     )
-    if count_labels and read_back and label_max_checked:
-        probe_values = [float(max_label)]  # type: ignore[arg-type]
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         ideal = _kernels.ideal_dcg(
@@ -444,7 +397,7 @@ def dcg_and_ideal(
             compute_dtype(preds.dtype),
             # The item gains of the ranked items only: the ideal DCG takes every judged one.
             item_gains=None if long or ranked is not None else gains,
-            levels=counted_levels(target, probe_values) if count_labels else None,
+            levels=counted_levels(target, checked or probe_values) if count_labels else None,
             select=grouped_top if long else _kernels.top,
         )
     return dcg, ideal

@@ -115,20 +115,32 @@ def ranked_gains(
     return list_gains(target.gather(-1, order), ranked_mask, gain, dtype)
 
 
-def tie_averaged_gains(keys: Tensor, top_keys: Tensor, item_gains: Tensor) -> Tensor:
+# Top positions times items up to which `tie_averaged_gains` compares every top position with
+# every item (a few kernels, the fewest launches on an accelerator); larger batches group the
+# runs of equal keys of the top instead.
+DENSE_TIE_ELEMENTS = 1 << 22
+
+
+def tie_averaged_gains(
+    keys: Tensor, top_keys: Tensor, top_index: Tensor, item_gains: Tensor
+) -> Tensor:
     r"""Mean gain of the tie group covering each of the top ``kmax`` positions, ``[N, kmax]``.
 
     The tie-aware DCG of McSherry & Najork (2008): every item of a group $T$ of equal scores
     is credited the mean gain of its group, $\bar g_T = \frac{1}{|T|} \sum_{i \in T} g_i$, so
     the DCG does not depend on how ties are broken. The group at the ``kmax`` boundary is
-    averaged over all its members in the whole list, including those below the cut-off. Each
-    top position is compared with every item of its list: its group is the items with its key,
-    wherever they rank (the position's own item is one of them). Without ties this is the gains
-    of the top items.
+    averaged over all its members in the whole list, including those below the cut-off. Up to
+    `DENSE_TIE_ELEMENTS` top positions times items, each top position is compared with every
+    item of its list: its group is the items with its key, wherever they rank (the position's
+    own item is one of them). Above, in memory bounded for large inputs, the runs of equal keys
+    in the top are grouped, and only the group at the ``kmax`` boundary is looked up in the
+    whole list: the same means, without the ``[N, kmax, L]`` comparison. Without ties this is
+    the gains of the top items.
 
     Args:
         keys: ``[N, L]`` ranking keys.
         top_keys: ``[N, kmax]`` best keys, descending.
+        top_index: ``[N, kmax]`` their indices.
         item_gains: ``[N, L]`` gains, 0 for padded items.
 
     Returns:
@@ -136,9 +148,25 @@ def tie_averaged_gains(keys: Tensor, top_keys: Tensor, item_gains: Tensor) -> Te
         to L exponential gains (2^127 each in float32) are taken in float64.
     """
     acc = accumulate_dtype(item_gains.device)
-    same_key = keys[:, None, :] == top_keys[:, :, None]
-    group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
-    return group_gain / same_key.sum(-1)
+    n_lists, kmax = top_keys.shape
+    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
+        same_key = keys[:, None, :] == top_keys[:, :, None]
+        group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
+        return group_gain / same_key.sum(-1)
+    top_gains = item_gains.gather(-1, top_index).to(acc)
+    starts_group = torch.ones_like(top_keys, dtype=torch.bool)
+    starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
+    group_id = starts_group.cumsum(dim=-1) - 1
+    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
+    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
+    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
+    if kmax == keys.shape[-1]:
+        return mean_gain
+    boundary = top_keys[..., -1:]
+    in_boundary_group = keys == boundary
+    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
+    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
+    return torch.where(top_keys == boundary, boundary_gain / boundary_size, mean_gain)
 
 
 @_tables.kept
