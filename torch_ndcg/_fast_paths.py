@@ -121,9 +121,7 @@ def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
     return order.narrow(-1, 0, kmax)
 
 
-def top_items(
-    keys: Tensor, kmax: int, *, padded: bool, detect_ties: bool = True
-) -> tuple[Tensor, Tensor, Tensor | None]:
+def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, Tensor]:
     """The best ``kmax`` items of each row, and whether a tie touches them.
 
     One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
@@ -134,18 +132,14 @@ def top_items(
         keys: ``[N, L]`` keys from `ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
         padded: whether some items may be padding.
-        detect_ties: whether to look for ties at all (``False``: the flag is ``None``, and only
-            the top ``kmax`` are selected).
 
     Returns:
         ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
         indices, and a bool scalar tensor: whether any row has a tie that touches its top
         ``kmax`` (left on the device: reading it is the caller's choice).
     """
-    selected = min(kmax + 1, keys.shape[-1]) if detect_ties else kmax
+    selected = min(kmax + 1, keys.shape[-1])
     top_keys, top_index = _kernels.top(keys, selected)
-    if not detect_ties:
-        return top_keys, top_index, None
     # Tensor methods throughout: Python slicing costs several microseconds a call.
     lower = top_keys.narrow(-1, 1, selected - 1)
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, selected - 1))
@@ -301,19 +295,18 @@ def _position_gains(
             return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, None
         read_back = False
     keys = sort_keys(preds, mask)
+    top_keys = tie_flag = probe_values = None
     if options.ties == "first":
         order = stable_descending_order(keys, kmax)
-        top_keys, tie_flag = None, None
-    else:
-        top_keys, order, tie_flag = top_items(
-            keys, kmax, padded=mask is not None, detect_ties=read_back
-        )
-    probe_values = None
-    tied = top_keys is not None
+    elif read_back:
+        top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
+    else:  # branch-free: ties always averaged
+        top_keys, order = _kernels.top(keys, kmax)
     if read_back:
         tie_value, probe_values = read_together([tie_flag, probe])
-        tied = bool(tie_value and tie_value[0])
-    if top_keys is None or not tied:
+        if not tie_value or not tie_value[0]:  # no tie touches the top: nothing to average
+            top_keys = None
+    if top_keys is None:
         return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, probe_values
     item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
     averaged = _kernels.tie_averaged_gains(keys, top_keys, order, item_gains)
