@@ -42,7 +42,6 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _host, _kernels
-from torch_ndcg._host import read_together
 from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
@@ -303,7 +302,7 @@ def _position_gains(
     else:  # branch-free: ties always averaged
         top_keys, order = _kernels.top(keys, kmax)
     if read_back:
-        tie_value, probe_values = read_together([tie_flag, probe])
+        tie_value, probe_values = _host.read_together([tie_flag, probe])
         if not tie_value or not tie_value[0]:  # no tie touches the top: nothing to average
             top_keys = None
     if top_keys is None:

@@ -105,10 +105,8 @@ def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
     refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
     ``"ieee"``).
     """
-    try:  # the legacy getter raises where the precision was set through the newer API
+    with contextlib.suppress(RuntimeError):  # the legacy getter raises where the newer API set it
         return torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision, "highest"
-    except RuntimeError:
-        pass
     matmul = torch.backends.cuda.matmul
     return str(matmul.fp32_precision), functools.partial(setattr, matmul, "fp32_precision"), "ieee"
 

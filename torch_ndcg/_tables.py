@@ -42,14 +42,12 @@ def _elements(table: Tensor | tuple[Tensor | None, ...]) -> int:
 def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
     """Decorate a builder of constant tables whose arguments include its ``torch.device``.
 
-    The builder's positional arguments are the key; the device among them picks the kept
+    The builder runs outside inference mode and without autograd (see the module); its
+    positional arguments are the key; the device among them picks the kept
     tables that the result counts against (see the module's bounds). A call with keyword
     arguments, or with no device among its positional ones, is not kept.
     """
-
-    def built(*args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
-        with torch.inference_mode(False), torch.no_grad():
-            return build(*args, **kwargs)
+    built = torch.no_grad()(torch.inference_mode(False)(build))
 
     @functools.wraps(build)
     def table(*args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
