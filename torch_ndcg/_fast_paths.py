@@ -262,14 +262,12 @@ def _position_gains(
     target: Tensor,
     mask: Tensor | None,
     options: ListOptions,
-    kmax: int,
-    *,
-    read_back: bool,
     probe: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, list[float] | None]:
-    """Gains credited to the top ``kmax`` positions, by the path the input takes.
+    """Gains credited to the top ``kmax`` positions (of `options`), by the path the input takes.
 
-    Where a value may be read back (``read_back``: the CPU, eagerly), long rows (`long_rows`)
+    Where a value may be read back (`torch_ndcg._host.may_read_back`: the CPU, eagerly), long
+    rows (`long_rows`)
     have their scores as their own keys (padding ``-inf``): `grouped_top` selects the best
     ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
     equal values among them (no tie touches the top ``kmax``, under either tie rule), no
@@ -282,6 +280,8 @@ def _position_gains(
     numbers). Returns the position gains, the item gains where they were computed (for the
     ideal DCG), and the probe's values (``None`` where nothing was read).
     """
+    kmax = options.cutoffs.resolve(preds.shape[-1])[1]
+    read_back = _host.may_read_back(preds.device)
     dtype = compute_dtype(preds.dtype)
     if read_back and long_rows(preds.shape[-1], kmax):
         scores = preds.to(dtype)
@@ -319,9 +319,8 @@ def ranked_dcg(
     options: ListOptions,
 ) -> Tensor:
     """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
-    ks, kmax = options.cutoffs.resolve(preds.shape[-1])
-    read_back = _host.may_read_back(preds.device)
-    position_gains = _position_gains(preds, target, mask, options, kmax, read_back=read_back)[0]
+    ks = options.cutoffs.resolve(preds.shape[-1])[0]
+    position_gains = _position_gains(preds, target, mask, options)[0]
     with _host.full_precision(preds.device):
         return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
@@ -362,9 +361,8 @@ def dcg_and_ideal(
     ks, kmax = options.cutoffs.resolve(length)
     read_back = _host.may_read_back(preds.device)
     long = read_back and long_rows(length, kmax)
-    count_labels = (
-        not long
-        and not callable(options.gain)
+    count_labels = (  # never long rows: they are longer than `COUNT_LABELS_UP_TO`
+        not callable(options.gain)
         and preds.numel() > COUNT_LABELS_PAST
         and length <= COUNT_LABELS_UP_TO
     )
@@ -374,9 +372,7 @@ def dcg_and_ideal(
     probe = None
     if count_labels and read_back and checked is None:
         probe = label_range_probe(target, judged)
-    position_gains, gains, probe_values = _position_gains(
-        preds, target, mask, options, kmax, read_back=read_back, probe=probe
-    )
+    position_gains, gains, probe_values = _position_gains(preds, target, mask, options, probe)
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         ideal = _kernels.ideal_dcg(
