@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,9 +54,13 @@ def read_together(tensors: Sequence[Tensor | None]) -> list[list[float]]:
     flat: list[float] = (
         (torch.cat(present) if len(present) > 1 else present[0]).tolist() if present else []
     )
-    sizes = [0 if t is None else t.numel() for t in tensors]
-    ends = itertools.accumulate(sizes)
-    return [flat[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+    out: list[list[float]] = []
+    start = 0
+    for tensor in tensors:  # a loop, not a comprehension: no Python call
+        size = 0 if tensor is None else tensor.numel()
+        out.append(flat[start : start + size])
+        start += size
+    return out
 
 
 # Raise a message where a bool scalar tensor is False, without a read-back:

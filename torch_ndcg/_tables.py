@@ -60,9 +60,7 @@ def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
                 device = arg
         if device is None or kwargs or torch.compiler.is_compiling():
             return built(*args, **kwargs)
-        tables = _kept.get(device)
-        if tables is None:
-            tables = _kept[device] = OrderedDict()
+        tables = _kept.setdefault(device, OrderedDict())
         key = (build, args)
         found = tables.get(key)
         if found is not None:
