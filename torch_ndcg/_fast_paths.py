@@ -5,11 +5,14 @@
 - integer ranking keys of the float scores (`ranking_keys`), cheaper to compare than floats;
 - one ``topk`` that both selects the top items and tells whether a tie touches them
   (`top_items`), so that tie-free batches skip the averaging;
-- the tie averaging of every top position against every item, or of grouped runs for large
-  inputs (`tie_averaged_gains`, bounded by `DENSE_TIE_ELEMENTS`);
+- the ideal DCG of small integer labels from their counts (`label_range_probe`,
+  `counted_levels`, then `torch_ndcg._kernels.ideal_dcg` with ``levels``);
 - for long rows (`long_rows`, decided from the shape), the top ``k + 1`` and the ``k`` largest
   labels selected from group maxima (`grouped_top`), the float scores as their own keys, and
-  the general path only where a tie touches the top ``k`` (`_long_row_gains`).
+  the general path only where a tie touches the top ``k`` (`_position_gains`).
+
+The tie averaging itself, in memory bounded for large inputs, is
+`torch_ndcg._kernels.tie_averaged_gains`.
 
 `dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
 kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their own). On an

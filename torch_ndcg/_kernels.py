@@ -13,7 +13,9 @@ where the ideal DCG ranks the list by its labels. Lists live on the last dimensi
 ``[N, L]`` tensors; ``mask`` is ``True`` for real items, and padded items have a gain of 0, so
 they never count. Items are ranked by keys with the order of their scores in which padding lies
 below every real item (`torch_ndcg._fast_paths.ranking_keys`); which path computes what, and
-when, is `torch_ndcg._fast_paths`' business. Everything here assumes checked input.
+when, is `torch_ndcg._fast_paths`' business (here only the ways of the tie averaging, bounded in
+memory, and of the ideal DCG, from the top labels or from label counts, which it picks).
+Everything here assumes checked input.
 
 The matrix products here run in the dtypes they are given only with autocast off: callers enter
 `torch_ndcg._host.full_precision` once around them.

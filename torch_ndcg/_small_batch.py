@@ -75,20 +75,19 @@ def takes_small_path(preds: Any, target: Any, options: ListOptions) -> bool:
     ``preds`` and ``target`` may be anything: what is not a pair of dense CPU tensors of one
     shape goes to the general path, whose checks name what is wrong.
     """
-    if not small_cpu_pair(preds, target) or torch.is_autocast_enabled("cpu"):
-        return False
-    score_dtype, label_dtype = preds.dtype, target.dtype
     return (
-        isinstance(options.gain, str)
+        small_cpu_pair(preds, target)
+        and not torch.is_autocast_enabled("cpu")
+        and isinstance(options.gain, str)
         and isinstance(options.discount, str)
         and options.ties == "average"
         and options.empty_target_action != "error"
         and options.ignore_index is None
         and preds.shape[-1] > 1
-        and score_dtype in SCORE_DTYPES
-        and not label_dtype.is_complex
+        and preds.dtype in SCORE_DTYPES
+        and not target.dtype.is_complex
         # Float labels wider than the scores would round, a tiny negative one to -0.0.
-        and not (label_dtype.is_floating_point and label_dtype.itemsize > score_dtype.itemsize)
+        and not (target.dtype.is_floating_point and target.dtype.itemsize > preds.dtype.itemsize)
     )
 
 
