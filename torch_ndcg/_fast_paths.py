@@ -147,8 +147,6 @@ def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor,
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, selected - 1))
     if padded:
         equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
-    if selected == kmax:  # the whole list: nothing below the cut-off was selected
-        return top_keys, top_index, equal_neighbours.any()
     return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
 
 

@@ -55,9 +55,7 @@ def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     """
     if callable(discount):
         return discount(ranks)
-    if discount == "log2":
-        return torch.log2(ranks + 1).reciprocal()
-    return torch.log2(ranks).clamp(min=1).reciprocal()
+    return _denominators(ranks, discount).reciprocal()
 
 
 def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
@@ -66,11 +64,14 @@ def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
     A named discount divides by its denominator (one operation fewer than its reciprocal
     times the values).
     """
-    if discount == "log2":
-        return values / torch.log2(ranks + 1)
-    if discount == "jarvelin":
-        return values / torch.log2(ranks).clamp(min=1)
-    return values * discounts(ranks, discount)
+    if callable(discount):
+        return values * discount(ranks)
+    return values / _denominators(ranks, discount)
+
+
+def _denominators(ranks: Tensor, discount: str) -> Tensor:
+    """The denominators of a named discount at 1-based ``ranks`` (see `discounts`)."""
+    return torch.log2(ranks + 1) if discount == "log2" else torch.log2(ranks).clamp(min=1)
 
 
 def position_discounts(
@@ -223,9 +224,8 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     Returns:
         ``[..., len(ks)]`` in the accumulation dtype (float64 where the device has it).
     """
-    kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
-    weights = cutoff_matrix(kmax, ks, discount, acc, position_gains.device)
+    weights = cutoff_matrix(position_gains.shape[-1], ks, discount, acc, position_gains.device)
     return as_dtype(position_gains, acc) @ weights
 
 
