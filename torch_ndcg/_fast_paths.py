@@ -268,9 +268,8 @@ def _position_gains(
     """Gains credited to the top ``kmax`` positions (of `options`), by the path the input takes.
 
     Where a value may be read back (`torch_ndcg._host.may_read_back`: the CPU, eagerly), long
-    rows (`long_rows`)
-    have their scores as their own keys (padding ``-inf``): `grouped_top` selects the best
-    ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
+    rows (`long_rows`) have their scores as their own keys (padding ``-inf``): `grouped_top`
+    selects the best ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
     equal values among them (no tie touches the top ``kmax``, under either tie rule), no
     ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the gains are
     those of the selected items; otherwise (ties at the top, mostly) the whole batch takes the
