@@ -269,16 +269,16 @@ def _position_gains(
 
     Where a value may be read back (`torch_ndcg._host.may_read_back`: the CPU, eagerly), long
     rows (`long_rows`) have their scores as their own keys (padding ``-inf``): `grouped_top`
-    selects the best ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
-    equal values among them (no tie touches the top ``kmax``, under either tie rule), no
-    ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the gains are
-    those of the selected items; otherwise (ties at the top, mostly) the whole batch takes the
-    branch-free path below without a read. Other input takes the general path with the
+    selects the best ``kmax + 1``, and one read-back tells whether the selection settles the
+    ranking: no two equal values among them (no tie touches the top ``kmax``, under either tie
+    rule), no ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the
+    gains are those of the selected items; otherwise (ties at the top, mostly) the whole batch
+    takes the branch-free path below without a read. Other input takes the general path with the
     kernel's one read-back: whether a tie touches the top items, read together with ``probe``
     (the labels' range, `label_range_probe`); the tie flag spares tie-free batches the
     averaging. Elsewhere the branch-free path reads nothing: ties are always averaged (the same
-    numbers). Returns the position gains, the item gains where they were computed (for the
-    ideal DCG), and the probe's values (``None`` where nothing was read).
+    numbers). Returns the position gains, the item gains where they were computed (for the ideal
+    DCG), and the probe's values (``None`` where nothing was read).
     """
     kmax = options.cutoffs.resolve(preds.shape[-1])[1]
     read_back = _host.may_read_back(preds.device)
