@@ -101,8 +101,10 @@ def small_ndcg(
     smallest label, largest label]`` (``None`` without ``validate_args``). Where they break a
     check the caller discards the values and takes the general path, which raises the error.
     """
+    scores, labels = preds, target
     length = preds.shape[-1]
-    scores, labels = preds.reshape(-1, length), target.reshape(-1, length)
+    if preds.ndim != 2:  # a reshape costs a microsecond: not where it is not needed
+        scores, labels = preds.reshape(-1, length), target.reshape(-1, length)
     ks, kmax = options.cutoffs.resolve(length)
     # Labels in the scores' dtype, as the gains take them: exact for the labels of the small
     # path, but for integers past 2^24 in float32, which round on the right side of every
