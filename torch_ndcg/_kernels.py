@@ -247,10 +247,9 @@ def ideal_ranked_gains(
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
     Padding takes the dtype's smallest value, below every valid label or gain.
     """
-    if item_gains is None:
-        values = target.to(torch.uint8) if target.dtype == torch.bool else target
-    else:
-        values = item_gains
+    values = target if item_gains is None else item_gains
+    if values.dtype == torch.bool:  # ``topk`` takes no bool labels
+        values = values.to(torch.uint8)
     if mask is not None:
         lowest = float("-inf") if values.is_floating_point() else torch.iinfo(values.dtype).min
         values = torch.where(mask, values, lowest)

@@ -53,9 +53,8 @@ def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
     def table(*args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
         device = None
         for arg in args:  # a loop, not a generator: this runs at every call of a metric or loss
-            if callable(arg):
-                device = None
-                break
+            if callable(arg):  # built every time
+                return built(*args, **kwargs)
             if isinstance(arg, torch.device):
                 device = arg
         if device is None or kwargs or torch.compiler.is_compiling():
