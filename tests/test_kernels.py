@@ -27,7 +27,7 @@ def small_integer_labels(
 ) -> tuple[torch.Tensor, int] | None:
     """The labels as int64 and their number of levels, as the kernel decides it from its probe."""
     probe = fast_paths.label_range_probe(target, mask)
-    levels = fast_paths.counted_levels(target, None if probe is None else probe.tolist())
+    levels = fast_paths.counted_levels(target, None if probe is None else [probe.item()])
     return None if levels is None else (target.to(torch.int64), levels)
 
 
@@ -95,7 +95,7 @@ def test_ranking_keys_preserve_float_order_and_put_padding_last(dtype: torch.dty
 def tie_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of averaging ties: every top position against every item, or grouped runs."""
     if request.param == "grouped":
-        monkeypatch.setattr(fast_paths, "DENSE_TIE_ELEMENTS", 0)
+        monkeypatch.setattr(kernels, "DENSE_TIE_ELEMENTS", 0)
     return str(request.param)
 
 
@@ -108,11 +108,11 @@ def test_tie_averaged_gains_credit_the_boundary_group_over_the_whole_list(tie_pa
     top_keys, top_index, tied = fast_paths.top_items(keys, 3, padded=False)
     assert tied
     torch.testing.assert_close(
-        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains), expected
     )
     top_keys, top_index, tied = fast_paths.top_items(keys, 5, padded=False)
     torch.testing.assert_close(
-        fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains),
+        kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains),
         torch.tensor([[1.0, 2, 3, 3, 3]], dtype=torch.float64),
     )
 
@@ -136,12 +136,12 @@ def test_tie_averaging_dense_equals_grouped(
         item_gains = torch.where(mask, item_gains, 0)
     keys = fast_paths.ranking_keys(scores, mask)
     top_keys, top_index, _ = fast_paths.top_items(keys, min(k, length), padded=padded)
-    dense = kernels.tie_averaged_gains(keys, top_keys, item_gains)
+    dense = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     try:
-        fast_paths.DENSE_TIE_ELEMENTS, saved = 0, fast_paths.DENSE_TIE_ELEMENTS
-        grouped = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+        kernels.DENSE_TIE_ELEMENTS, saved = 0, kernels.DENSE_TIE_ELEMENTS
+        grouped = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     finally:
-        fast_paths.DENSE_TIE_ELEMENTS = saved
+        kernels.DENSE_TIE_ELEMENTS = saved
     torch.testing.assert_close(dense, grouped, rtol=1e-12, atol=1e-12)
 
 
@@ -207,16 +207,16 @@ def test_kept_tables_are_reused_and_bounded_per_device(monkeypatch: pytest.Monke
     for kmax in range(5, 9):  # four more tables on the CPU: only the last three stay
         kernels.cutoff_matrix(kmax, [2], "log2", torch.float64, cpu)
     kernels.cutoff_matrix(8, [2], "log2", torch.float64, meta)  # counts against `meta` only
-    assert len(tables._kept[cpu].tables) == 3
-    assert len(tables._kept[meta].tables) == 1
+    assert len(tables._kept[cpu]) == 3
+    assert len(tables._kept[meta]) == 1
     assert kernels.cutoff_matrix(4, [2, 4], "log2", torch.float64, cpu) is not first  # dropped
     kept = tables._kept[cpu]
-    assert kept.elements == sum(table.numel() for table in kept.tables.values()) <= 40
+    assert sum(table.numel() for table in kept.values()) <= 40
     kernels.cutoff_matrix(41, [1], "log2", torch.float64, cpu)  # above the element bound
-    assert kept.elements <= 40
-    assert all(t.numel() < 41 for t in kept.tables.values())
+    assert sum(table.numel() for table in kept.values()) <= 40
+    assert all(t.numel() < 41 for t in kept.values())
     kernels.cutoff_matrix(4, [2], lambda ranks: 1 / ranks, torch.float64, cpu)  # never kept
-    assert all(t.shape[0] != 4 or t.shape[1] != 1 for t in kept.tables.values())
+    assert all(t.shape[0] != 4 or t.shape[1] != 1 for t in kept.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_tie_free_fast_path_equals_tie_averaged_gains(
         torch.randint(0, 4, (rows, length), generator=gen), mask, "exponential", torch.float32
     )
     top_keys, top_index, tied = fast_paths.top_items(keys, kmax, padded=padded)
-    averaged = fast_paths.tie_averaged_gains(keys, top_keys, top_index, item_gains)
+    averaged = kernels.tie_averaged_gains(keys, top_keys, top_index, item_gains)
     if not tied:
         direct = item_gains.gather(-1, top_index).double()
         torch.testing.assert_close(averaged, direct)
@@ -368,8 +368,8 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
     labels, levels = counted
     assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
     options: Any = {"gain": gain, "discount": discount}
-    by_counts = fast_paths.ideal_dcg_from_label_counts(
-        labels, mask, levels, k, kmax, dtype=torch.float64, **options
+    by_counts = kernels.ideal_dcg(
+        labels, mask, k, kmax, dtype=torch.float64, levels=levels, **options
     )
     best = kernels.ideal_ranked_gains(target, None, mask, kmax, options["gain"], torch.float64)
     by_top_labels = kernels.cumulative_dcg(best, k, options["discount"])

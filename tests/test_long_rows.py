@@ -175,7 +175,7 @@ def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties
 
     want = general(monkeypatch, ndcg, preds, target, k=[1, 10], ties=ties)
     monkeypatch.setattr(_fast_paths, "ranking_keys", refused)
-    monkeypatch.setattr(_fast_paths, "ideal_dcg_from_label_counts", refused)
+    monkeypatch.setattr(_fast_paths, "counted_levels", refused)
     got = ndcg(preds, target, k=[1, 10], ties=ties)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 

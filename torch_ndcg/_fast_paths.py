@@ -5,11 +5,14 @@
 - integer ranking keys of the float scores (`ranking_keys`), cheaper to compare than floats;
 - one ``topk`` that both selects the top items and tells whether a tie touches them
   (`top_items`), so that tie-free batches skip the averaging;
-- the tie averaging of every top position against every item, or of grouped runs for large
-  inputs (`tie_averaged_gains`, bounded by `DENSE_TIE_ELEMENTS`);
+- the ideal DCG of small integer labels from their counts (`label_range_probe`,
+  `counted_levels`, then `torch_ndcg._kernels.ideal_dcg` with ``levels``);
 - for long rows (`long_rows`, decided from the shape), the top ``k + 1`` and the ``k`` largest
   labels selected from group maxima (`grouped_top`), the float scores as their own keys, and
-  the general path only where a tie touches the top ``k`` (`_long_row_gains`).
+  the general path only where a tie touches the top ``k`` (`_position_gains`).
+
+The tie averaging itself, in memory bounded for large inputs, is
+`torch_ndcg._kernels.tie_averaged_gains`.
 
 `dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
 kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their own). On an
@@ -41,14 +44,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels, _tables
-from torch_ndcg._host import read_together
+from torch_ndcg import _host, _kernels
+from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
-    Discount,
-    Gain,
     ListOptions,
-    accumulate_dtype,
     as_dtype,
     compute_dtype,
 )
@@ -92,12 +92,6 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     return keys
 
 
-# Batches of at most this many items are small: the call's cost is the number of operations it
-# launches, not their size, so they take the paths with the fewest (float scores as their own
-# keys, the ideal DCG from the sorted gains, one product for both DCGs).
-SMALL_ELEMENTS = 1 << 12
-
-
 def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     """`ranking_keys`, or for an unpadded small batch (`SMALL_ELEMENTS`) its scores themselves.
 
@@ -107,17 +101,6 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
         return as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
-
-
-def _top_keys(keys: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
-    """`torch_ndcg._kernels.top` of integer sort keys; a small batch (`SMALL_ELEMENTS`) by ``topk``.
-
-    A small batch is selected by ``topk`` even when all its items are wanted: for a few rows it
-    costs less than ``sort``.
-    """
-    if keys.numel() <= SMALL_ELEMENTS:
-        return keys.topk(kmax, dim=-1, sorted=True)
-    return _kernels.top(keys, kmax)
 
 
 def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
@@ -133,16 +116,14 @@ def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
     length = keys.shape[-1]
     if keys.dtype == torch.int32 and kmax < length:
         positions = torch.arange(length - 1, -1, -1, device=keys.device)
-        # key * length + positions: above the int64 minimum, which _top_keys pads with.
+        # key * length + positions: above the int64 minimum, which `top_items` pads with.
         unique_key = torch.add(positions, keys.to(torch.int64), alpha=length)
-        return _top_keys(unique_key, kmax)[1]
+        return _kernels.top(unique_key, kmax)[1]
     order = keys.sort(dim=-1, descending=True, stable=True).indices
     return order.narrow(-1, 0, kmax)
 
 
-def top_items(
-    keys: Tensor, kmax: int, *, padded: bool, detect_ties: bool = True
-) -> tuple[Tensor, Tensor, Tensor | None]:
+def top_items(keys: Tensor, kmax: int, *, padded: bool) -> tuple[Tensor, Tensor, Tensor]:
     """The best ``kmax`` items of each row, and whether a tie touches them.
 
     One ``topk`` selects the best ``min(kmax + 1, L)`` items: a tie within the top ``kmax`` or
@@ -153,71 +134,20 @@ def top_items(
         keys: ``[N, L]`` keys from `ranking_keys`.
         kmax: number of positions, ``1 <= kmax <= L``.
         padded: whether some items may be padding.
-        detect_ties: whether to look for ties at all (``False``: the flag is ``None``, and only
-            the top ``kmax`` are selected).
 
     Returns:
         ``(top_keys, top_index, tied)``: the ``[N, kmax]`` best keys (descending) and their
         indices, and a bool scalar tensor: whether any row has a tie that touches its top
         ``kmax`` (left on the device: reading it is the caller's choice).
     """
-    if not detect_ties:
-        top_keys, top_index = _top_keys(keys, kmax)
-        return top_keys, top_index, None
     selected = min(kmax + 1, keys.shape[-1])
-    top_keys, top_index = _top_keys(keys, selected)
+    top_keys, top_index = _kernels.top(keys, selected)
     # Tensor methods throughout: Python slicing costs several microseconds a call.
     lower = top_keys.narrow(-1, 1, selected - 1)
     equal_neighbours = lower.eq(top_keys.narrow(-1, 0, selected - 1))
     if padded:
         equal_neighbours.logical_and_(lower.ne(padding_key(keys)))
-    if selected == kmax:  # the whole list: nothing below the cut-off was selected
-        return top_keys, top_index, equal_neighbours.any()
     return top_keys.narrow(-1, 0, kmax), top_index.narrow(-1, 0, kmax), equal_neighbours.any()
-
-
-# Top positions times items up to which `tie_averaged_gains` compares every top position with
-# every item (a few kernels, the fewest launches on an accelerator); larger batches group the
-# runs of equal keys of the top instead.
-DENSE_TIE_ELEMENTS = 1 << 22
-
-
-def tie_averaged_gains(
-    keys: Tensor, top_keys: Tensor, top_index: Tensor, item_gains: Tensor
-) -> Tensor:
-    """`torch_ndcg._kernels.tie_averaged_gains`, in memory bounded for large inputs.
-
-    Up to `DENSE_TIE_ELEMENTS` top positions times items, the kernel itself. Above, the runs of
-    equal keys in the top are grouped, and only the group at the ``kmax`` boundary is looked up
-    in the whole list: the same means, without the ``[N, kmax, L]`` comparison.
-
-    Args:
-        keys: ``[N, L]`` keys from `ranking_keys`.
-        top_keys: ``[N, kmax]`` best keys, descending, from `top_items`.
-        top_index: ``[N, kmax]`` their indices.
-        item_gains: ``[N, L]`` gains, 0 for padded items.
-
-    Returns:
-        ``[N, kmax]`` in the accumulation dtype.
-    """
-    n_lists, kmax = top_keys.shape
-    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
-        return _kernels.tie_averaged_gains(keys, top_keys, item_gains)
-    acc = accumulate_dtype(item_gains.device)
-    top_gains = item_gains.gather(-1, top_index).to(acc)
-    starts_group = torch.ones_like(top_keys, dtype=torch.bool)
-    starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
-    group_id = starts_group.cumsum(dim=-1) - 1
-    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
-    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
-    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
-    if top_keys.shape[-1] == keys.shape[-1]:
-        return mean_gain
-    boundary = top_keys[..., -1:]
-    in_boundary_group = keys == boundary
-    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
-    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
-    return torch.where(top_keys == boundary, boundary_gain / boundary_size, mean_gain)
 
 
 # Batches of more items than this, in lists of at most `COUNT_LABELS_UP_TO`, take the ideal DCG
@@ -231,103 +161,33 @@ _MAX_COUNTED_LEVELS = 64
 
 
 def label_range_probe(target: Tensor, mask: Tensor | None) -> Tensor | None:
-    """``[2]`` on the device: whether a real label is no integer, and the largest real label.
+    """A scalar on the device: the largest real label, ``inf`` where a real label is no integer.
 
     What `counted_levels` needs to choose the label-count ideal DCG, left on the device
     so that the caller reads it together with its other values. ``None`` for bool labels
-    (always two levels) and for an empty input.
+    (always two levels). For a non-empty input (the label counts serve large batches only).
     """
-    if target.dtype == torch.bool or target.numel() == 0:
+    if target.dtype == torch.bool:
         return None
     real_labels = target if mask is None else torch.where(mask, target, 0)
-    if not target.is_floating_point():
-        fractional = torch.zeros((), dtype=torch.float64, device=target.device)
-    else:
+    high = real_labels.max().to(torch.float64)
+    if target.is_floating_point():
         # A fractional label, or one past int64, does not survive the round trip.
-        fractional = (real_labels.to(torch.int64) != real_labels).any().to(torch.float64)
-    return torch.stack([fractional, real_labels.max().to(torch.float64)])
+        high = torch.where((real_labels.to(torch.int64) != real_labels).any(), torch.inf, high)
+    return high
 
 
 def counted_levels(target: Tensor, probe_values: Sequence[float] | None) -> int | None:
     """The number of label values (max label + 1) if the labels may be counted, else ``None``.
 
-    Bool labels have 2 levels; other labels need the values of `label_range_probe`
+    Bool labels have 2 levels; other labels need the value of `label_range_probe`
     (``None``: not read, so not counted). At most 64 levels (`_MAX_COUNTED_LEVELS`).
     """
     if target.dtype == torch.bool:
         return 2
-    if not probe_values:
+    if not probe_values or not probe_values[0] < _MAX_COUNTED_LEVELS:
         return None
-    fractional, high = probe_values
-    if fractional or not high < _MAX_COUNTED_LEVELS:
-        return None
-    return int(high) + 1
-
-
-@_tables.kept
-def _level_gain_steps(
-    levels: int,
-    gain: Gain,
-    dtype: torch.dtype,
-    acc: torch.dtype,
-    device: torch.device,
-) -> Tensor:
-    """``[levels]``: $g(v) - g(v - 1)$ for ``v = levels - 1`` down to 0; $g(-1) = 0$.
-
-    The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
-    steps then add up to the very gains the DCG credits.
-    """
-    levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
-    level_gains = _kernels.gains(levels_down, gain).to(acc)
-    return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
-
-
-def ideal_dcg_from_label_counts(
-    labels: Tensor,
-    mask: Tensor | None,
-    levels: int,
-    ks: Sequence[int],
-    kmax: int,
-    gain: Gain,
-    discount: Discount,
-    dtype: torch.dtype,
-) -> Tensor:
-    r"""`torch_ndcg._kernels.ideal_dcg` from the count of each integer label, with no sort.
-
-    In the ideal order the items with label $\ge v$ take ranks $1..n_{\ge v}$, so
-    with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
-
-    $$
-    \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
-    \qquad g(-1) = 0.
-    $$
-
-    Args:
-        labels: ``[N, L]`` int64 labels in ``[0, levels)`` on real items.
-        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        levels: number of label values (max label + 1), from `counted_levels`.
-        ks: cut-offs.
-        kmax: number of ranks the cut-offs need.
-        gain: a named gain (non-decreasing, so the ideal order is the label order).
-        discount: discount name or callable.
-        dtype: the dtype gains are computed in (`compute_dtype` of the scores).
-
-    Returns:
-        ``[N, len(ks)]`` in the accumulation dtype.
-    """
-    n, length = labels.shape
-    device = labels.device
-    acc = accumulate_dtype(device)
-    # Per row, bin v counts the label v; padding goes to the extra bin `levels`.
-    bins = labels if mask is None else torch.where(mask, labels, levels)
-    ones = torch.ones((1, 1), dtype=torch.int64, device=device).expand(n, length)
-    counts = torch.zeros((n, levels + 1), dtype=torch.int64, device=device)
-    counts.scatter_add_(1, bins, ones)
-    # Column j: the items with label >= levels - 1 - j, at most kmax (the table's last row).
-    at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
-    table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
-    credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
-    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
+    return int(probe_values[0]) + 1
 
 
 # Items per group of the one-pass candidate selection (`group_maxima`): a row of L items has
@@ -398,69 +258,57 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
     return best, columns.gather(-1, at)
 
 
-def _long_row_gains(
-    preds: Tensor, target: Tensor, mask: Tensor | None, options: ListOptions, kmax: int
-) -> Tensor:
-    """``[N, kmax]`` gains credited to the top positions of long rows (`long_rows`, CPU only).
-
-    The scores themselves are the keys (padding ``-inf``): `grouped_top` selects the best
-    ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
-    equal values among them (no tie touches the top ``kmax``, under either tie rule), no
-    ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the gains are
-    those of the selected items. Otherwise (ties at the top, mostly) the whole batch takes the
-    general path without a read: integer keys, and the ties averaged or ordered by item index.
-    """
-    scores = preds.to(compute_dtype(preds.dtype))
-    keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
-    top_keys, top_index = grouped_top(keys, kmax + 1)
-    unsettled = top_keys.narrow(-1, 1, kmax).eq(top_keys.narrow(-1, 0, kmax)).any()
-    unsettled |= top_keys.narrow(-1, kmax - 1, 1).isneginf().any() | top_keys.isnan().any()
-    if not bool(unsettled):
-        order = top_index.narrow(-1, 0, kmax)
-        return _kernels.ranked_gains(target, mask, order, options.gain, scores.dtype)
-    return _position_gains(preds, target, mask, options, kmax, read_back=False)[0]
-
-
 def _position_gains(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
     options: ListOptions,
-    kmax: int,
-    *,
-    read_back: bool,
     probe: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, list[float] | None]:
-    """Gains credited to the top ``kmax`` positions, by the path the input takes.
+    """Gains credited to the top ``kmax`` positions (of `options`), by the path the input takes.
 
-    Where a value may be read back (``read_back``: the CPU, eagerly), long rows (`long_rows`)
-    take `_long_row_gains`, and other input the general path with the kernel's one read-back:
-    whether a tie touches the top items, read together with ``probe`` (the labels' range,
-    `label_range_probe`); the tie flag spares tie-free batches the averaging. Elsewhere the
-    branch-free path reads nothing: ties are always averaged (the same numbers).
-    Returns the position gains, the item gains where they were computed (for the ideal DCG),
-    and the probe's values (``None`` where nothing was read).
+    Where a value may be read back (`torch_ndcg._host.may_read_back`: the CPU, eagerly), long
+    rows (`long_rows`) have their scores as their own keys (padding ``-inf``): `grouped_top`
+    selects the best ``kmax + 1``, and one read-back tells whether the selection settles the
+    ranking: no two equal values among them (no tie touches the top ``kmax``, under either tie
+    rule), no ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the
+    gains are those of the selected items; otherwise (ties at the top, mostly) the whole batch
+    takes the branch-free path below without a read. Other input takes the general path with the
+    kernel's one read-back: whether a tie touches the top items, read together with ``probe``
+    (the labels' range, `label_range_probe`); the tie flag spares tie-free batches the
+    averaging. Elsewhere the branch-free path reads nothing: ties are always averaged (the same
+    numbers). Returns the position gains, the item gains where they were computed (for the ideal
+    DCG), and the probe's values (``None`` where nothing was read).
     """
-    if read_back and long_rows(preds.shape[-1], kmax):
-        return _long_row_gains(preds, target, mask, options, kmax), None, None
-    keys = sort_keys(preds, mask)
+    kmax = options.cutoffs.resolve(preds.shape[-1])[1]
+    read_back = _host.may_read_back(preds.device)
     dtype = compute_dtype(preds.dtype)
+    if read_back and long_rows(preds.shape[-1], kmax):
+        scores = preds.to(dtype)
+        keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
+        best, best_index = grouped_top(keys, kmax + 1)
+        unsettled = best.narrow(-1, 1, kmax).eq(best.narrow(-1, 0, kmax)).any()
+        unsettled |= best.narrow(-1, kmax - 1, 1).isneginf().any() | best.isnan().any()
+        if not bool(unsettled):
+            order = best_index.narrow(-1, 0, kmax)
+            return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, None
+        read_back = False
+    keys = sort_keys(preds, mask)
+    top_keys = tie_flag = probe_values = None
     if options.ties == "first":
         order = stable_descending_order(keys, kmax)
-        top_keys, tie_flag = None, None
-    else:
-        top_keys, order, tie_flag = top_items(
-            keys, kmax, padded=mask is not None, detect_ties=read_back
-        )
-    probe_values = None
-    tied = top_keys is not None
+    elif read_back:
+        top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
+    else:  # branch-free: ties always averaged
+        top_keys, order = _kernels.top(keys, kmax)
     if read_back:
-        tie_value, probe_values = read_together([tie_flag, probe])
-        tied = bool(tie_value and tie_value[0])
-    if top_keys is None or not tied:
+        tie_value, probe_values = _host.read_together([tie_flag, probe])
+        if not tie_value or not tie_value[0]:  # no tie touches the top: nothing to average
+            top_keys = None
+    if top_keys is None:
         return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, probe_values
     item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
-    averaged = tie_averaged_gains(keys, top_keys, order, item_gains)
+    averaged = _kernels.tie_averaged_gains(keys, top_keys, order, item_gains)
     return averaged, item_gains, probe_values
 
 
@@ -471,9 +319,8 @@ def ranked_dcg(
     options: ListOptions,
 ) -> Tensor:
     """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
-    ks, kmax = options.cutoffs.resolve(preds.shape[-1])
-    read_back = _host.may_read_back(preds.device)
-    position_gains = _position_gains(preds, target, mask, options, kmax, read_back=read_back)[0]
+    ks = options.cutoffs.resolve(preds.shape[-1])[0]
+    position_gains = _position_gains(preds, target, mask, options)[0]
     with _host.full_precision(preds.device):
         return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
@@ -490,11 +337,10 @@ def dcg_and_ideal(
 
     At most one host read-back, and only on the CPU (see `torch_ndcg._host`): whether a tie
     touches the top k and the labels' range, read together. Ties are averaged only where a
-    tie touches the top k (always, where nothing is read back). The ideal DCG comes from label
-    counts (`ideal_dcg_from_label_counts`) for small integer labels and a named gain, on the
-    CPU past `SMALL_ELEMENTS` items; for long rows (`long_rows`) and a named gain from the
-    ``kmax`` largest labels selected by `grouped_top`; else from the top labels
-    (`torch_ndcg._kernels.ideal_dcg`).
+    tie touches the top k (always, where nothing is read back). The ideal DCG
+    (`torch_ndcg._kernels.ideal_dcg`) comes from label counts for small integer labels and a
+    named gain, on the CPU past `SMALL_ELEMENTS` items; for long rows (`long_rows`) from the
+    ``kmax`` largest labels selected by `grouped_top`; else from the top labels.
 
     Args:
         preds: ``[N, L]`` scores, floating.
@@ -508,47 +354,38 @@ def dcg_and_ideal(
     Returns:
         Two ``[N, len(k)]`` tensors (``len(k)`` is 1 for ``k=None``) in the accumulation dtype.
     """
-    gain, discount = options.gain, options.discount
     judged = mask  # in the ideal DCG; `mask` from here on: the items that take a rank
     if ranked is not None:
         mask = ranked if mask is None else mask & ranked
     length = preds.shape[-1]
     ks, kmax = options.cutoffs.resolve(length)
-    dtype = compute_dtype(preds.dtype)
     read_back = _host.may_read_back(preds.device)
     long = read_back and long_rows(length, kmax)
-    count_labels = (
-        not long
-        and not callable(gain)
+    count_labels = (  # never long rows: they are longer than `COUNT_LABELS_UP_TO`
+        not callable(options.gain)
         and preds.numel() > COUNT_LABELS_PAST
         and length <= COUNT_LABELS_UP_TO
     )
-    # The checks' largest label serves integer labels; float labels need their own probe.
-    label_max_checked = max_label is not None and not target.is_floating_point()
+    # The checks' largest label (read on the CPU only) serves integer labels; float labels need
+    # their own probe.
+    checked = None if max_label is None or target.is_floating_point() else [float(max_label)]
     probe = None
-    if count_labels and read_back and not label_max_checked:
+    if count_labels and read_back and checked is None:
         probe = label_range_probe(target, judged)
-    position_gains, gains, probe_values = _position_gains(
-        preds, target, mask, options, kmax, read_back=read_back, probe=probe
-    )
-    if count_labels and read_back and label_max_checked:
-        probe_values = [0.0, float(max_label)]  # type: ignore[arg-type]
-    levels = counted_levels(target, probe_values) if count_labels else None
+    position_gains, gains, probe_values = _position_gains(preds, target, mask, options, probe)
     with _host.full_precision(preds.device):
-        dcg = _kernels.cumulative_dcg(position_gains, ks, discount)
-        if levels is not None:
-            labels = target.to(torch.int64)
-            ideal = ideal_dcg_from_label_counts(
-                labels, judged, levels, ks, kmax, gain, discount, dtype
-            )
-        elif long and not callable(gain):
-            ideal_gains = _kernels.ideal_ranked_gains(
-                target, None, judged, kmax, gain, dtype, select=grouped_top
-            )
-            ideal = _kernels.cumulative_dcg(ideal_gains, ks, discount)
-        else:  # the item gains of the ranked items only: the ideal DCG takes every judged one
-            item_gains = gains if ranked is None else None
-            ideal = _kernels.ideal_dcg(
-                target, judged, ks, kmax, gain, discount, dtype, item_gains=item_gains
-            )
+        dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
+        ideal = _kernels.ideal_dcg(
+            target,
+            judged,
+            ks,
+            kmax,
+            options.gain,
+            options.discount,
+            compute_dtype(preds.dtype),
+            # The item gains of the ranked items only: the ideal DCG takes every judged one.
+            item_gains=None if long or ranked is not None else gains,
+            levels=counted_levels(target, checked or probe_values) if count_labels else None,
+            select=grouped_top if long else _kernels.top,
+        )
     return dcg, ideal

@@ -15,6 +15,7 @@ The package's matrix products run in their own dtypes whatever the caller switch
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,22 +56,19 @@ def read_together(tensors: Sequence[Tensor | None]) -> list[list[float]]:
     )
     out: list[list[float]] = []
     start = 0
-    for tensor in tensors:
+    for tensor in tensors:  # a loop, not a comprehension: no Python call
         size = 0 if tensor is None else tensor.numel()
         out.append(flat[start : start + size])
         start += size
     return out
 
 
-def assert_on_device(ok: Tensor, message: str) -> None:
-    """Raise ``message`` where ``ok`` (a bool scalar tensor) is False, without a read-back.
-
-    ``torch._assert_async``: on CUDA a device-side assertion (the error surfaces at the next
-    synchronisation, and the CUDA context cannot be used afterwards, as with torch's own
-    losses on bad targets); on the CPU and under ``torch.compile`` a ``RuntimeError``; on
-    ``meta`` tensors nothing.
-    """
-    torch._assert_async(ok, message)
+# Raise a message where a bool scalar tensor is False, without a read-back:
+# ``torch._assert_async``. On CUDA a device-side assertion (the error surfaces at the next
+# synchronisation, and the CUDA context cannot be used afterwards, as with torch's own losses on
+# bad targets); on the CPU and under ``torch.compile`` a ``RuntimeError``; on ``meta`` tensors
+# nothing.
+assert_on_device = torch._assert_async
 
 
 def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:
@@ -83,20 +81,19 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager[No
     this. (Under ``torch.compile`` the matmul precision is the caller's: it cannot be switched
     inside a graph.)
     """
-    if torch.compiler.is_compiling():
-        if device.type in _AUTOCAST_DEVICES:
-            return torch.autocast(device.type, enabled=False)
-        return contextlib.nullcontext()
-    # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
-    # host time that a GPU step, bound by the host, would otherwise pay for every product.
-    autocast = device.type in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device.type)
-    if device.type == "cuda":
+    compiling = torch.compiler.is_compiling()  # then autocast is switched off unread
+    autocast = device.type in _AUTOCAST_DEVICES and (
+        compiling or torch.is_autocast_enabled(device.type)
+    )
+    if device.type == "cuda" and not compiling:
         precision, set_precision, full = cuda_matmul_precision()
         if autocast or precision != full:
             return _cuda_full_precision(precision, set_precision, full)
     if autocast:
         return torch.autocast(device.type, enabled=False)
-    return _NOTHING_TO_SWITCH
+    # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
+    # host time that a GPU step, bound by the host, would otherwise pay for every product.
+    return contextlib.nullcontext() if compiling else _NOTHING_TO_SWITCH
 
 
 # The context of `full_precision` where nothing is switched: one object, entered again and again.
@@ -111,16 +108,10 @@ def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
     refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
     ``"ieee"``).
     """
-    try:  # the legacy getter raises where the precision was set through the newer API
+    with contextlib.suppress(RuntimeError):  # the legacy getter raises where the newer API set it
         return torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision, "highest"
-    except RuntimeError:
-        pass
     matmul = torch.backends.cuda.matmul
-
-    def set_precision(value: str) -> None:
-        matmul.fp32_precision = value
-
-    return str(matmul.fp32_precision), set_precision, "ieee"
+    return str(matmul.fp32_precision), functools.partial(setattr, matmul, "fp32_precision"), "ieee"
 
 
 @contextlib.contextmanager

@@ -13,7 +13,9 @@ where the ideal DCG ranks the list by its labels. Lists live on the last dimensi
 ``[N, L]`` tensors; ``mask`` is ``True`` for real items, and padded items have a gain of 0, so
 they never count. Items are ranked by keys with the order of their scores in which padding lies
 below every real item (`torch_ndcg._fast_paths.ranking_keys`); which path computes what, and
-when, is `torch_ndcg._fast_paths`' business. Everything here assumes checked input.
+when, is `torch_ndcg._fast_paths`' business (here only the ways of the tie averaging, bounded in
+memory, and of the ideal DCG, from the top labels or from label counts, which it picks).
+Everything here assumes checked input.
 
 The matrix products here run in the dtypes they are given only with autocast off: callers enter
 `torch_ndcg._host.full_precision` once around them.
@@ -53,9 +55,7 @@ def discounts(ranks: Tensor, discount: Discount) -> Tensor:
     """
     if callable(discount):
         return discount(ranks)
-    if discount == "log2":
-        return torch.log2(ranks + 1).reciprocal()
-    return torch.log2(ranks).clamp(min=1).reciprocal()
+    return _denominators(ranks, discount).reciprocal()
 
 
 def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
@@ -64,11 +64,14 @@ def discounted(values: Tensor, ranks: Tensor, discount: Discount) -> Tensor:
     A named discount divides by its denominator (one operation fewer than its reciprocal
     times the values).
     """
-    if discount == "log2":
-        return values / torch.log2(ranks + 1)
-    if discount == "jarvelin":
-        return values / torch.log2(ranks).clamp(min=1)
-    return values * discounts(ranks, discount)
+    if callable(discount):
+        return values * discount(ranks)
+    return values / _denominators(ranks, discount)
+
+
+def _denominators(ranks: Tensor, discount: str) -> Tensor:
+    """The denominators of a named discount at 1-based ``ranks`` (see `discounts`)."""
+    return torch.log2(ranks + 1) if discount == "log2" else torch.log2(ranks).clamp(min=1)
 
 
 def position_discounts(
@@ -87,9 +90,19 @@ def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dty
     return item_gains
 
 
+# Batches of at most this many items are small: the call's cost is the number of operations it
+# launches, not their size, so they take the paths with the fewest (float scores as their own
+# keys, the ideal DCG from the sorted gains, one product for both DCGs).
+SMALL_ELEMENTS = 1 << 12
+
+
 def top(values: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
-    """The ``kmax`` largest values of each row, sorted descending, and their indices."""
-    if kmax >= values.shape[-1]:
+    """The ``kmax`` largest values of each row, sorted descending, and their indices.
+
+    A small batch (`SMALL_ELEMENTS`) is selected by ``topk`` even when all its items are
+    wanted: for a few rows it costs less than ``sort``.
+    """
+    if kmax >= values.shape[-1] and values.numel() > SMALL_ELEMENTS:
         return values.sort(dim=-1, descending=True)
     return values.topk(kmax, dim=-1, sorted=True)
 
@@ -105,20 +118,32 @@ def ranked_gains(
     return list_gains(target.gather(-1, order), ranked_mask, gain, dtype)
 
 
-def tie_averaged_gains(keys: Tensor, top_keys: Tensor, item_gains: Tensor) -> Tensor:
+# Top positions times items up to which `tie_averaged_gains` compares every top position with
+# every item (a few kernels, the fewest launches on an accelerator); larger batches group the
+# runs of equal keys of the top instead.
+DENSE_TIE_ELEMENTS = 1 << 22
+
+
+def tie_averaged_gains(
+    keys: Tensor, top_keys: Tensor, top_index: Tensor, item_gains: Tensor
+) -> Tensor:
     r"""Mean gain of the tie group covering each of the top ``kmax`` positions, ``[N, kmax]``.
 
     The tie-aware DCG of McSherry & Najork (2008): every item of a group $T$ of equal scores
     is credited the mean gain of its group, $\bar g_T = \frac{1}{|T|} \sum_{i \in T} g_i$, so
     the DCG does not depend on how ties are broken. The group at the ``kmax`` boundary is
-    averaged over all its members in the whole list, including those below the cut-off. Each
-    top position is compared with every item of its list: its group is the items with its key,
-    wherever they rank (the position's own item is one of them). Without ties this is the gains
-    of the top items.
+    averaged over all its members in the whole list, including those below the cut-off. Up to
+    `DENSE_TIE_ELEMENTS` top positions times items, each top position is compared with every
+    item of its list: its group is the items with its key, wherever they rank (the position's
+    own item is one of them). Above, in memory bounded for large inputs, the runs of equal keys
+    in the top are grouped, and only the group at the ``kmax`` boundary is looked up in the
+    whole list: the same means, without the ``[N, kmax, L]`` comparison. Without ties this is
+    the gains of the top items.
 
     Args:
         keys: ``[N, L]`` ranking keys.
         top_keys: ``[N, kmax]`` best keys, descending.
+        top_index: ``[N, kmax]`` their indices.
         item_gains: ``[N, L]`` gains, 0 for padded items.
 
     Returns:
@@ -126,9 +151,25 @@ def tie_averaged_gains(keys: Tensor, top_keys: Tensor, item_gains: Tensor) -> Te
         to L exponential gains (2^127 each in float32) are taken in float64.
     """
     acc = accumulate_dtype(item_gains.device)
-    same_key = keys[:, None, :] == top_keys[:, :, None]
-    group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
-    return group_gain / same_key.sum(-1)
+    n_lists, kmax = top_keys.shape
+    if n_lists * kmax * keys.shape[-1] <= DENSE_TIE_ELEMENTS:
+        same_key = keys[:, None, :] == top_keys[:, :, None]
+        group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
+        return group_gain / same_key.sum(-1)
+    top_gains = item_gains.gather(-1, top_index).to(acc)
+    starts_group = torch.ones_like(top_keys, dtype=torch.bool)
+    starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
+    group_id = starts_group.cumsum(dim=-1) - 1
+    group_gain = torch.zeros_like(top_gains).scatter_add_(-1, group_id, top_gains)
+    group_size = torch.zeros_like(top_gains).scatter_add_(-1, group_id, torch.ones_like(top_gains))
+    mean_gain = (group_gain / group_size.clamp(min=1)).gather(-1, group_id)
+    if kmax == keys.shape[-1]:
+        return mean_gain
+    boundary = top_keys[..., -1:]
+    in_boundary_group = keys == boundary
+    boundary_gain = torch.where(in_boundary_group, item_gains, 0).sum(-1, keepdim=True, dtype=acc)
+    boundary_size = in_boundary_group.sum(dim=-1, keepdim=True).clamp(min=1)
+    return torch.where(top_keys == boundary, boundary_gain / boundary_size, mean_gain)
 
 
 @_tables.kept
@@ -183,15 +224,9 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     Returns:
         ``[..., len(ks)]`` in the accumulation dtype (float64 where the device has it).
     """
-    kmax = position_gains.shape[-1]
     acc = accumulate_dtype(position_gains.device)
-    weights = cutoff_matrix(kmax, ks, discount, acc, position_gains.device)
+    weights = cutoff_matrix(position_gains.shape[-1], ks, discount, acc, position_gains.device)
     return as_dtype(position_gains, acc) @ weights
-
-
-def _lowest(dtype: torch.dtype) -> float | int:
-    """The smallest value of ``dtype``: a sentinel below every valid label or gain."""
-    return float("-inf") if dtype.is_floating_point else int(torch.iinfo(dtype).min)
 
 
 def ideal_ranked_gains(
@@ -201,7 +236,7 @@ def ideal_ranked_gains(
     kmax: int,
     gain: Gain,
     dtype: torch.dtype,
-    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] | None = None,
+    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
@@ -210,18 +245,37 @@ def ideal_ranked_gains(
     a callable gain is ranked by the gains themselves (``item_gains``, required then), and so
     are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
+    Padding takes the dtype's smallest value, below every valid label or gain.
     """
-    if item_gains is None:
-        values = target.to(torch.uint8) if target.dtype == torch.bool else target
-    else:
-        values = item_gains
+    values = target if item_gains is None else item_gains
+    if values.dtype == torch.bool:  # ``topk`` takes no bool labels
+        values = values.to(torch.uint8)
     if mask is not None:
-        values = torch.where(mask, values, _lowest(values.dtype))
-    best = (top if select is None else select)(values, kmax)[0]
+        lowest = float("-inf") if values.is_floating_point() else torch.iinfo(values.dtype).min
+        values = torch.where(mask, values, lowest)
+    best = select(values, kmax)[0]
     best_gains = gains(best.to(dtype), gain) if item_gains is None else best.to(dtype)
     if mask is not None:
-        best_gains = torch.where(best == _lowest(values.dtype), 0, best_gains)
+        best_gains = torch.where(best == lowest, 0, best_gains)
     return best_gains
+
+
+@_tables.kept
+def _level_gain_steps(
+    levels: int,
+    gain: Gain,
+    dtype: torch.dtype,
+    acc: torch.dtype,
+    device: torch.device,
+) -> Tensor:
+    """``[levels]``: $g(v) - g(v - 1)$ for ``v = levels - 1`` down to 0; $g(-1) = 0$.
+
+    The gains are computed in ``dtype``, as the DCG's are, and differenced in ``acc``: the
+    steps then add up to the very gains the DCG credits.
+    """
+    levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
+    level_gains = gains(levels_down, gain).to(acc)
+    return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
 
 
 def ideal_dcg(
@@ -234,11 +288,22 @@ def ideal_dcg(
     dtype: torch.dtype,
     *,
     item_gains: Tensor | None = None,
+    levels: int | None = None,
+    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
 ) -> Tensor:
     r"""Ideal DCG of every list at every cut-off: the DCG of its labels in descending order.
 
     $\mathrm{IDCG@}k = \sum_{r \le k} g(y^*_{(r)}) \, d(r)$ over the real items' labels
-    sorted descending (`ideal_ranked_gains`). Reads nothing back.
+    sorted descending (`ideal_ranked_gains`, their top selected by ``select``). Reads nothing
+    back. With ``levels`` (integer labels in ``[0, levels)`` on real items and a named gain,
+    non-decreasing, so that the ideal order is the label order) it comes from the count of each
+    label instead, with no sort: in the ideal order the items with label $\ge v$ take ranks
+    $1..n_{\ge v}$, so with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
+
+    $$
+    \mathrm{IDCG@}k = \sum_{v \ge 0} \big(g(v) - g(v - 1)\big) \, D_k(n_{\ge v}),
+    \qquad g(-1) = 0.
+    $$
 
     Args:
         target: ``[N, L]`` labels.
@@ -249,14 +314,31 @@ def ideal_dcg(
         discount: discount name or callable.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
+        levels: the number of label values (max label + 1) where the labels are counted.
+        select: picks the ``kmax`` largest values of each row (`top` by default).
 
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
-    if callable(gain) and item_gains is None:
-        item_gains = list_gains(target, mask, gain, dtype)
-    ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype)
-    return cumulative_dcg(ideal_gains, ks, discount)
+    if levels is None:
+        if callable(gain) and item_gains is None:
+            item_gains = list_gains(target, mask, gain, dtype)
+        ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype, select)
+        return cumulative_dcg(ideal_gains, ks, discount)
+    n, length = target.shape
+    device = target.device
+    acc = accumulate_dtype(device)
+    # Per row, bin v counts the label v; padding goes to the extra bin `levels`.
+    labels = target.to(torch.int64)
+    bins = labels if mask is None else torch.where(mask, labels, levels)
+    ones = torch.ones((1, 1), dtype=torch.int64, device=device).expand(n, length)
+    counts = torch.zeros((n, levels + 1), dtype=torch.int64, device=device)
+    counts.scatter_add_(1, bins, ones)
+    # Column j: the items with label >= levels - 1 - j, at most kmax (the table's last row).
+    at_least = counts.narrow(1, 0, levels).flip(-1).cumsum(-1).clamp_(max=kmax)
+    table = cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
+    credited = table.index_select(0, at_least.view(-1)).view(n, levels, len(ks))
+    return _level_gain_steps(levels, gain, dtype, acc, device).matmul(credited)
 
 
 def empty_lists(ideal: Tensor, mask: Tensor | None) -> Tensor:

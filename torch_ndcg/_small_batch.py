@@ -47,7 +47,6 @@ from torch_ndcg._options import ListOptions
 
 # Score dtypes of the small CPU paths (half precision is computed in float32: general path).
 SCORE_DTYPES = frozenset({torch.float32, torch.float64})
-_CPU = torch.device("cpu")
 
 
 def small_cpu_pair(preds: Any, target: Any) -> bool:
@@ -76,20 +75,19 @@ def takes_small_path(preds: Any, target: Any, options: ListOptions) -> bool:
     ``preds`` and ``target`` may be anything: what is not a pair of dense CPU tensors of one
     shape goes to the general path, whose checks name what is wrong.
     """
-    if not small_cpu_pair(preds, target) or torch.is_autocast_enabled("cpu"):
-        return False
-    score_dtype, label_dtype = preds.dtype, target.dtype
     return (
-        isinstance(options.gain, str)
+        small_cpu_pair(preds, target)
+        and not torch.is_autocast_enabled("cpu")
+        and isinstance(options.gain, str)
         and isinstance(options.discount, str)
         and options.ties == "average"
         and options.empty_target_action != "error"
         and options.ignore_index is None
         and preds.shape[-1] > 1
-        and score_dtype in SCORE_DTYPES
-        and not label_dtype.is_complex
+        and preds.dtype in SCORE_DTYPES
+        and not target.dtype.is_complex
         # Float labels wider than the scores would round, a tiny negative one to -0.0.
-        and not (label_dtype.is_floating_point and label_dtype.itemsize > score_dtype.itemsize)
+        and not (target.dtype.is_floating_point and target.dtype.itemsize > preds.dtype.itemsize)
     )
 
 
@@ -105,7 +103,7 @@ def small_ndcg(
     """
     scores, labels = preds, target
     length = preds.shape[-1]
-    if preds.ndim != 2:
+    if preds.ndim != 2:  # a reshape costs a microsecond: not where it is not needed
         scores, labels = preds.reshape(-1, length), target.reshape(-1, length)
     ks, kmax = options.cutoffs.resolve(length)
     # Labels in the scores' dtype, as the gains take them: exact for the labels of the small
@@ -115,24 +113,21 @@ def small_ndcg(
     top_scores, top_index = scores.topk(min(kmax + 1, length), dim=-1, sorted=True)
     # The largest step down between neighbours of the top k + 1, each best first: 0 where a
     # tie touches the top k, NaN where two equal infinite scores do, else negative.
-    largest_step = top_scores.diff(dim=-1).amax()
-    extremes = None
-    if not options.validate_args:
-        tie_found = not bool(largest_step < 0)
-    else:  # one read-back: the extremes of the scores and labels, and the largest step
-        *extremes, step = torch.stack(
-            [*torch.aminmax(scores), *torch.aminmax(float_labels), largest_step]
-        ).tolist()
-        tie_found = not step < 0
+    read = [top_scores.diff(dim=-1).amax()]
+    if options.validate_args:  # the extremes of the scores and labels, in the one read-back
+        read = [*torch.aminmax(scores), *torch.aminmax(float_labels), *read]
+    *extremes, largest_step = torch.stack(read).tolist()
     item_gains = _kernels.gains(float_labels, options.gain)
-    if tie_found:
+    top_index = top_index.narrow(-1, 0, kmax)
+    if not largest_step < 0:  # a tie
         position_gains = _kernels.tie_averaged_gains(
-            scores, top_scores.narrow(-1, 0, kmax), item_gains
+            scores, top_scores.narrow(-1, 0, kmax), top_index, item_gains
         )
     else:
-        position_gains = item_gains.gather(-1, top_index.narrow(-1, 0, kmax))
+        position_gains = item_gains.gather(-1, top_index)
     ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
-    weights = _kernels.cutoff_matrix(kmax, ks, options.discount, torch.float64, _CPU)
+    weights = _kernels.cutoff_matrix(kmax, ks, options.discount, torch.float64, scores.device)
     dcg = position_gains.to(torch.float64).mm(weights)
     ideal = ideal_gains.to(torch.float64).mm(weights)
-    return _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain), extremes
+    values = _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain)
+    return values, extremes if options.validate_args else None

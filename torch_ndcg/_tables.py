@@ -29,73 +29,50 @@ ELEMENTS_PER_DEVICE = 1 << 22
 _Params = ParamSpec("_Params")
 _Table = TypeVar("_Table", Tensor, tuple[Tensor | None, ...])
 
-
-class _DeviceTables:
-    """The kept tables of one device, least recently used first, and their element count."""
-
-    def __init__(self) -> None:
-        self.tables: OrderedDict[Hashable, Tensor | tuple[Tensor | None, ...]] = OrderedDict()
-        self.elements = 0
-
-    def keep(self, key: Hashable, table: Tensor | tuple[Tensor | None, ...], size: int) -> None:
-        """Keep ``table``, then drop the least recently used tables until within the bounds."""
-        self.tables[key] = table
-        self.elements += size
-        while len(self.tables) > TABLES_PER_DEVICE or self.elements > ELEMENTS_PER_DEVICE:
-            _, dropped = self.tables.popitem(last=False)
-            self.elements -= _elements(dropped)
-
-
-_kept: dict[torch.device, _DeviceTables] = {}
+# The kept tables of each device, least recently used first.
+_kept: dict[torch.device, OrderedDict[Hashable, Tensor | tuple[Tensor | None, ...]]] = {}
 
 
 def _elements(table: Tensor | tuple[Tensor | None, ...]) -> int:
     """The number of elements of a table (of all its tensors, for a tuple)."""
-    if isinstance(table, Tensor):
-        return table.numel()
-    return sum(part.numel() for part in table if part is not None)
-
-
-def clear() -> None:
-    """Drop every kept table (of every device)."""
-    _kept.clear()
+    parts = (table,) if isinstance(table, Tensor) else table
+    return sum(part.numel() for part in parts if part is not None)
 
 
 def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
     """Decorate a builder of constant tables whose arguments include its ``torch.device``.
 
-    The builder's positional arguments are the key; the device among them picks the kept
+    The builder runs outside inference mode and without autograd (see the module); its
+    positional arguments are the key; the device among them picks the kept
     tables that the result counts against (see the module's bounds). A call with keyword
     arguments, or with no device among its positional ones, is not kept.
     """
-
-    def built(*args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
-        with torch.inference_mode(False), torch.no_grad():
-            return build(*args, **kwargs)
+    built = torch.no_grad()(torch.inference_mode(False)(build))
 
     @functools.wraps(build)
     def table(*args: _Params.args, **kwargs: _Params.kwargs) -> _Table:
         device = None
         for arg in args:  # a loop, not a generator: this runs at every call of a metric or loss
-            if callable(arg):
-                device = None
-                break
+            if callable(arg):  # built every time
+                return built(*args, **kwargs)
             if isinstance(arg, torch.device):
                 device = arg
         if device is None or kwargs or torch.compiler.is_compiling():
             return built(*args, **kwargs)
-        tables = _kept.get(device)
-        if tables is None:
-            tables = _kept[device] = _DeviceTables()
+        tables = _kept.setdefault(device, OrderedDict())
         key = (build, args)
-        found = tables.tables.get(key)
+        found = tables.get(key)
         if found is not None:
-            tables.tables.move_to_end(key)
+            tables.move_to_end(key)
             return found  # type: ignore[return-value]
         result = built(*args, **kwargs)
-        size = _elements(result)
-        if size <= ELEMENTS_PER_DEVICE:
-            tables.keep(key, result, size)
+        if _elements(result) <= ELEMENTS_PER_DEVICE:  # then drop the least recently used
+            tables[key] = result
+            while (
+                len(tables) > TABLES_PER_DEVICE
+                or sum(map(_elements, tables.values())) > ELEMENTS_PER_DEVICE
+            ):
+                tables.popitem(last=False)
         return result
 
     return table
