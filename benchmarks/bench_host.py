@@ -295,7 +295,7 @@ def main() -> None:
         compare(args.baseline, timing)
         return
     torch.set_num_threads(1)
-    tiny = tiny_op_us(**timing)
+    tiny = tiny_op_us(repeats=args.repeats, seconds=args.seconds)
     print(f"torch {torch.__version__}, CPU, 1 thread; one tiny op (1-element add): {tiny:.2f} us")
     columns = ("shape", 10), ("host us", 9), ("ops", 5), ("py calls", 9), ("x tiny op", 10)
     header = f"{'call':<28} " + " ".join(f"{name:>{width}}" for name, width in columns)

@@ -13,7 +13,7 @@ gives the same numbers to rounding, which the script asserts), in turns in one p
 - ``tie-free skip``: tie-free batches skip the tie averaging, ``[256, 100]``;
 - ``label counts``: the ideal DCG of small integer labels from their counts, ``[256, 100]``
   and ``[256, 300]`` (lists of at most 512 items: past that a ``topk`` costs less;
-  `torch_ndcg._fast_paths.ideal_dcg_from_label_counts`);
+  `torch_ndcg._kernels.ideal_dcg` with ``levels=``, switched by `_fast_paths.COUNT_LABELS_PAST`);
 - ``long rows``: the top of ``[16, 100_000]`` rows from group maxima (`_fast_paths.long_rows`);
 
 Run: ``python benchmarks/bench_paths.py`` (one thread). The switches
