@@ -12,9 +12,10 @@ update of its biases, summed over the ranks under ``torch.distributed``.
 
 import functools
 import math
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -42,33 +43,15 @@ __all__ = [
 ]
 
 
-class LossOptions:
+class LossOptions(types.SimpleNamespace):
     """A loss's checked options, each by its keyword's name (``options.k``, ``options.sigma``).
 
     Made once by `Loss.check` (at a function call, or in a module's ``__init__``) and frozen:
     internals check nothing again, and a module's option setter checks them all into new ones.
     """
 
-    k: int | None
-    gain: Gain
-    discount: Discount
-    reduction: Reduction
-    ignore_index: int | None
-    validate_args: bool
-
-    def __init__(self, **options: Any) -> None:
-        self.__dict__.update(options)
-
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
-        return f"LossOptions({shown})"
-
-    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
-
-        def __getattr__(self, name: str) -> Any: ...
 
 
 class _LossInput(NamedTuple):
@@ -293,6 +276,8 @@ class Loss:
         `_prepare`'s ideal DCG is the largest gain, the cheapest test of a positive one.
         """
         own = {name: check(name, given[name]) for name, check in self.own.items()}
+        # A check that returns nothing (`check_option`, `check_bool`) leaves the value as given.
+        own = {name: given[name] if value is None else value for name, value in own.items()}
         shared = _validation.check_loss_options(
             given.get("k", 1),
             given["gain"],
@@ -421,12 +406,8 @@ def _lambdarank(lists: _LossInput, options: LossOptions) -> Tensor:
     return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
-def _weighting(name: str, value: Any) -> Any:
-    _validation.check_option(name, value, WEIGHTINGS, callable_ok=False)
-    return value
-
-
 _non_negative = functools.partial(_validation.check_positive, allow_zero=True)
+_weighting = functools.partial(_validation.check_option, allowed=WEIGHTINGS, callable_ok=False)
 LAMBDARANK = Loss(
     _lambdarank, {"sigma": _validation.check_positive, "weighting": _weighting, "mu": _non_negative}
 )
@@ -1149,11 +1130,6 @@ def _momentum(name: str, value: Any) -> Any:
     return value
 
 
-def _bool(name: str, value: Any) -> Any:
-    _validation.check_bool(name, value)
-    return value
-
-
 # The debiased loss: LambdaRank's options (its weighting and mu fixed) and those of its biases.
 UNBIASED = Loss(
     _lambdarank,
@@ -1162,7 +1138,7 @@ UNBIASED = Loss(
         "num_positions": _validation.check_positive_int,
         "bias_norm": _non_negative,
         "momentum": _momentum,
-        "match_exposure": _bool,
+        "match_exposure": _validation.check_bool,
     },
 )
 
@@ -1254,39 +1230,35 @@ def _check_click_counts(
     unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
     CPU, device-side assertions elsewhere, before anything is computed or learnt.
     """
-    low_pred = torch.where(real, scores, torch.inf).amin()
-    high_pred = torch.where(real, scores, -torch.inf).amax()
-    infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
     counts = torch.stack([clicks, views])  # [2, N, L, n]
     if mask is not None:
         counts = counts.masked_fill(~mask[None, :, :, None], 0)
     low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
-    found = torch.where(low < 0, low, high)
+    # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
+    low = torch.cat([torch.where(real, scores, torch.inf).amin()[None], low])
+    high = torch.cat([torch.where(real, scores, -torch.inf).amax()[None], high])
+    floor = torch.tensor([-torch.finfo(scores.dtype).max, 0, 0], dtype=low.dtype, device=low.device)
+    found = torch.where(low < floor, low, high)
     excess = (counts[0] - counts[1]).amax()
-    checks = [
-        # As `forward` checks them, before anything is computed or learnt.
-        (
-            (low_pred == low_pred) & (high_pred == high_pred),
-            low_pred,
-            "Expected `preds` to contain no NaN, but found NaN scores.",
-        ),
-        (
-            (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
-            infinite,
-            "Expected `preds` to be finite, but found {found}.",
-        ),
+    checks = []
+    # As `forward` checks them, before anything is computed or learnt.
+    counted = "non-negative and finite"
+    rows = [
+        ("preds", "scores", "finite"),
+        ("clicks", "counts", counted),
+        ("views", "counts", counted),
     ]
-    for row, name in enumerate(("clicks", "views")):
+    for row, (name, noun, expected) in enumerate(rows):
         checks += [
             (
                 low[row] == low[row],
                 low[row],
-                f"Expected `{name}` to contain no NaN, but found NaN counts.",
+                f"Expected `{name}` to contain no NaN, but found NaN {noun}.",
             ),
             (
-                (low[row] >= 0) & (high[row] < torch.inf),
+                (low[row] >= floor[row]) & (high[row] < torch.inf),
                 found[row],
-                f"Expected `{name}` to be non-negative and finite, but found {{found}}.",
+                f"Expected `{name}` to be {expected}, but found {{found}}.",
             ),
         ]
     checks.append(
