@@ -117,8 +117,7 @@ def _prepare(
     read back with the input's and judged before them, in the order of their device-side
     assertions (made by the caller before this call).
     """
-    k, gain, discount = options.k, options.gain, options.discount
-    validate_args = options.validate_args
+    gain, validate_args = options.gain, options.validate_args
     score_range: float | None
     small = (
         _small_checks(preds, target, options)
@@ -159,7 +158,7 @@ def _prepare(
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
-    kmax = length if k is None else min(k, length)
+    kmax = length if options.k is None else min(options.k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
@@ -170,10 +169,10 @@ def _prepare(
         best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
     if acc == torch.float64:  # autocast and TF32 never touch a float64 product
         # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
-        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), discount, acc, preds.device)
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)
     else:
         with _host.full_precision(preds.device):
-            ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+            ideal = _kernels.cumulative_dcg(best, (kmax,), options.discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -917,9 +916,8 @@ def neural_ndcg_loss(
 def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
     """`neural_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
-    max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
-    if validate_args and scores.numel() > 0:
+    if options.validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
         bound = 2 * (score_range + 1) / temperature
@@ -952,8 +950,8 @@ def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
         real,
         lists.scaled_gains.detach(),
         position_discounts,
-        int(max_iter),
-        float(tol),
+        int(options.max_iter),
+        float(options.tol),
     )
     per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
     return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
