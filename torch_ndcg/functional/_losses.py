@@ -601,7 +601,7 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     # A small batch: one autograd node, where the slope of a named discount is known.
     if not callable(discount) and _pairwise.dense_pairs_fit(scores.shape[0], length):
-        loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
+        return _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call,no-any-return]
             scores,
             (
                 real,
@@ -616,7 +616,6 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
                 torch.is_grad_enabled() and scores.requires_grad,
             ),
         )
-        return loss
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
@@ -925,7 +924,7 @@ def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
-    top = keyed.amax(dim=-1, keepdim=True) if length > 0 else keyed[:, :1]
+    top = keyed.amax(dim=-1, keepdim=True)  # lists are never empty (checked)
     centred = scores - top.nan_to_num(0.0, 0.0, 0.0)  # 0 for a list of none
     if real is not None:
         centred = torch.where(real, centred, 0)
