@@ -1,5 +1,6 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
+import inspect
 import math
 from typing import Any, ClassVar
 
@@ -62,12 +63,11 @@ class _RankingLoss(nn.Module):
     _loss: ClassVar[Loss]
     _shown: ClassVar[tuple[str, ...]]
 
-    k = _option("k")
-    gain = _option("gain")
-    discount = _option("discount")
-    reduction = _option("reduction")
-    ignore_index = _option("ignore_index")
-    validate_args = _option("validate_args")
+    def __init_subclass__(cls) -> None:
+        """Each keyword of the subclass's ``__init__`` is a property (`_option`), unless named."""
+        for name in inspect.signature(cls.__init__).parameters:
+            if name != "self" and not hasattr(cls, name):
+                setattr(cls, name, _option(name))
 
     def __init__(self, given: dict[str, Any]) -> None:
         super().__init__()
@@ -90,12 +90,7 @@ class _RankingLoss(nn.Module):
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
-        return ", ".join(
-            f"{name}={getattr(self.options, name)!r}"
-            if isinstance(getattr(self.options, name), str)
-            else f"{name}={getattr(self.options, name)}"
-            for name in self._shown
-        )
+        return ", ".join(f"{name}={getattr(self.options, name)!r}" for name in self._shown)
 
 
 class LambdaRankLoss(_RankingLoss):
@@ -143,9 +138,6 @@ class LambdaRankLoss(_RankingLoss):
     # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
     _loss = _losses.LAMBDARANK
     _shown = ("k", "sigma", "weighting", "mu")
-    sigma = _option("sigma")
-    weighting = _option("weighting")
-    mu = _option("mu")
 
     @_validation.names_ported_keywords(_validation.LAMBDARANK_PORTED_NAMES)
     def __init__(
@@ -193,7 +185,6 @@ class ApproxNDCGLoss(_RankingLoss):
 
     _loss = _losses.APPROX
     _shown = ("temperature", "k")
-    temperature = _option("temperature")
 
     @_validation.names_ported_keywords(_validation.APPROX_PORTED_NAMES)
     def __init__(
@@ -334,9 +325,6 @@ class NeuralNDCGLoss(_RankingLoss):
 
     _loss = _losses.NEURAL
     _shown = ("temperature", "k", "max_iter", "tol")
-    temperature = _option("temperature")
-    max_iter = _option("max_iter")
-    tol = _option("tol")
 
     @_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
     def __init__(
@@ -468,13 +456,10 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     _loss = _losses.UNBIASED
     _shown = ("num_positions", "k", "sigma", "bias_norm", "momentum", "match_exposure")
-    sigma = _option("sigma")
-    num_positions = _option("num_positions")
     bias_norm = _option("bias_norm", "The non-negative $p$ of the bias update; checked when set.")
     momentum = _option(
         "momentum", "The weight in $[0, 1]$ of the past statistics; checked when set."
     )
-    match_exposure = _option("match_exposure")
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
@@ -496,10 +481,10 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         validate_args: bool = True,
     ) -> None:
         super().__init__(locals() | {"weighting": "lambdarank", "mu": 0.0})
-        self.register_buffer("t_plus", torch.ones(self.num_positions))
-        self.register_buffer("t_minus", torch.ones(self.num_positions))
+        self.register_buffer("t_plus", torch.ones(self.options.num_positions))
+        self.register_buffer("t_minus", torch.ones(self.options.num_positions))
         # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
-        self.register_buffer("statistics", torch.zeros(4, self.num_positions))
+        self.register_buffer("statistics", torch.zeros(4, self.options.num_positions))
         # The bias of the bins of items not shown: their factor 1 / inf = 0 (see `forward`).
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
@@ -650,8 +635,6 @@ class PLRankLoss(_RankingLoss):
 
     _loss = _losses.PL_RANK
     _shown = ("k", "num_samples")
-    num_samples = _option("num_samples")
-    generator = _option("generator")
 
     @_validation.names_ported_keywords(_losses.PL_RANK_PORTED_NAMES)
     def __init__(

@@ -47,14 +47,8 @@ class LossOptions:
 
     Made once by `Loss.check` (at a function call, or in a module's ``__init__``) and frozen:
     internals check nothing again, and a module's option setter checks them all into new ones.
+    (A plain class, not a ``types.SimpleNamespace``: ``torch.compile`` traces its making.)
     """
-
-    k: int | None
-    gain: Gain
-    discount: Discount
-    reduction: Reduction
-    ignore_index: int | None
-    validate_args: bool
 
     def __init__(self, **options: Any) -> None:
         self.__dict__.update(options)
@@ -66,7 +60,7 @@ class LossOptions:
         shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
         return f"LossOptions({shown})"
 
-    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
+    if TYPE_CHECKING:  # the options of each loss, by name
 
         def __getattr__(self, name: str) -> Any: ...
 
@@ -123,8 +117,7 @@ def _prepare(
     read back with the input's and judged before them, in the order of their device-side
     assertions (made by the caller before this call).
     """
-    k, gain, discount = options.k, options.gain, options.discount
-    validate_args = options.validate_args
+    gain, validate_args = options.gain, options.validate_args
     score_range: float | None
     small = (
         _small_checks(preds, target, options)
@@ -165,7 +158,7 @@ def _prepare(
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
-    kmax = length if k is None else min(k, length)
+    kmax = length if options.k is None else min(options.k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
@@ -176,10 +169,10 @@ def _prepare(
         best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
     if acc == torch.float64:  # autocast and TF32 never touch a float64 product
         # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
-        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), discount, acc, preds.device)
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)
     else:
         with _host.full_precision(preds.device):
-            ideal = _kernels.cumulative_dcg(best, (kmax,), discount)
+            ideal = _kernels.cumulative_dcg(best, (kmax,), options.discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
@@ -293,6 +286,8 @@ class Loss:
         `_prepare`'s ideal DCG is the largest gain, the cheapest test of a positive one.
         """
         own = {name: check(name, given[name]) for name, check in self.own.items()}
+        # A check that returns nothing (`check_option`, `check_bool`) leaves the value as given.
+        own = {name: given[name] if value is None else value for name, value in own.items()}
         shared = _validation.check_loss_options(
             given.get("k", 1),
             given["gain"],
@@ -421,12 +416,8 @@ def _lambdarank(lists: _LossInput, options: LossOptions) -> Tensor:
     return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
-def _weighting(name: str, value: Any) -> Any:
-    _validation.check_option(name, value, WEIGHTINGS, callable_ok=False)
-    return value
-
-
 _non_negative = functools.partial(_validation.check_positive, allow_zero=True)
+_weighting = functools.partial(_validation.check_option, allowed=WEIGHTINGS, callable_ok=False)
 LAMBDARANK = Loss(
     _lambdarank, {"sigma": _validation.check_positive, "weighting": _weighting, "mu": _non_negative}
 )
@@ -450,16 +441,15 @@ def lambda_pairs(
     (`_reduce`).
     """
     sigma, weighting, mu = options.sigma, options.weighting, options.mu
-    discount, validate_args = options.discount, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
-    if validate_args and scores.numel() > 0:
+    if options.validate_args and scores.numel() > 0:
         # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), times the largest weight
         # and the factors of its items; its loss at most the weight times sigma * range + log 2,
         # its slope the weight times sigma; at most L^2 pairs.
         score_range = _score_range(lists)
         weight_bound: float | Tensor = 1 + (mu if weighting != "lambdarank" else 0)
         if item_factor is not None:
-            weight_bound = weight_bound * item_factor.detach().amax().double().square()
+            weight_bound = weight_bound * item_factor.amax().double().square()
         pair_bound = weight_bound * (sigma * (score_range + 1) + 1)
         _check_scale(lists, "sigma", sigma, pair_bound, length * length)
 
@@ -468,16 +458,13 @@ def lambda_pairs(
     keys = _fast_paths.sort_keys(scores.detach(), real)
     order = keys.sort(dim=-1, descending=True, stable=True).indices
     ranked_gains = lists.scaled_gains.detach().gather(-1, order)
-    ranked_real: Tensor | None = None
-    if item_factor is not None:  # the factors are the mask too
-        ranked_real = item_factor.detach().gather(-1, order).to(scores.dtype)
-    elif real is not None:
-        ranked_real = real.gather(-1, order).to(scores.dtype)
+    factor = real if item_factor is None else item_factor  # the factors are the mask too
+    ranked_real = None if factor is None else factor.gather(-1, order).to(scores.dtype)
 
     rows = min(kmax, length - 1)
     dense = item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length)
     tables = _pairwise.lambda_tables(
-        discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
+        options.discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
     )
     if dense:
         loss: Tensor = _pairwise.DensePairwiseLogistic.apply(  # type: ignore[no-untyped-call]
@@ -489,11 +476,11 @@ def lambda_pairs(
                 tables[3],  # the square table, built for the dense paths only
                 # Checked scores are finite: a list with no relevant item, whose gains are all
                 # 0, sums finite terms times 0 weights, which is 0 already.
-                None if validate_args else lists.has_relevant,
+                None if options.validate_args else lists.has_relevant,
                 lists.has_relevant,
                 sigma,
-                "none" if reduction is None else reduction,
-                scores.shape[:1] if reduction is None else lists.leading_shape,
+                reduction,  # given: only the factors' loss (unreduced) takes the blocks
+                lists.leading_shape,
                 torch.is_grad_enabled() and scores.requires_grad,
             ),
         )
@@ -614,7 +601,7 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     # A small batch: one autograd node, where the slope of a named discount is known.
     if not callable(discount) and _pairwise.dense_pairs_fit(scores.shape[0], length):
-        loss: Tensor = _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call]
+        return _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call,no-any-return]
             scores,
             (
                 real,
@@ -629,7 +616,6 @@ def _approx(lists: _LossInput, options: LossOptions) -> Tensor:
                 torch.is_grad_enabled() and scores.requires_grad,
             ),
         )
-        return loss
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
         scores, weights, temperature
@@ -929,9 +915,8 @@ def neural_ndcg_loss(
 def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
     """`neural_ndcg_loss` of checked input, reduced."""
     temperature, discount = options.temperature, options.discount
-    max_iter, tol, validate_args = options.max_iter, options.tol, options.validate_args
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
-    if validate_args and scores.numel() > 0:
+    if options.validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
         score_range = _score_range(lists)
         bound = 2 * (score_range + 1) / temperature
@@ -939,7 +924,7 @@ def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
-    top = keyed.amax(dim=-1, keepdim=True) if length > 0 else keyed[:, :1]
+    top = keyed.amax(dim=-1, keepdim=True)  # lists are never empty (checked)
     centred = scores - top.nan_to_num(0.0, 0.0, 0.0)  # 0 for a list of none
     if real is not None:
         centred = torch.where(real, centred, 0)
@@ -964,8 +949,8 @@ def _neural(lists: _LossInput, options: LossOptions) -> Tensor:
         real,
         lists.scaled_gains.detach(),
         position_discounts,
-        int(max_iter),
-        float(tol),
+        int(options.max_iter),
+        float(options.tol),
     )
     per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
     return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
@@ -1149,11 +1134,6 @@ def _momentum(name: str, value: Any) -> Any:
     return value
 
 
-def _bool(name: str, value: Any) -> Any:
-    _validation.check_bool(name, value)
-    return value
-
-
 # The debiased loss: LambdaRank's options (its weighting and mu fixed) and those of its biases.
 UNBIASED = Loss(
     _lambdarank,
@@ -1162,7 +1142,7 @@ UNBIASED = Loss(
         "num_positions": _validation.check_positive_int,
         "bias_norm": _non_negative,
         "momentum": _momentum,
-        "match_exposure": _bool,
+        "match_exposure": _validation.check_bool,
     },
 )
 
@@ -1203,7 +1183,49 @@ def _aggregated_unbiased_lambdarank(
     # The scores of the others never count: they may be anything (NaN, inf).
     scores = torch.where(real, preds.reshape(-1, length), 0)
     if options.validate_args and won.numel() > 0:
-        _check_click_counts(scores.detach(), real, won.detach(), shown_counts.detach(), flat_mask)
+        # The scores of the items ranked (``real``), then the counts of the real items (those of
+        # an item without views too: negative views would drop it from the ranking unnoticed):
+        # no NaN, finite and non-negative, clicks at most views, each naming the argument at
+        # fault and the value found. One read-back on the CPU, device-side assertions elsewhere,
+        # before anything is computed or learnt.
+        counts = torch.stack([won, shown_counts]).detach()  # [2, N, L, n]
+        if flat_mask is not None:
+            counts = counts.masked_fill(~flat_mask[None, :, :, None], 0)
+        low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
+        # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
+        low = torch.cat([torch.where(real, scores.detach(), torch.inf).amin()[None], low])
+        high = torch.cat([torch.where(real, scores.detach(), -torch.inf).amax()[None], high])
+        floor = torch.tensor([-torch.finfo(dtype).max, 0, 0], dtype=dtype, device=low.device)
+        found = torch.where(low < floor, low, high)
+        excess = (counts[0] - counts[1]).amax()
+        checks = []
+        counted = "non-negative and finite"
+        rows = [
+            ("preds", "scores", "finite"),
+            ("clicks", "counts", counted),
+            ("views", "counts", counted),
+        ]
+        for row, (name, noun, expected) in enumerate(rows):
+            checks += [
+                (
+                    low[row] == low[row],
+                    low[row],
+                    f"Expected `{name}` to contain no NaN, but found NaN {noun}.",
+                ),
+                (
+                    (low[row] >= floor[row]) & (high[row] < torch.inf),
+                    found[row],
+                    f"Expected `{name}` to be {expected}, but found {{found}}.",
+                ),
+            ]
+        checks.append(
+            (
+                ~(excess > 0),  # NaN (inf - inf): named by the checks above
+                excess,
+                "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
+            )
+        )
+        _validation.resolve_checks(_validation.value_checks(checks))
     if flat_mask is not None:  # padded counts may be anything too: selected, not multiplied
         won = torch.where(real[..., None], won, 0)
         shown_counts = torch.where(real[..., None], shown_counts, 0)
@@ -1214,9 +1236,7 @@ def _aggregated_unbiased_lambdarank(
     # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
     keys = _fast_paths.ranking_keys(scores.detach(), real)
     order = _fast_paths.stable_descending_order(keys, length)
-    ranks = torch.empty_like(order).scatter_(
-        -1, order, torch.arange(1, length + 1, device=order.device).expand_as(order)
-    )
+    ranks = order.argsort(dim=-1) + 1  # the inverse permutation
     kmax = length if options.k is None else min(options.k, length)
     discount = _kernels.discounts(ranks.to(dtype), options.discount).to(dtype)
     discount = torch.where(ranks <= kmax, discount, 0)
@@ -1242,61 +1262,6 @@ def _aggregated_unbiased_lambdarank(
     has_click = won.sum(dim=(-1, -2)) > 0
     per_list = torch.where(has_click, per_list, 0)
     return _reduce(per_list, has_click, options.reduction, preds.shape[:-1])
-
-
-def _check_click_counts(
-    scores: Tensor, real: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None
-) -> None:
-    """`aggregated`'s value checks, each naming the argument at fault and the value found.
-
-    The scores of the items ranked (``real``), then the counts of the real items (``mask``;
-    those of an item without views too: negative views would drop it from the ranking
-    unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
-    CPU, device-side assertions elsewhere, before anything is computed or learnt.
-    """
-    low_pred = torch.where(real, scores, torch.inf).amin()
-    high_pred = torch.where(real, scores, -torch.inf).amax()
-    infinite = torch.where(low_pred == -torch.inf, low_pred, high_pred)
-    counts = torch.stack([clicks, views])  # [2, N, L, n]
-    if mask is not None:
-        counts = counts.masked_fill(~mask[None, :, :, None], 0)
-    low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
-    found = torch.where(low < 0, low, high)
-    excess = (counts[0] - counts[1]).amax()
-    checks = [
-        # As `forward` checks them, before anything is computed or learnt.
-        (
-            (low_pred == low_pred) & (high_pred == high_pred),
-            low_pred,
-            "Expected `preds` to contain no NaN, but found NaN scores.",
-        ),
-        (
-            (low_pred > -torch.inf) & (high_pred < torch.inf) | (low_pred > high_pred),
-            infinite,
-            "Expected `preds` to be finite, but found {found}.",
-        ),
-    ]
-    for row, name in enumerate(("clicks", "views")):
-        checks += [
-            (
-                low[row] == low[row],
-                low[row],
-                f"Expected `{name}` to contain no NaN, but found NaN counts.",
-            ),
-            (
-                (low[row] >= 0) & (high[row] < torch.inf),
-                found[row],
-                f"Expected `{name}` to be non-negative and finite, but found {{found}}.",
-            ),
-        ]
-    checks.append(
-        (
-            ~(excess > 0),  # NaN (inf - inf): named by the checks above
-            excess,
-            "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
-        )
-    )
-    _validation.resolve_checks(_validation.value_checks(checks))
 
 
 @torch.no_grad()
@@ -1528,60 +1493,50 @@ def pl_rank_loss(
 
 
 def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
-    """`pl_rank_loss` of checked input, reduced: its value plus a surrogate of value 0."""
+    """`pl_rank_loss` of checked input, reduced: its value plus a surrogate of value 0.
+
+    PL-Rank-3's ``[N, L]`` estimate of the expected DCG's gradient and the ``[N]`` mean DCG
+    come from ``[N, S, K]`` rankings drawn (``order``): every tensor is ``O(N S L)``.
+    """
     scores, real = lists.scores, lists.mask
     if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
         _validation.check_weight_scale(lists.gain_scale, scores.dtype, count=scores.shape[-1] + 1)
     detached = scores.detach()
     order = _gumbel_top_k(detached, real, lists.kmax, options.num_samples, options.generator)
-    estimate, dcg = _pl_rank_gradient(
-        detached, real, lists.scaled_gains.detach(), order, options.discount
-    )
-    # (s.detach() - s) is 0 with slope -1: the loss's gradient is minus the estimate.
-    surrogate = (estimate.to(scores.dtype) * (detached - scores)).sum(-1)
-    per_list = torch.where(lists.has_relevant, (1 - dcg).to(scores.dtype) + surrogate, 0)
-    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
-
-
-@torch.no_grad()
-def _pl_rank_gradient(
-    scores: Tensor, real: Tensor | None, gains: Tensor, order: Tensor, discount: Discount
-) -> tuple[Tensor, Tensor]:
-    """PL-Rank-3's ``[N, L]`` estimate of the expected DCG's gradient, and the ``[N]`` mean DCG.
-
-    ``scores`` and ``gains`` (rho) are ``[N, L]``, ``order`` the ``[N, S, K]`` rankings drawn;
-    every tensor is ``O(N S L)``.
-    """
-    acc = _options.accumulate_dtype(scores.device)
     n, samples, kmax = order.shape
-    length = scores.shape[-1]
-    keyed = scores.to(acc) if real is None else scores.to(acc).masked_fill(~real, -torch.inf)
-    top = keyed.amax(-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # -inf in a list of padding
-    exps = (keyed - top).clamp(min=-650.0 if acc == torch.float64 else -80.0).exp()
-    if real is not None:
-        exps = torch.where(real, exps, 0)
-    exps = exps[:, None, :].expand(n, samples, length)
-    theta = _kernels.position_discounts(kmax, discount, dtype=acc, device=scores.device)
-    gains = gains.to(acc)[:, None, :]
-    reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
-    to_go = reward.flip(-1).cumsum_(-1).flip(-1)  # sum_{j >= i} theta_j rho_{y_j}
-    # Each item's position in each ranking, kmax where it was not drawn.
-    positions = torch.arange(kmax, device=scores.device).expand_as(order)
-    slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
-    # Sigma_i: the items drawn at i or below, plus those not drawn (summed, not subtracted).
-    denominators = exps.gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
-    if kmax < length:
-        denominators += exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
-    # 1 / Sigma_i, 0 past the real items (Sigma = 0); the floor keeps it finite elsewhere.
-    inverse = denominators.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)
-    weight_sums = (inverse * theta).cumsum_(-1)  # sum_{i <= r} theta_i / Sigma_i
-    reward_sums = inverse.mul_(to_go).cumsum_(-1)  # sum_{i <= r} to_go_i / Sigma_i
-    last = slot.clamp_(max=kmax - 1)  # the last position an item was still to be drawn at
-    following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
-    estimate = torch.zeros_like(exps).scatter_(-1, order, following)
-    terms = weight_sums.gather(-1, last).mul_(gains).sub_(reward_sums.gather(-1, last))
-    estimate.addcmul_(terms, exps)
-    return estimate.mean(1), reward.sum(-1).mean(1)
+    length, acc = scores.shape[-1], _options.accumulate_dtype(scores.device)
+    with torch.no_grad():
+        keyed = (detached if real is None else detached.masked_fill(~real, -torch.inf)).to(acc)
+        top = keyed.amax(-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # -inf in a list of padding
+        exps = (keyed - top).clamp(min=-650.0 if acc == torch.float64 else -80.0).exp()
+        if real is not None:
+            exps = torch.where(real, exps, 0)
+        exps = exps[:, None, :].expand(n, samples, length)
+        theta = _kernels.position_discounts(kmax, options.discount, dtype=acc, device=scores.device)
+        gains = lists.scaled_gains.to(acc)[:, None, :]  # rho
+        reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
+        to_go = reward.flip(-1).cumsum_(-1).flip(-1)  # sum_{j >= i} theta_j rho_{y_j}
+        # Each item's position in each ranking, kmax where it was not drawn.
+        positions = torch.arange(kmax, device=scores.device).expand_as(order)
+        slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
+        # Sigma_i: the items drawn at i or below, plus those not drawn (summed, not subtracted).
+        denominators = exps.gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
+        if kmax < length:
+            denominators += exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
+        # 1 / Sigma_i, 0 past the real items (Sigma = 0); the floor keeps it finite elsewhere.
+        inverse = denominators.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)
+        weight_sums = (inverse * theta).cumsum_(-1)  # sum_{i <= r} theta_i / Sigma_i
+        reward_sums = inverse.mul_(to_go).cumsum_(-1)  # sum_{i <= r} to_go_i / Sigma_i
+        last = slot.clamp_(max=kmax - 1)  # the last position an item was still to be drawn at
+        following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
+        estimate = torch.zeros_like(exps).scatter_(-1, order, following)
+        terms = weight_sums.gather(-1, last).mul_(gains).sub_(reward_sums.gather(-1, last))
+        estimate.addcmul_(terms, exps)
+    # (s.detach() - s) is 0 with slope -1: the loss's gradient is minus the estimate.
+    surrogate = (estimate.mean(1).to(scores.dtype) * (detached - scores)).sum(-1)
+    value = (1 - reward.sum(-1).mean(1)).to(scores.dtype)  # 1 - the mean nDCG@k drawn
+    per_list = torch.where(lists.has_relevant, value + surrogate, 0)
+    return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
 
 PL_RANK = Loss(
