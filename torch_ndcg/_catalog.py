@@ -69,7 +69,6 @@ FLUSH_GROUPS = 2
 # Items per group of the selection's maxima pass (64-item groups measured no faster: their
 # maxima are read a little faster, but each passing group brings twice the items).
 GROUP = 32
-_INT64_MAX = torch.iinfo(torch.int64).max
 
 
 @dataclass
@@ -93,16 +92,15 @@ class TopState:
     rel_seen: Tensor
 
 
-def new_state(
-    users: int, kmax: int, n_relevant: int, dtype: torch.dtype, device: torch.device
-) -> TopState:
-    """An empty state: ``K`` empty slots per user, no relevant score seen."""
+def new_state(rel_ids: Tensor, kmax: int, dtype: torch.dtype) -> TopState:
+    """An empty state of the users of ``[B, P]`` ``rel_ids``: ``K`` empty slots, no score."""
+    scores = rel_ids.new_full((rel_ids.shape[0], kmax), float("-inf"), dtype=dtype)
     return TopState(
-        scores=torch.full((users, kmax), float("-inf"), dtype=dtype, device=device),
-        index=torch.full((users, kmax), PLACEHOLDER, dtype=torch.int64, device=device),
-        boundary_count=torch.zeros(users, dtype=torch.int64, device=device),
-        rel_scores=torch.full((users, n_relevant), float("-inf"), dtype=dtype, device=device),
-        rel_seen=torch.zeros((users, n_relevant), dtype=torch.bool, device=device),
+        scores=scores,
+        index=torch.full_like(scores, PLACEHOLDER, dtype=torch.int64),
+        boundary_count=rel_ids.new_zeros(rel_ids.shape[0]),
+        rel_scores=torch.full_like(rel_ids, float("-inf"), dtype=dtype),
+        rel_seen=torch.zeros_like(rel_ids, dtype=torch.bool),
     )
 
 
@@ -188,18 +186,21 @@ class Stream:
     the top ``K`` at once; elsewhere every block is merged whole, branch-free (no read-back).
 
     Args:
-        state: the empty state of the users (`new_state`).
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
         excluded_sorted: ``[B, E]`` excluded ids, ascending per user, padded with the int64
             maximum; or ``None``.
+        kmax: ``K``.
+        dtype: the scores' compute dtype (blocks are cast to it).
 
     Attributes:
         nan: on the CPU, whether a score that takes a rank was NaN (the caller raises; the
             values are then meaningless); elsewhere always ``False``.
     """
 
-    def __init__(self, state: TopState, rel_ids: Tensor, excluded_sorted: Tensor | None) -> None:
-        self.state = state
+    def __init__(
+        self, rel_ids: Tensor, excluded_sorted: Tensor | None, kmax: int, dtype: torch.dtype
+    ) -> None:
+        self.state = state = new_state(rel_ids, kmax, dtype)
         self.rel_ids = rel_ids
         self.excluded = excluded_sorted
         self.select = _host.may_read_back(state.scores.device)
@@ -216,6 +217,7 @@ class Stream:
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
+        block = block.to(self.state.scores.dtype)
         if not self.select or block.shape[1] % GROUP:
             self._absorb_whole(block, start)
         else:
