@@ -173,11 +173,6 @@ def excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
     return excluded_sorted.gather(-1, at).eq(candidates)
 
 
-def _reaching(values: Tensor, threshold: Tensor) -> Tensor:
-    """``values >= threshold`` (broadcast), and NaN values too: they are reported later."""
-    return values.lt(threshold).logical_not_()
-
-
 class Stream:
     """The running top ``K`` of a block of users while their blocks of scores stream in.
 
@@ -276,27 +271,26 @@ class Stream:
         # so such an item ranks after every item of the top K and never enters it.
         full = self.state.index[:, -1:].ne(PLACEHOLDER)
         selected = ~(best.eq(threshold) & threshold.eq(last) & full)
-        pairs = (_reaching(maxima, threshold) & selected).nonzero()
-        if not pairs.shape[0]:  # nothing passes: the block adds its ties at most
-            self._tally_ties(block, start, threshold, ~selected)
-            return
+        # Groups reaching the threshold pass (NaN too: it is reported after the merge).
+        pairs = (~maxima.lt(threshold) & selected).nonzero()
         if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
-            here = None if self.excluded is None else _in_block(self.excluded, start, width)
-            excluded_here = None if here is None else here[1].sum(1)
-            most = kmax if excluded_here is None else kmax + int(excluded_here.max())
+            excluded_here = maxima.new_zeros((users, 1), dtype=torch.int64)
+            if self.excluded is not None:
+                excluded_here = _in_block(self.excluded, start, width)[1].sum(1, keepdim=True)
+            most = kmax + int(excluded_here.max())
             if maxima.shape[1] > most:  # (the tallied users' threshold stays: none above)
-                top = maxima.topk(most, dim=1).values
-                if excluded_here is not None:
-                    top = top.gather(1, excluded_here[:, None] + (kmax - 1))
-                threshold = torch.maximum(threshold, top[:, -1:])
-                pairs = (_reaching(maxima, threshold) & selected).nonzero()
+                top = maxima.topk(most, dim=1).values.gather(1, excluded_here + (kmax - 1))
+                threshold = torch.maximum(threshold, top)
+                pairs = (~maxima.lt(threshold) & selected).nonzero()
             if 4 * pairs.shape[0] > 3 * maxima.numel():
                 # Nearly every group still passes (scores tied at the threshold, or k about
                 # the number of groups): selecting them would cost more than a merge.
                 self._absorb_whole(block, start)
                 return
-        rows, groups = pairs.unbind(1)
         self._tally_ties(block, start, threshold, ~selected)
+        if not pairs.shape[0]:  # nothing passes: the block added its ties at most
+            return
+        rows, groups = pairs.unbind(1)
         columns = groups[:, None] + group_members(maxima.shape[1], block.device, GROUP)
         if block.is_contiguous():  # one flat gather
             scores = block.view(-1).take(columns + (rows * width)[:, None])
@@ -345,14 +339,12 @@ class Stream:
         state = self.state
         rows, index, scores = (torch.cat(part) for part in zip(*pending, strict=True))
         assert threshold is not None
-        kept = _reaching(scores, threshold.index_select(0, rows)).nonzero().unbind(1)
+        kept = (~scores.lt(threshold.index_select(0, rows))).nonzero().unbind(1)
         rows, index, scores = rows.index_select(0, kept[0]), index[kept], scores[kept]
+        at = rows.argsort(stable=True)  # by user (each pending block lists its users in turn)
         if self.excluded_keys is not None:  # excluded items take no rank: dropped here
-            ranked = ~excluded(rows.bitwise_left_shift(32) + index, self.excluded_keys)
-            rows, index, scores = rows[ranked], index[ranked], scores[ranked]
-        if len(pending) > 1:
-            order = rows.argsort(stable=True)
-            rows, index, scores = rows[order], index[order], scores[order]
+            at = at[~excluded(rows[at].bitwise_left_shift(32) + index[at], self.excluded_keys)]
+        rows, index, scores = rows[at], index[at], scores[at]
         # A relevant item that can count (at or above the final K-th best) is among these.
         found, which = index[:, None].eq(self.rel_ids[rows]).nonzero().unbind(1)
         state.rel_scores[rows[found], which] = scores[found]
@@ -400,21 +392,16 @@ def catalog_dcg(
     acc = accumulate_dtype(device)
     real = state.index.ne(PLACEHOLDER)[:, None, :]
     top, rel = state.scores[:, None, :], state.rel_scores[:, :, None]
-    boundary = state.scores[:, -1:]
-    above = (top.gt(rel) & real).sum(-1)
+    before = (top.gt(rel) & real).sum(-1)
     equal = top.eq(rel) & real
-    if options.ties == "first":
-        before = above + (equal & state.index[:, None, :].lt(rel_ids[:, :, None])).sum(-1)
-        last = state.index[:, -1:]
-        inside = state.rel_scores.gt(boundary) | (state.rel_scores.eq(boundary) & rel_ids.le(last))
+    if options.ties == "first":  # equal scores rank by item index
+        before += (equal & state.index[:, None, :].lt(rel_ids[:, :, None])).sum(-1)
         tied = torch.ones_like(before)
-    else:
-        before = above
-        inside = state.rel_scores.ge(boundary)
-        tied = torch.where(
-            state.rel_scores.eq(boundary), state.boundary_count[:, None], equal.sum(-1)
-        )
-    counted = inside & state.rel_seen & valid
+    else:  # a tie with the K-th best spills past K: the boundary count is its size
+        at_boundary = state.rel_scores.eq(state.scores[:, -1:])
+        tied = torch.where(at_boundary, state.boundary_count[:, None], equal.sum(-1))
+    # Ranked inside the top K (fewer than K items before it; NaN never is) and seen.
+    counted = before.lt(kmax) & state.rel_scores.eq(state.rel_scores) & state.rel_seen & valid
     before = torch.where(counted, before, kmax)
     tied = torch.where(counted, tied, 1).clamp_(min=1)
     table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
