@@ -16,25 +16,23 @@ index). Items not relevant have gain 0 and add nothing. If ``a_i >= K`` the item
 either, so the counts are needed only for items ranked inside the top ``K``, and for those
 they are counts over the top ``K`` itself.
 
-The state per user is therefore the ``K`` best items seen so far (score and global index,
-ordered by score descending, then index ascending), the number of items seen whose score equals
-the ``K``-th best (ties may spill past ``K``), and the score of each relevant item that can
-count (one at or above the final ``K``-th best). A block is absorbed by selecting its
-candidates and merging them with the top ``K``. Selection costs about one read of the block:
-the maxima of groups of `GROUP` items (one pass), then only the groups whose maximum reaches
-the threshold (the current ``K``-th best score; after the first blocks almost no group does),
-then only their items that reach it. Where too many groups pass (the first block of a user
-block, when the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block
-itself raises the threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked
-even if ``e`` are excluded; if nearly every group still passes (scores tied with that
-maximum), the block is merged whole. A user whose best item in a block only ties with the last
-of its full top ``K`` (zero embeddings, integer scores) is not selected at all: blocks come in
-item order and ties rank by index, so those items cannot enter the top ``K`` and are only
-counted (`Stream._tally_ties`). The survivors of a few blocks are merged at once (`MERGE_EVERY`):
-until then the threshold lags, which lets a few more items through but pays the merge's fixed
-cost less often; a relevant item's score is taken from the survivors (one below them cannot
-count). States of item shards merge exactly (`merge_states`): the top ``K`` of the union is the
-top ``K`` of the shards' top ``K``s, and the boundary counts add up.
+The state per user is therefore the ``K`` best items seen so far (score and global index, ordered by
+score descending, then index ascending), the number of items seen whose score equals the ``K``-th
+best (ties may spill past ``K``), and the score of each relevant item seen. A block is absorbed by
+selecting its candidates and merging them with the top ``K``. Selection costs about one read of the
+block: the maxima of groups of `GROUP` items (one pass), then only the groups whose maximum reaches
+the threshold (the current ``K``-th best score; after the first blocks almost no group does), then
+only their items that reach it. Where too many groups pass (the first block of a user block, when
+the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block itself raises the
+threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked even if ``e`` are
+excluded; if nearly every group still passes (scores tied with that maximum), the block is merged
+whole. A user whose best item in a block only ties with the last of its full top ``K`` (zero
+embeddings, integer scores) is not selected at all: blocks come in item order and ties rank by
+index, so those items cannot enter the top ``K`` and are only counted (`Stream._tally_ties`). The
+survivors of a few blocks are merged at once (`MERGE_EVERY`): until then the threshold lags, which
+lets a few more items through but pays the merge's fixed cost less often. The relevant items' scores
+are read off each block as it comes. States of item shards merge exactly (`merge_states`): the top
+``K`` of the union is the top ``K`` of the shards' top ``K``s, and the boundary counts add up.
 
 Excluded items take no rank: a selected survivor that is excluded is dropped, and in a block
 merged whole an excluded item becomes a placeholder (score ``-inf``, index `PLACEHOLDER`),
@@ -80,9 +78,8 @@ class TopState:
         index: ``[B, K]`` their global item indices (`PLACEHOLDER` in empty slots).
         boundary_count: ``[B]`` int64, real items seen whose score equals ``scores[:, -1]``.
         rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until recorded).
-        rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded: every one at
-            or above the final ``K``-th best is (on the CPU only those that survive the
-            selection or are counted as ties are; elsewhere every one whose block was seen).
+        rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded (its block
+            was seen).
     """
 
     scores: Tensor
@@ -212,7 +209,10 @@ class Stream:
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
-        block = block.to(self.state.scores.dtype)
+        block, state = block.to(self.state.scores.dtype), self.state
+        local, inside = _in_block(self.rel_ids, start, block.shape[1])  # relevant scores first
+        state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
+        state.rel_seen = state.rel_seen | inside
         if not self.select or block.shape[1] % GROUP:
             self._absorb_whole(block, start)
         else:
@@ -228,9 +228,6 @@ class Stream:
         self._flush()
         state = self.state
         users, width = block.shape
-        local, inside = _in_block(self.rel_ids, start, width)
-        state.rel_scores = torch.where(inside, block.gather(1, local), state.rel_scores)
-        state.rel_seen = state.rel_seen | inside
         index = torch.arange(start, start + width, device=block.device).expand(users, width)
         scores = block
         if self.excluded is not None:
@@ -292,23 +289,18 @@ class Stream:
             return
         rows, groups = pairs.unbind(1)
         columns = groups[:, None] + group_members(maxima.shape[1], block.device, GROUP)
-        if block.is_contiguous():  # one flat gather
-            scores = block.view(-1).take(columns + (rows * width)[:, None])
-        else:
-            scores = block[rows[:, None], columns]
-        self.pending.append((rows, columns + start, scores))
+        self.pending.append((rows, columns + start, block[rows[:, None], columns]))
         self.pending_groups += rows.shape[0]
         self.threshold = threshold
 
     def _tally_ties(self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor) -> None:
         """Count, and do not select, the items of the ``tallied`` users (``[B, 1]`` bool).
 
-        Their best item in the block ties with the last of their full top ``K``: the items
-        equal to it (excluded items left out) add to the boundary count, and a relevant one
-        among them records its score. Tied scores (zero embeddings, integer scores) then cost
-        a pass over their rows, not a merge of every item. (A user with an item above the
-        threshold too is selected as usual: its ties are candidates, counted by the merge;
-        never counted twice.)
+        Their best item in the block ties with the last of their full top ``K``: the items equal to
+        it (excluded items left out) add to the boundary count. Tied scores (zero embeddings,
+        integer scores) then cost a pass over their rows, not a merge of every item. (A user with an
+        item above the threshold too is selected as usual: its ties are candidates, counted by the
+        merge; never counted twice.)
         """
         rows = tallied.view(-1).nonzero().squeeze(1)
         if not rows.shape[0]:
@@ -320,10 +312,6 @@ class Stream:
             local, inside = _in_block(self.excluded.index_select(0, rows), start, width)
             row, at = inside.nonzero().unbind(1)
             counted[row, local[row, at]] = False
-        local, inside = _in_block(self.rel_ids.index_select(0, rows), start, width)
-        row, at = (inside & counted.gather(1, local)).nonzero().unbind(1)
-        self.state.rel_scores[rows[row], at] = values[row, 0]
-        self.state.rel_seen[rows[row], at] = True
         self.state.boundary_count.index_add_(0, rows, counted.sum(1))
 
     def _flush(self) -> None:
@@ -345,10 +333,6 @@ class Stream:
         if self.excluded_keys is not None:  # excluded items take no rank: dropped here
             at = at[~excluded(rows[at].bitwise_left_shift(32) + index[at], self.excluded_keys)]
         rows, index, scores = rows[at], index[at], scores[at]
-        # A relevant item that can count (at or above the final K-th best) is among these.
-        found, which = index[:, None].eq(self.rel_ids[rows]).nonzero().unbind(1)
-        state.rel_scores[rows[found], which] = scores[found]
-        state.rel_seen[rows[found], which] = True
         counts = torch.bincount(rows, minlength=state.scores.shape[0])
         longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
         self.nan = self.nan or bool(nan)

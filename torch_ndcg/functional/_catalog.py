@@ -204,21 +204,15 @@ def embedding_scores(
 ) -> Callable[[slice, slice], Tensor]:
     """The scores of a block of users against a chunk of items, by ``score_fn`` or a product.
 
-    The product ``query_block @ item_chunk.T`` is written into one reused contiguous buffer
-    (the size of the first block, the largest), which the selection then reads once.
+    (A product written into one reused buffer measured no faster: 0.90-0.99x the time.)
     """
-    buffer: list[Tensor] = []
 
     def scores(users: slice, chunk: slice) -> Tensor:
         query_block, item_chunk = queries[users], items[chunk]
-        shape = (query_block.shape[0], item_chunk.shape[0])
         if score_fn is None:
-            if not buffer:
-                buffer.append(queries.new_empty(shape[0] * shape[1]))
-            return torch.mm(
-                query_block, item_chunk.T, out=buffer[0][: shape[0] * shape[1]].view(shape)
-            )
+            return query_block @ item_chunk.T
         block = score_fn(query_block, item_chunk)
+        shape = (query_block.shape[0], item_chunk.shape[0])
         if tuple(block.shape) != shape:
             raise ValueError(
                 f"Expected `score_fn` to return scores of shape {shape}, "
