@@ -76,7 +76,7 @@ class TopState:
     Attributes:
         scores: ``[B, K]`` best scores, descending (``-inf`` in empty slots).
         index: ``[B, K]`` their global item indices (`PLACEHOLDER` in empty slots).
-        boundary_count: ``[B]`` int64, real items seen whose score equals ``scores[:, -1]``.
+        boundary_count: ``[B, 1]`` int64, real items seen whose score equals ``scores[:, -1]``.
         rel_scores: ``[B, P]`` scores of the relevant items (``-inf`` until recorded).
         rel_seen: ``[B, P]`` bool, whether a relevant item's score was recorded (its block
             was seen).
@@ -95,7 +95,7 @@ def new_state(rel_ids: Tensor, kmax: int, dtype: torch.dtype) -> TopState:
     return TopState(
         scores=scores,
         index=torch.full_like(scores, PLACEHOLDER, dtype=torch.int64),
-        boundary_count=rel_ids.new_zeros(rel_ids.shape[0]),
+        boundary_count=rel_ids.new_zeros((rel_ids.shape[0], 1)),
         rel_scores=torch.full_like(rel_ids, float("-inf"), dtype=dtype),
         rel_seen=torch.zeros_like(rel_ids, dtype=torch.bool),
     )
@@ -142,16 +142,14 @@ def _union(parts: Sequence[tuple[Tensor, Tensor, Tensor | None]]) -> tuple[Tenso
     top ``K``'s boundary is never above the union's; where equal, its count holds the items past
     it too; where lower, its items at the union's boundary are all in it.
     """
-    kmax = parts[0][0].shape[-1]
-    scores, index = best_k(
-        torch.cat([p[0] for p in parts], dim=-1), torch.cat([p[1] for p in parts], dim=-1), kmax
-    )
+    everything = [torch.cat(column, dim=-1) for column in list(zip(*parts, strict=True))[:2]]
+    scores, index = best_k(everything[0], everything[1], parts[0][0].shape[-1])
     boundary = scores[:, -1:]
     counts = []
-    for part, ids, count in parts:
-        equal = (part.eq(boundary) & ids.ne(PLACEHOLDER)).sum(-1)  # real items at the boundary
+    for part, ids, count in parts:  # the real items at the boundary
+        equal = (part.eq(boundary) & ids.ne(PLACEHOLDER)).sum(-1, keepdim=True)
         counts.append(
-            equal if count is None else torch.where(part[:, -1].eq(boundary[:, 0]), count, equal)
+            equal if count is None else torch.where(part[:, -1:].eq(boundary), count, equal)
         )
     return scores, index, torch.stack(counts).sum(0)
 
@@ -226,7 +224,6 @@ class Stream:
         An excluded item becomes a placeholder, which the merge neither ranks nor counts.
         """
         self._flush()
-        state = self.state
         users, width = block.shape
         index = torch.arange(start, start + width, device=block.device).expand(users, width)
         scores = block
@@ -236,6 +233,11 @@ class Stream:
             index = torch.where(dropped, PLACEHOLDER, index)
         # Excluded (and padded) items' scores never count: only the others may not be NaN.
         self.nan = self.nan or (self.select and bool(scores.isnan().any()))
+        self._merge(scores, index)
+
+    def _merge(self, scores: Tensor, index: Tensor) -> None:
+        """Merge candidates (every item of their set at least the new boundary) into the top K."""
+        state = self.state
         top = (state.scores, state.index, state.boundary_count)
         state.scores, state.index, state.boundary_count = _union([top, (scores, index, None)])
 
@@ -312,7 +314,7 @@ class Stream:
             local, inside = _in_block(self.excluded.index_select(0, rows), start, width)
             row, at = inside.nonzero().unbind(1)
             counted[row, local[row, at]] = False
-        self.state.boundary_count.index_add_(0, rows, counted.sum(1))
+        self.state.boundary_count.index_add_(0, rows, counted.sum(1, keepdim=True))
 
     def _flush(self) -> None:
         """Merge the pending groups' items that reach the threshold: packed per user, one merge.
@@ -338,11 +340,7 @@ class Stream:
         self.nan = self.nan or bool(nan)
         if longest:
             columns = (scores, float("-inf")), (index, PLACEHOLDER)
-            packed_scores, packed_index = pad_rows(rows, counts, longest, *columns)
-            top = (state.scores, state.index, state.boundary_count)
-            state.scores, state.index, state.boundary_count = _union(
-                [top, (packed_scores, packed_index, None)]
-            )
+            self._merge(*pad_rows(rows, counts, longest, *columns))
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:
@@ -383,7 +381,7 @@ def catalog_dcg(
         tied = torch.ones_like(before)
     else:  # a tie with the K-th best spills past K: the boundary count is its size
         at_boundary = state.rel_scores.eq(state.scores[:, -1:])
-        tied = torch.where(at_boundary, state.boundary_count[:, None], equal.sum(-1))
+        tied = torch.where(at_boundary, state.boundary_count, equal.sum(-1))
     # Ranked inside the top K (fewer than K items before it; NaN never is) and seen.
     counted = before.lt(kmax) & state.rel_scores.eq(state.rel_scores) & state.rel_seen & valid
     before = torch.where(counted, before, kmax)

@@ -232,22 +232,22 @@ def gather_shards(
     with its shard's size and offset. Returns the merged state and the catalog size (the sum of
     the shard sizes; the shards must tile ``[0, N)``).
     """
-    dtype, users = state.scores.dtype, state.scores.shape[0]
-    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    users = state.scores.shape[0]
+    bits = torch.int64 if state.scores.dtype == torch.float64 else torch.int32
     shard = state.index.new_tensor([[n_items, item_offset]]).expand(users, 2)
-    parts = [state.scores.view(bits), state.index, state.boundary_count[:, None]]
-    parts += [state.rel_scores.view(bits), state.rel_seen, shard]
+    fields = [*vars(state).values(), shard]  # every one [B, width]; floats as their bits
+    parts = [field.view(bits) if field.is_floating_point() else field for field in fields]
     packed = torch.cat([part.to(torch.int64) for part in parts], dim=-1)
     gathered = [torch.empty_like(packed) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, packed, group=group)
     states = []
     for one in gathered:
         pieces = one.split_with_sizes([part.shape[1] for part in parts], dim=-1)
-        scores, index, count, rel, seen, _ = (
-            piece.to(part.dtype) for piece, part in zip(pieces, parts, strict=True)
-        )
-        top = (scores.view(dtype), index, count[:, 0])
-        states.append(_catalog.TopState(*top, rel.view(dtype), seen))
+        values = [
+            piece.to(part.dtype).view(field.dtype)
+            for piece, part, field in zip(pieces, parts, fields, strict=True)
+        ]
+        states.append(_catalog.TopState(*values[:-1]))
     spans = sorted((int(one[0, -1]), int(one[0, -2])) for one in gathered) if users else []
     end = 0
     for offset, size in spans:
