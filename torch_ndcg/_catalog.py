@@ -346,10 +346,9 @@ class Stream:
 def merge_states(states: Sequence[TopState]) -> TopState:
     """The state of the union of disjoint item sets (shards) from the state of each."""
     top = _union([(s.scores, s.index, s.boundary_count) for s in states])
-    rel_scores = states[0].rel_scores
-    for s in states[1:]:
-        rel_scores = torch.where(s.rel_seen, s.rel_scores, rel_scores)
-    return TopState(*top, rel_scores, torch.stack([s.rel_seen for s in states]).any(0))
+    seen = torch.stack([s.rel_seen for s in states])  # (by one shard at most: they tile)
+    rel_scores = torch.stack([s.rel_scores for s in states]).where(seen, -torch.inf).amax(0)
+    return TopState(*top, rel_scores, seen.any(0))
 
 
 def catalog_dcg(
@@ -384,8 +383,7 @@ def catalog_dcg(
         tied = torch.where(at_boundary, state.boundary_count, equal.sum(-1))
     # Ranked inside the top K (fewer than K items before it; NaN never is) and seen.
     counted = before.lt(kmax) & state.rel_scores.eq(state.rel_scores) & state.rel_seen & valid
-    before = torch.where(counted, before, kmax)
-    tied = torch.where(counted, tied, 1).clamp_(min=1)
+    tied = tied.clamp(min=1)  # (items not counted: share nothing below)
     table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
     upper = table.index_select(0, (before + tied).clamp_(max=kmax).view(-1))
     lower = table.index_select(0, before.view(-1))

@@ -547,11 +547,10 @@ def sparse_values(
         ``None``: every user), as the lists' mask says of a dense target: a row of padding and
         excluded items only is no list.
     """
-    ignore_index = options.ignore_index
-    if ignore_index is not None:
+    if options.ignore_index is not None:
         raise ValueError(
             f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
-            f"but got {ignore_index!r}; mark items that take no rank with `exclude`."
+            f"but got {options.ignore_index!r}; mark items that take no rank with `exclude`."
         )
     if not isinstance(preds, Tensor) or not preds.is_floating_point():
         raise TypeError(
