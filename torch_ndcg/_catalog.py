@@ -183,6 +183,7 @@ class Stream:
         dtype: the scores' compute dtype (blocks are cast to it).
 
     Attributes:
+        state: the users' `TopState` (final once `result` merged what is pending).
         nan: on the CPU, whether a score that takes a rank was NaN (the caller raises; the
             values are then meaningless); elsewhere always ``False``.
     """

@@ -147,16 +147,10 @@ def _id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[
     """
     name = "relevant" if both is None else "excluded"
     real = ordered.ge(0) if both is None else ordered.lt(_INT64_MAX)
-    checks = [
-        (
-            (real & ordered.ge(limit)).any(),
-            f"Expected the {name} item ids in [0, {limit}), but one is outside.",
-        ),
-        (
-            (ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]).any(),
-            f"Expected each {name} item once per user, but a user lists an item twice.",
-        ),
-    ]
+    outside = f"Expected the {name} item ids in [0, {limit}), but one is outside."
+    twice = f"Expected each {name} item once per user, but a user lists an item twice."
+    checks = [((real & ordered.ge(limit)).any(), outside)]
+    checks.append(((ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]).any(), twice))
     if both is not None:
         message = (
             "Expected no item both relevant and excluded, but a user has one: an excluded item "
@@ -178,20 +172,16 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     (ids, grades, excluded), gain = target, options.gain
     valid, limit = ids.ge(0), _INT64_MAX if n_items is None else n_items
     checks = _id_checks(ids.sort(dim=-1).values, limit)
-    checks.append(
-        (
-            (valid & (grades.isnan() | grades.lt(0))).any(),
-            "Expected non-negative relevance grades without NaN, but got a negative or NaN grade.",
-        )
+    negative = (
+        "Expected non-negative relevance grades without NaN, but got a negative or NaN grade."
     )
+    checks.append(((valid & (grades.isnan() | grades.lt(0))).any(), negative))
     if not callable(gain):
-        checks.append(
-            (
-                (valid & ~_kernels.gains(grades, gain).isfinite()).any(),
-                f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
-                "the grades or use `gain`='linear'.",
-            )
+        overflow = (
+            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
+            "the grades or use `gain`='linear'."
         )
+        checks.append(((valid & ~_kernels.gains(grades, gain).isfinite()).any(), overflow))
     if excluded is not None:
         # A stored grade of 0 is no relevant item (as a dense target's label 0).
         found = _catalog.excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
