@@ -386,12 +386,10 @@ def catalog_dcg(
     counted = before.lt(kmax) & state.rel_scores.eq(state.rel_scores) & state.rel_seen & valid
     tied = tied.clamp(min=1)  # (items not counted: share nothing below)
     table = _kernels.cutoff_matrix(kmax, ks, discount, acc, device, cumulative=True)
-    upper = table.index_select(0, (before + tied).clamp_(max=kmax).view(-1))
-    lower = table.index_select(0, before.view(-1))
-    users, n_rel = rel_ids.shape
-    spanned = (upper - lower).view(users, n_rel, len(ks))
+    spanned = table[(before + tied).clamp_(max=kmax)] - table[before]  # [B, P, len(ks)]
     share = torch.where(counted, rel_gains.to(acc) / tied, 0)
     value = (share[:, :, None] * spanned).sum(1)
+    n_rel = rel_ids.shape[1]
     with _host.full_precision(device):
         ideal = _kernels.ideal_dcg(
             grades, valid, ks, min(max(ks), n_rel), gain, discount, dtype, item_gains=rel_gains
