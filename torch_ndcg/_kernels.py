@@ -370,3 +370,16 @@ def normalize(
 
 # The value of a list with no relevant item, by `empty_target_action` ("neg" and "error": 0).
 _EMPTY_VALUES = {"pos": 1.0, "skip": float("nan")}
+
+
+def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor:
+    r"""Gains times weights, $w_i G_i$, in the gains' dtype; 0 on padded items.
+
+    The losses call it on gains already divided by the ideal DCG of the unweighted gains: the
+    weights re-weight the evidence for each item (``1 / propensity``), not what an ideal
+    ranking would gain. Dividing by the ideal DCG of the weighted gains instead would cancel the
+    weight of a list with one click (the usual click log), turning inverse-propensity weighting
+    back into naive training.
+    """
+    scaled = gains * weight.to(gains.dtype)
+    return scaled if mask is None else torch.where(mask, scaled, 0)

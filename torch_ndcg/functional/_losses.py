@@ -21,7 +21,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import (
-    _clicks,
     _fast_paths,
     _host,
     _kernels,
@@ -112,7 +111,7 @@ def _prepare(
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
     for tiny labels. A ``weight`` scales each item's gain after the ideal DCG of the unweighted
-    gains is taken (see `torch_ndcg._clicks.weighted_gains`), unless not ``weigh`` (the caller
+    gains is taken (see `torch_ndcg._kernels.weighted_gains`), unless not ``weigh`` (the caller
     does); the largest real weight is ``gain_scale``. ``extra_checks`` of the caller are
     read back with the input's and judged before them, in the order of their device-side
     assertions (made by the caller before this call).
@@ -182,7 +181,7 @@ def _prepare(
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
         if weigh:
-            scaled_gains = _clicks.weighted_gains(scaled_gains, flat_weight, flat_mask)
+            scaled_gains = _kernels.weighted_gains(scaled_gains, flat_weight, flat_mask)
         if validate_args and flat_weight.numel() > 0:
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
@@ -1021,7 +1020,7 @@ class ListwiseLoss(Loss):
             targets = scaled / scaled.sum(-1, keepdim=True).clamp(min=1)
         if weight is not None:
             flat_weight = weight.reshape(-1, length).detach()
-            targets = _clicks.weighted_gains(targets, flat_weight, lists.mask)
+            targets = _kernels.weighted_gains(targets, flat_weight, lists.mask)
         return self.core(lists._replace(scaled_gains=targets), options)
 
 
@@ -1074,7 +1073,7 @@ def _unbiased_lambdarank(
     )
     if options.validate_args:
         extra += _validation.check_binary("clicks", clicks, real)
-    shown = positions != _clicks.NOT_SHOWN
+    shown = positions != _options.NOT_SHOWN
     taken = shown if real is None else real & shown
     lists = _prepare(
         preds,
