@@ -21,6 +21,7 @@ from torch_ndcg._options import ListOptions
 
 # Query codes are sorted in the narrowest integer dtype that holds them: ATen's CPU radix sort
 # makes one pass per byte of the dtype, so int16 codes sort about twice as fast as int32 ones.
+_INT16_CODES = 2**15
 _INT32_CODES = 2**31
 # Size classes of queries: (2^(b-1), 2^b] for b < 63 covers every int64 size.
 _SIZE_CLASSES = 63
@@ -28,9 +29,10 @@ _SIZE_CLASSES = 63
 
 def _narrow(codes: Tensor, n_codes: int) -> Tensor:
     """``codes`` (all in ``[0, n_codes)``) in int16 or int32 when they fit, else int64."""
-    for dtype in (torch.int16, torch.int32):
-        if n_codes <= torch.iinfo(dtype).max + 1:
-            return codes.to(dtype)
+    if n_codes <= _INT16_CODES:
+        return codes.to(torch.int16)
+    if n_codes <= _INT32_CODES:
+        return codes.to(torch.int32)
     return codes
 
 
@@ -58,8 +60,10 @@ class Grouping:
         real items, or ``None`` when the bucket has no padding. A bucket spans sizes in
         ``(2^(b-1), 2^b]``; ``W`` is its largest size.
         """
-        if self.sizes.numel() == 0:
+        n_queries = self.sizes.numel()
+        if n_queries == 0:
             return
+        n_rows = self.order.numel()
         # Class b holds the sizes in (2^(b-1), 2^b]: the number of powers of two below the size.
         powers_of_two = torch.pow(2, torch.arange(_SIZE_CLASSES, device=self.sizes.device))
         size_class = torch.searchsorted(powers_of_two, self.sizes)
@@ -71,19 +75,29 @@ class Grouping:
         lows = per_class.scatter_reduce(0, size_class, self.sizes, "amin", include_self=False)
         counts_host, widths_host, lows_host = read_together([counts, widths, lows])
         classes = [c for c, count in enumerate(counts_host) if count > 0]
-        by_class = torch.split(
-            torch.argsort(size_class, stable=True), [int(n) for n in counts_host if n]
-        )
-        for size_bits, queries in zip(classes, by_class, strict=True):
-            width = int(widths_host[size_bits])
+        if len(classes) == 1 and lows_host[classes[0]] == widths_host[classes[0]]:
+            # Every query has the same size: the sorted rows are the lists.
+            width = int(widths_host[classes[0]])
+            yield (
+                torch.arange(n_queries, device=self.order.device),
+                self.order.view(n_queries, width),
+                None,
+            )
+            return
+        by_class = torch.argsort(size_class, stable=True)
+        start = 0
+        for size_bits in classes:
+            count, width = int(counts_host[size_bits]), int(widths_host[size_bits])
+            queries = by_class.narrow(0, start, count)
+            start += count
             sizes = self.sizes.index_select(0, queries)
             columns = torch.arange(width, device=sizes.device)
             mask = columns < sizes[:, None]
             positions = self.first_row.index_select(0, queries)[:, None] + columns
-            positions = positions.clamp_(max=self.order.numel() - 1)  # padding: any real row
+            positions = positions.clamp_(max=n_rows - 1)  # padding: any real row
             rows = self.order.index_select(0, positions.view(-1)).view(positions.shape)
-            # A bucket of queries of one size has no padding.
-            yield queries, rows, mask if lows_host[size_bits] < width else None
+            padded = lows_host[size_bits] < width
+            yield queries, rows, mask if padded else None
 
 
 def group_rows(indexes: Tensor) -> Grouping:
@@ -92,9 +106,12 @@ def group_rows(indexes: Tensor) -> Grouping:
     Ids spanning less than 2^31 are coded as their offset from the smallest id; wider ones
     as their rank among the unique ids (one more sort, in ``torch.unique``).
     """
-    low, high = 0, 0  # no rows: no query
-    if indexes.numel():
-        low, high = (int(v) for v in torch.stack(torch.aminmax(indexes)).tolist())
+    n_rows = indexes.numel()
+    device = indexes.device
+    if n_rows == 0:
+        empty = torch.zeros(0, dtype=torch.int64, device=device)
+        return Grouping(ids=indexes.reshape(0), order=empty, first_row=empty, sizes=empty)
+    low, high = (int(v) for v in torch.stack(torch.aminmax(indexes)).tolist())
     unique_ids: Tensor | None = None
     offset = 0 if low >= 0 and high < _INT32_CODES else low  # non-negative ids are codes
     if high - offset < _INT32_CODES:
@@ -103,10 +120,12 @@ def group_rows(indexes: Tensor) -> Grouping:
         unique_ids, inverse = torch.unique(indexes, sorted=True, return_inverse=True)
         codes = _narrow(inverse, unique_ids.numel())
     sorted_codes, order = codes.sort(stable=True)
-    unique_codes, sizes = torch.unique_consecutive(sorted_codes, return_counts=True)
-    first_row = sizes.cumsum(0) - sizes
+    starts = torch.ones(n_rows, dtype=torch.bool, device=device)
+    torch.ne(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
+    first_row = starts.nonzero().squeeze(1)
+    sizes = torch.diff(first_row, append=first_row.new_tensor([n_rows]))
     if unique_ids is None:
-        unique_ids = unique_codes.to(torch.int64) + offset
+        unique_ids = sorted_codes.index_select(0, first_row).to(torch.int64) + offset
     return Grouping(ids=unique_ids, order=order, first_row=first_row, sizes=sizes)
 
 
@@ -137,8 +156,9 @@ def grouped_dcg_and_ideal(
     """
     grouping = group_rows(indexes)
     acc = _options.accumulate_dtype(preds.device)
-    shape = (2, grouping.ids.numel(), options.cutoffs.count)
-    dcg, ideal = torch.zeros(shape, dtype=acc, device=preds.device)
+    shape = (grouping.ids.numel(), options.cutoffs.count)
+    dcg = torch.zeros(shape, dtype=acc, device=preds.device)
+    ideal = torch.zeros(shape, dtype=acc, device=preds.device)
     for queries, rows, mask in grouping.buckets():
         flat_rows = rows.view(-1)
         bucket_dcg, bucket_ideal = _fast_paths.dcg_and_ideal(
