@@ -16,24 +16,23 @@ index). Items not relevant have gain 0 and add nothing. If ``a_i >= K`` the item
 either, so the counts are needed only for items ranked inside the top ``K``, and for those
 they are counts over the top ``K`` itself.
 
-The state per user is therefore the ``K`` best items seen so far (score and global index, ordered
-by score descending, then index ascending), the number of items seen whose score equals the
-``K``-th best (ties may spill past ``K``), and the score of each relevant item seen. A block is
-absorbed by selecting its candidates and merging them with the top ``K``. Selection costs about one
-read of the block: the maxima of groups of `GROUP` items (one pass), then only the groups whose
-maximum reaches the threshold (the current ``K``-th best score; after the first blocks almost no
-group does), then only their items that reach it. Where too many groups pass (the first block of a
-user block, when the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block
-itself raises the threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked even
-if ``e`` are excluded; if nearly every group still passes (scores tied with that maximum), the
-block is merged whole. A user whose best item in a block only ties with the last of its full top
-``K`` (zero embeddings, integer scores) is not selected at all: blocks come in item order and ties
-rank by index, so those items cannot enter the top ``K`` and are only counted
-(`Stream._tally_ties`). A block's survivors are merged at once (merging the survivors of 16 blocks
-at once measured 1.03-1.14x faster at 1,000 users x 200,000 items, under the 1.2x a path must
-earn). The relevant items' scores are read off each block as it comes. States of item shards merge
-exactly (`merge_states`): the top ``K`` of the union is the top ``K`` of the shards' top ``K``s,
-and the boundary counts add up.
+The state per user is therefore the ``K`` best items seen so far (score and global index, ordered by
+score descending, then index ascending), the number of items seen whose score equals the ``K``-th
+best (ties may spill past ``K``), and the score of each relevant item seen. A block is absorbed by
+selecting its candidates and merging them with the top ``K``. Selection costs about one read of the
+block: the maxima of groups of `GROUP` items (one pass), then only the groups whose maximum reaches
+the threshold (the current ``K``-th best score; after the first blocks almost no group does), then
+only their items that reach it. Where too many groups pass (the first block of a user block, when
+the top ``K`` is still empty), the ``(K + e)``-th best group maximum of the block itself raises the
+threshold: those groups hold ``K + e`` distinct items, ``K`` of them ranked even if ``e`` are
+excluded; if nearly every group still passes (scores tied with that maximum), the block is merged
+whole. A user whose best item in a block only ties with the last of its full top ``K`` (zero
+embeddings, integer scores) is not selected at all: blocks come in item order and ties rank by
+index, so those items cannot enter the top ``K`` and are only counted (`Stream._tally_ties`). The
+survivors of a few blocks are merged at once (`MERGE_EVERY`): until then the threshold lags, which
+lets a few more items through but pays the merge's fixed cost less often. The relevant items' scores
+are read off each block as it comes. States of item shards merge exactly (`merge_states`): the top
+``K`` of the union is the top ``K`` of the shards' top ``K``s, and the boundary counts add up.
 
 Excluded items take no rank: a selected survivor that is excluded is dropped, and in a block
 merged whole an excluded item becomes a placeholder (score ``-inf``, index `PLACEHOLDER`),
@@ -58,6 +57,13 @@ from torch_ndcg._options import ListOptions, accumulate_dtype
 # so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
 # hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
 PLACEHOLDER = (1 << 32) - 1
+# Blocks whose survivors are merged into the top K at once (sooner if they are many): the
+# threshold then lags a few blocks, which lets a few more items survive, and the merge's
+# fixed cost is paid a few times less often.
+MERGE_EVERY = 16
+# Pending groups per user that trigger a merge before `MERGE_EVERY` blocks: the first blocks
+# pass many groups, and merging them soon raises the threshold for the next ones.
+FLUSH_GROUPS = 2
 # Items per group of the selection's maxima pass (64-item groups measured no faster: their
 # maxima are read a little faster, but each passing group brings twice the items).
 GROUP = 32
@@ -165,9 +171,9 @@ def excluded(candidates: Tensor, excluded_sorted: Tensor) -> Tensor:
 class Stream:
     """The running top ``K`` of a block of users while their blocks of scores stream in.
 
-    On the CPU each block's candidates are selected (`group_maxima`, then the groups and items that
-    reach the threshold), and its survivors are merged into the top ``K``; elsewhere every block is
-    merged whole, branch-free (no read-back).
+    On the CPU each block's candidates are selected (`group_maxima`, then the groups and items
+    that reach the threshold), and the survivors of up to `MERGE_EVERY` blocks are merged into
+    the top ``K`` at once; elsewhere every block is merged whole, branch-free (no read-back).
 
     Args:
         rel_ids: ``[B, P]`` global ids of the relevant items (negative: padding).
@@ -177,7 +183,7 @@ class Stream:
         dtype: the scores' compute dtype (blocks are cast to it).
 
     Attributes:
-        state: the users' `TopState`, final once their last block was absorbed.
+        state: the users' `TopState` (final once `result` merged what is pending).
         nan: on the CPU, whether a score that takes a rank was NaN (the caller raises; the
             values are then meaningless); elsewhere always ``False``.
     """
@@ -195,6 +201,10 @@ class Stream:
             rows = torch.arange(excluded_sorted.shape[0], device=excluded_sorted.device)
             keys = rows[:, None].bitwise_left_shift(32) + excluded_sorted.clamp(max=PLACEHOLDER)
             self.excluded_keys = keys.view(-1)
+        self.pending: list[tuple[Tensor, Tensor, Tensor]] = []
+        self.pending_groups = 0
+        # [B, 1]: the highest pruning threshold of the pending blocks, below the next K-th best.
+        self.threshold: Tensor | None = None
 
     def absorb(self, block: Tensor, start: int) -> None:
         """Absorb ``block`` (``[B, C]``, any strides, never modified): items ``start ..``."""
@@ -206,12 +216,15 @@ class Stream:
             self._absorb_whole(block, start)
         else:
             self._select(block, start)
+        if len(self.pending) >= MERGE_EVERY or self.pending_groups >= FLUSH_GROUPS * len(block):
+            self._flush()
 
     def _absorb_whole(self, block: Tensor, start: int) -> None:
         """Merge every item of ``block`` (branch-free: no read-back but on the CPU).
 
         An excluded item becomes a placeholder, which the merge neither ranks nor counts.
         """
+        self._flush()
         users, width = block.shape
         index = torch.arange(start, start + width, device=block.device).expand(users, width)
         scores = block
@@ -229,25 +242,35 @@ class Stream:
         top = (state.scores, state.index, state.boundary_count)
         state.scores, state.index, state.boundary_count = _union([top, (scores, index, None)])
 
+    def result(self) -> TopState:
+        """The state once every block was absorbed."""
+        self._flush()
+        return self.state
+
     def _select(self, block: Tensor, start: int) -> None:
-        """Merge the block's items that reach the pruning threshold: packed per user, one merge.
+        """Add the block's groups whose maximum reaches the pruning threshold to the pending ones.
 
         The threshold is the current ``K``-th best score, or where too many groups pass (the
         first block) the ``(K + e)``-th largest group maximum ``t`` of the block when that is
         higher (``e``: the user's excluded items in the block): ``t`` is the maximum of
         ``K + e`` distinct items, at least ``K`` of them ranked, so the new ``K``-th best is at
-        least ``t``. Every item that reaches the threshold is in a group whose maximum does;
-        items below it cannot enter the top ``K``, nor tie with its last.
+        least ``t``. Every item that reaches the threshold is in such a group. Pending: the
+        ``[n]`` rows (users, ascending), ``[n, GROUP]`` item indices and scores of the ``n``
+        passing groups, and the ``[B, 1]`` threshold.
         """
         users, width = block.shape
         kmax = self.state.scores.shape[-1]
         maxima = group_maxima(block, GROUP)
-        threshold = self.state.scores[:, -1:]
+        # A pending block's threshold (at least the K-th best, which changes only at merges)
+        # holds for this one too.
+        last = self.state.scores[:, -1:]
+        threshold = last if self.threshold is None else self.threshold
         best = maxima.amax(1, keepdim=True)  # (NaN: it passes, to be reported)
         # The users whose best item only ties with the last of their full top K are counted,
         # not selected (`_tally_ties`): blocks come in item order and ties rank by item index,
         # so such an item ranks after every item of the top K and never enters it.
-        selected = ~(best.eq(threshold) & self.state.index[:, -1:].ne(PLACEHOLDER))
+        full = self.state.index[:, -1:].ne(PLACEHOLDER)
+        selected = ~(best.eq(threshold) & threshold.eq(last) & full)
         # Groups reaching the threshold pass (NaN too: it is reported after the merge).
         pairs = (~maxima.lt(threshold) & selected).nonzero()
         if pairs.shape[0] > users * (kmax + 1):  # many groups pass: a higher threshold
@@ -267,20 +290,11 @@ class Stream:
         self._tally_ties(block, start, threshold, ~selected)
         if not pairs.shape[0]:  # nothing passes: the block added its ties at most
             return
-        rows, groups = pairs.unbind(1)  # (rows ascending)
+        rows, groups = pairs.unbind(1)
         columns = groups[:, None] + group_members(maxima.shape[1], block.device, GROUP)
-        scores = block[rows[:, None], columns]
-        kept = (~scores.lt(threshold.index_select(0, rows))).nonzero().unbind(1)
-        rows, index, scores = rows.index_select(0, kept[0]), columns[kept] + start, scores[kept]
-        if self.excluded_keys is not None:  # excluded items take no rank: dropped here
-            ranked = ~excluded(rows.bitwise_left_shift(32) + index, self.excluded_keys)
-            rows, index, scores = rows[ranked], index[ranked], scores[ranked]
-        counts = torch.bincount(rows, minlength=users)
-        longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
-        self.nan = self.nan or bool(nan)
-        if longest:
-            packed = (scores, float("-inf")), (index, PLACEHOLDER)
-            self._merge(*pad_rows(rows, counts, longest, *packed))
+        self.pending.append((rows, columns + start, block[rows[:, None], columns]))
+        self.pending_groups += rows.shape[0]
+        self.threshold = threshold
 
     def _tally_ties(self, block: Tensor, start: int, threshold: Tensor, tallied: Tensor) -> None:
         """Count, and do not select, the items of the ``tallied`` users (``[B, 1]`` bool).
@@ -302,6 +316,32 @@ class Stream:
             row, at = inside.nonzero().unbind(1)
             counted[row, local[row, at]] = False
         self.state.boundary_count.index_add_(0, rows, counted.sum(1, keepdim=True))
+
+    def _flush(self) -> None:
+        """Merge the pending groups' items that reach the threshold: packed per user, one merge.
+
+        The new ``K``-th best is at least every pending block's threshold: items below the
+        highest of them cannot enter, nor tie with it.
+        """
+        if not self.pending:
+            return
+        pending, threshold = self.pending, self.threshold
+        self.pending, self.pending_groups, self.threshold = [], 0, None
+        state = self.state
+        rows, index, scores = (torch.cat(part) for part in zip(*pending, strict=True))
+        assert threshold is not None
+        kept = (~scores.lt(threshold.index_select(0, rows))).nonzero().unbind(1)
+        rows, index, scores = rows.index_select(0, kept[0]), index[kept], scores[kept]
+        at = rows.argsort(stable=True)  # by user (each pending block lists its users in turn)
+        if self.excluded_keys is not None:  # excluded items take no rank: dropped here
+            at = at[~excluded(rows[at].bitwise_left_shift(32) + index[at], self.excluded_keys)]
+        rows, index, scores = rows[at], index[at], scores[at]
+        counts = torch.bincount(rows, minlength=state.scores.shape[0])
+        longest, nan = torch.stack([counts.max(), scores.isnan().any()]).tolist()
+        self.nan = self.nan or bool(nan)
+        if longest:
+            columns = (scores, float("-inf")), (index, PLACEHOLDER)
+            self._merge(*pad_rows(rows, counts, longest, *columns))
 
 
 def merge_states(states: Sequence[TopState]) -> TopState:

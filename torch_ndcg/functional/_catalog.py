@@ -266,7 +266,7 @@ def catalog_values(
             stream = _catalog.Stream(target.ids[rows], excluded, kmax, target.grades.dtype)
             for start in range(0, n_items, chunk):
                 stream.absorb(scores(rows, slice(start, start + chunk)), item_offset + start)
-            states.append(stream.state)
+            states.append(stream.result())
             if stream.nan:
                 raise ValueError(
                     "Expected the scores to have no NaN, but a block of scores has one."
