@@ -99,8 +99,8 @@ class _Kernel:
     ``x`` = s / T, ``y`` = A / T, ``coef`` = n + 1 - 2i (positions), ``rows`` / ``cols`` the
     valid positions / real items (bool, or ``None`` for all). ``m`` is each row's largest
     logit. Made, it holds ``row_sums``, the row sums of ``K``, and keeps ``K`` whole
-    (``whole``) while it takes at most `CACHE_BYTES`. Its rows are made block by block (a
-    block's logits twice: for their maxima, then for ``K``).
+    (``whole``) while it takes at most `CACHE_BYTES`. Its rows are made block by block, each
+    block's logits once for their maxima and ``K``; one block is kept as made, nothing copied.
     """
 
     def __init__(
@@ -110,15 +110,22 @@ class _Kernel:
         n_lists, length = x.shape
         self.blocks = _pairwise._row_blocks(x, length)
         cached = n_lists * length * length * x.element_size() <= CACHE_BYTES
-        self.whole = x.new_empty(n_lists, length, length) if cached else None
+        several = len(self.blocks) > 1
+        self.whole = x.new_empty(n_lists, length, length) if cached and several else None
         # Row maxima and sums written in place (a list of small tensors between the blocks
-        # would fragment the heap).
-        self.row_max, self.row_sums = x.new_empty(x.shape), x.new_empty(x.shape)
+        # would fragment the heap); one block's are kept as made, like its kernel.
+        self.row_max, self.row_sums = (
+            (x.new_empty(x.shape), x.new_empty(x.shape)) if several else (x, x)
+        )
         for i0, i1 in self.blocks:
-            top = self._logits(i0, i1).amax(dim=-1)
-            self.row_max[:, i0:i1] = top.nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
-            block = self._block(i0, i1)
-            self.row_sums[:, i0:i1] = block.sum(dim=-1)
+            logits = self._logits(i0, i1)
+            top = logits.amax(dim=-1).nan_to_num_(0.0, 0.0, 0.0)  # 0 for a row of none
+            block = self._block(i0, i1, logits, top)
+            if not several:
+                self.row_max, self.row_sums = top, block.sum(dim=-1)
+                self.whole = block if cached else None
+                break
+            self.row_max[:, i0:i1], self.row_sums[:, i0:i1] = top, block.sum(dim=-1)
             if self.whole is not None:
                 self.whole[:, i0:i1] = block
 
@@ -130,9 +137,16 @@ class _Kernel:
         valid = self.rows[:, i0:i1, None] & self.cols[:, None, :]
         return torch.where(valid, logits, -torch.inf)
 
-    def _block(self, i0: int, i1: int) -> Tensor:
-        """Rows ``[i0, i1)`` of ``K``, from their `_logits` and largest logits (``row_max``)."""
-        shifted = self._logits(i0, i1).sub_(self.row_max[:, i0:i1, None])
+    def _block(
+        self, i0: int, i1: int, logits: Tensor | None = None, top: Tensor | None = None
+    ) -> Tensor:
+        """Rows ``[i0, i1)`` of ``K``, from their `_logits` and largest logits (``row_max``).
+
+        ``logits`` (overwritten) and ``top``, where the caller has them: not made again.
+        """
+        logits = self._logits(i0, i1) if logits is None else logits
+        top = self.row_max[:, i0:i1] if top is None else top
+        shifted = logits.sub_(top[:, :, None])
         # Entries below the smallest normal float (those outside the valid pairs too) are set
         # to 0: an exponential or a product that underflows into subnormals runs an order of
         # magnitude slower on CPUs.
