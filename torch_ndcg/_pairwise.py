@@ -15,14 +15,14 @@ backward of the module with its defaults, dense path on and off, CPU, one thread
 
 | loss | batch | on (ms) | off (ms) | saving |
 |---|---|---|---|---|
-| LambdaRankLoss | [8, 10] | 0.162 | 0.253 | 1.56x |
-| ApproxNDCGLoss | [8, 10] | 0.158 | 0.225 | 1.43x |
-| LambdaRankLoss | [8, 64] | 0.272 | 0.479 | 1.76x |
-| ApproxNDCGLoss | [8, 64] | 0.209 | 0.300 | 1.44x |
-| LambdaRankLoss | [32, 32] | 0.305 | 0.510 | 1.67x |
-| ApproxNDCGLoss | [32, 32] | 0.229 | 0.316 | 1.38x |
-| LambdaRankLoss | [128, 16] | 0.344 | 0.504 | 1.47x |
-| ApproxNDCGLoss | [128, 16] | 0.262 | 0.343 | 1.31x |
+| LambdaRankLoss | [8, 10] | 0.161 | 0.263 | 1.63x |
+| ApproxNDCGLoss | [8, 10] | 0.154 | 0.229 | 1.49x |
+| LambdaRankLoss | [8, 64] | 0.278 | 0.491 | 1.76x |
+| ApproxNDCGLoss | [8, 64] | 0.215 | 0.303 | 1.41x |
+| LambdaRankLoss | [32, 32] | 0.307 | 0.505 | 1.64x |
+| ApproxNDCGLoss | [32, 32] | 0.233 | 0.320 | 1.37x |
+| LambdaRankLoss | [128, 16] | 0.339 | 0.499 | 1.47x |
+| ApproxNDCGLoss | [128, 16] | 0.267 | 0.350 | 1.31x |
 
 Command: ``python benchmarks/bench_loss_paths.py``. Without them the loss rows of
 ``benchmarks/bench_host.py`` at ``[8, 10]`` take 1.65x (LambdaRank) and 1.83x (ApproxNDCG) of
