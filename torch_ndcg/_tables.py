@@ -68,11 +68,9 @@ def kept(build: Callable[_Params, _Table]) -> Callable[_Params, _Table]:
         result = built(*args, **kwargs)
         if _elements(result) <= ELEMENTS_PER_DEVICE:  # then drop the least recently used
             tables[key] = result
-            while (
-                len(tables) > TABLES_PER_DEVICE
-                or sum(map(_elements, tables.values())) > ELEMENTS_PER_DEVICE
-            ):
-                tables.popitem(last=False)
+            elements = sum(map(_elements, tables.values()))  # counted once, not per table dropped
+            while len(tables) > TABLES_PER_DEVICE or elements > ELEMENTS_PER_DEVICE:
+                elements -= _elements(tables.popitem(last=False)[1])
         return result
 
     return table

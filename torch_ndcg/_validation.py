@@ -570,7 +570,14 @@ def check_loss_options(
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
-    return dict(locals())  # the arguments, ``k`` as checked
+    return {
+        "k": k,
+        "gain": gain,
+        "discount": discount,
+        "reduction": reduction,
+        "ignore_index": ignore_index,
+        "validate_args": validate_args,
+    }
 
 
 def check_finite_scale(

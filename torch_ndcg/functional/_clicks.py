@@ -45,8 +45,12 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
     position_checks = _validation.check_positions(positions, positions.shape, None, None)
     _validation.resolve_checks(_validation.value_checks(position_checks))
     shown = positions != _options.NOT_SHOWN
-    ranks = (positions + 1).clamp(min=1).to(torch.get_default_dtype())
-    return torch.where(shown, ranks.pow(-eta), 0)
+    return torch.where(shown, _examined(positions, eta, torch.get_default_dtype()), 0)
+
+
+def _examined(positions: Tensor, eta: float, dtype: torch.dtype) -> Tensor:
+    r"""$(p + 1)^{-\eta}$ at checked ``positions`` (any value where not shown), in ``dtype``."""
+    return (positions + 1).clamp(min=1).to(dtype).pow(-eta)
 
 
 def simulate_clicks(
@@ -164,7 +168,7 @@ def simulate_clicks(
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
         if examination is None:  # `examination_probability` where shown (checked above)
-            examined = (positions + 1).clamp(min=1).to(labels.dtype).pow(-eta)
+            examined = _examined(positions, eta, labels.dtype)
         else:
             examined = examination.to(labels.dtype)[positions.long().clamp(min=0)]
         clicked = draws < examined * attractiveness

@@ -49,6 +49,13 @@ class LossOptions:
     (A plain class, not a ``types.SimpleNamespace``: ``torch.compile`` traces its making.)
     """
 
+    k: int | None
+    gain: Gain
+    discount: Discount
+    reduction: Reduction
+    ignore_index: int | None
+    validate_args: bool
+
     def __init__(self, **options: Any) -> None:
         self.__dict__.update(options)
 
@@ -59,7 +66,7 @@ class LossOptions:
         shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
         return f"LossOptions({shown})"
 
-    if TYPE_CHECKING:  # the options of each loss, by name
+    if TYPE_CHECKING:  # the options of each loss: `Loss.own`
 
         def __getattr__(self, name: str) -> Any: ...
 
@@ -1182,49 +1189,7 @@ def _aggregated_unbiased_lambdarank(
     # The scores of the others never count: they may be anything (NaN, inf).
     scores = torch.where(real, preds.reshape(-1, length), 0)
     if options.validate_args and won.numel() > 0:
-        # The scores of the items ranked (``real``), then the counts of the real items (those of
-        # an item without views too: negative views would drop it from the ranking unnoticed):
-        # no NaN, finite and non-negative, clicks at most views, each naming the argument at
-        # fault and the value found. One read-back on the CPU, device-side assertions elsewhere,
-        # before anything is computed or learnt.
-        counts = torch.stack([won, shown_counts]).detach()  # [2, N, L, n]
-        if flat_mask is not None:
-            counts = counts.masked_fill(~flat_mask[None, :, :, None], 0)
-        low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
-        # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
-        low = torch.cat([torch.where(real, scores.detach(), torch.inf).amin()[None], low])
-        high = torch.cat([torch.where(real, scores.detach(), -torch.inf).amax()[None], high])
-        floor = torch.tensor([-torch.finfo(dtype).max, 0, 0], dtype=dtype, device=low.device)
-        found = torch.where(low < floor, low, high)
-        excess = (counts[0] - counts[1]).amax()
-        checks = []
-        counted = "non-negative and finite"
-        rows = [
-            ("preds", "scores", "finite"),
-            ("clicks", "counts", counted),
-            ("views", "counts", counted),
-        ]
-        for row, (name, noun, expected) in enumerate(rows):
-            checks += [
-                (
-                    low[row] == low[row],
-                    low[row],
-                    f"Expected `{name}` to contain no NaN, but found NaN {noun}.",
-                ),
-                (
-                    (low[row] >= floor[row]) & (high[row] < torch.inf),
-                    found[row],
-                    f"Expected `{name}` to be {expected}, but found {{found}}.",
-                ),
-            ]
-        checks.append(
-            (
-                ~(excess > 0),  # NaN (inf - inf): named by the checks above
-                excess,
-                "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
-            )
-        )
-        _validation.resolve_checks(_validation.value_checks(checks))
+        _check_click_counts(scores.detach(), real, won.detach(), shown_counts.detach(), flat_mask)
     if flat_mask is not None:  # padded counts may be anything too: selected, not multiplied
         won = torch.where(real[..., None], won, 0)
         shown_counts = torch.where(real[..., None], shown_counts, 0)
@@ -1261,6 +1226,56 @@ def _aggregated_unbiased_lambdarank(
     has_click = won.sum(dim=(-1, -2)) > 0
     per_list = torch.where(has_click, per_list, 0)
     return _reduce(per_list, has_click, options.reduction, preds.shape[:-1])
+
+
+def _check_click_counts(
+    scores: Tensor, real: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None
+) -> None:
+    """`aggregated`'s value checks, each naming the argument at fault and the value found.
+
+    The scores of the items ranked (``real``), then the counts of the real items (``mask``;
+    those of an item without views too: negative views would drop it from the ranking
+    unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
+    CPU, device-side assertions elsewhere, before anything is computed or learnt.
+    """
+    counts = torch.stack([clicks, views])  # [2, N, L, n]
+    if mask is not None:
+        counts = counts.masked_fill(~mask[None, :, :, None], 0)
+    low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
+    # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
+    low = torch.cat([torch.where(real, scores, torch.inf).amin()[None], low])
+    high = torch.cat([torch.where(real, scores, -torch.inf).amax()[None], high])
+    floor = low.new_tensor([-torch.finfo(scores.dtype).max, 0, 0])
+    found = torch.where(low < floor, low, high)
+    excess = (counts[0] - counts[1]).amax()
+    checks = []
+    counted = "non-negative and finite"
+    rows = [
+        ("preds", "scores", "finite"),
+        ("clicks", "counts", counted),
+        ("views", "counts", counted),
+    ]
+    for row, (name, noun, expected) in enumerate(rows):
+        checks += [
+            (
+                low[row] == low[row],
+                low[row],
+                f"Expected `{name}` to contain no NaN, but found NaN {noun}.",
+            ),
+            (
+                (low[row] >= floor[row]) & (high[row] < torch.inf),
+                found[row],
+                f"Expected `{name}` to be {expected}, but found {{found}}.",
+            ),
+        ]
+    checks.append(
+        (
+            ~(excess > 0),  # NaN (inf - inf): named by the checks above
+            excess,
+            "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
+        )
+    )
+    _validation.resolve_checks(_validation.value_checks(checks))
 
 
 @torch.no_grad()
