@@ -25,13 +25,19 @@ table cache (`torch_ndcg._tables`):
    (`torch_ndcg._kernels.normalize`).
 
 These are the steps of the general small-batch path of `torch_ndcg._fast_paths.dcg_and_ideal`,
-in the same order on the same values (so the same numbers to the last bit), without its
-dispatch among paths. Anything else (a mask or ``exclude``, ``ignore_index``, a callable gain
-or discount, ``ties="first"``, ``empty_target_action="error"``, half-precision scores, more
-than `torch_ndcg._fast_paths.SMALL_ELEMENTS` items, another device than the CPU, autocast,
-``torch.compile``, the accelerator paths that tests take on the CPU) takes the general path;
-so do float scores that look like graded labels with float labels, whose swapped-arguments
-hint needs passes of its own.
+in the same order on the same values, without its dispatch among paths. The numbers agree with
+the general path's to rounding, not always to the last bit: the two DCG products may sum their
+terms in another order (seen: one float64 unit in the last place), so each nDCG is within
+$4 \varepsilon \max(1, |x|)$ of the general path's, $\varepsilon$ the machine epsilon of the
+result's dtype, and a metric's float64 sums within $4 \varepsilon$ times the lists added
+(`tests/test_small_batch.py` holds that bound).
+
+Anything else (a mask or ``exclude``, ``ignore_index``, a callable gain or discount,
+``ties="first"``, ``empty_target_action="error"``, half-precision scores, more than
+`torch_ndcg._fast_paths.SMALL_ELEMENTS` items, another device than the CPU, autocast,
+``torch.compile``, the accelerator paths that tests take on the CPU) takes the general path; so
+do float scores that look like graded labels with float labels, whose swapped-arguments hint
+needs passes of its own.
 """
 
 from __future__ import annotations
