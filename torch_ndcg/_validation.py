@@ -451,9 +451,17 @@ def _value_rules(
     specialise it to one length): where the gain limit depends on it (float64 scores), the
     message gives its formula, and labels are compared with the symbol itself.
     """
+    # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
+    # that the run did not retrieve.
+    not_retrieved = (
+        ""
+        if finite_preds
+        else " (if NaN marks judged documents not retrieved, as in the rows of `from_trec`, "
+        "pass `retrieved=`, e.g. `retrieved=rows.retrieved`)"
+    )
     rules = [
         _Rule(
-            "Expected `preds` to contain no NaN, but found NaN scores.",
+            f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
         )
     ]
@@ -814,6 +822,61 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
                 f"Expected `padding_value` to be a value of {dtype} (the dtype of `values[{i}]`), "
                 f"but got {padding_value!r}."
             )
+
+
+def check_trec_source(name: str, source: Any) -> None:
+    """``source`` is a ``{query: {doc: value}}`` table or the path of a TREC file."""
+    if not isinstance(source, (Mapping, str, os.PathLike)):
+        raise TypeError(
+            f"Expected `{name}` as {{query: {{doc: value}}}} or the path of a TREC file, but got "
+            f"{type(source).__name__}."
+        )
+
+
+def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
+    """``run`` maps queries to ``{doc: score}`` (real, not NaN), ``qrels`` to integer grades.
+
+    Integers (numpy's too) are grades, as trec_eval and pytrec_eval read them; any real number
+    is a score. NaN is no score: in `from_trec`'s rows it marks judged documents not retrieved.
+    """
+    tables = (("run", run, numbers.Real, "score"), ("qrels", qrels, numbers.Integral, "grade"))
+    for name, table, number, noun in tables:
+        for query, docs in table.items():
+            if not isinstance(docs, Mapping):
+                raise TypeError(
+                    f"Expected `{name}` as {{query: {{doc: {noun}}}}}, but query {query!r} maps "
+                    f"to {type(docs).__name__}."
+                )
+            for doc, value in docs.items():
+                if not isinstance(value, number):
+                    wanted = "a real number" if name == "run" else "an integer"
+                    raise TypeError(
+                        f"Expected each {noun} in `{name}` to be {wanted}, but query {query!r} "
+                        f"gives document {doc!r} {value!r} ({type(value).__name__})."
+                    )
+                if name == "run" and math.isnan(value):
+                    raise ValueError(
+                        f"Expected `run` scores without NaN, but query {query!r} scores "
+                        f"document {doc!r} NaN."
+                    )
+
+
+def check_shared_queries(
+    query_ids: Sequence[Any], run: Mapping[Any, Any], qrels: Mapping[Any, Any]
+) -> None:
+    """``query_ids``, the run's queries with a judged document, are not none (a few named)."""
+    if query_ids:
+        return
+
+    def some(ids: Sequence[Any]) -> str:
+        return f"{list(ids[:3])}{' ...' if len(ids) > 3 else ''} ({len(ids)})"
+
+    judged = [query for query in qrels if qrels[query]]
+    raise ValueError(
+        "Expected the run and the qrels to share a query with judged documents, but they share "
+        f"none: the run's queries are {some(list(run))}, the qrels' judged queries "
+        f"{some(judged)}."
+    )
 
 
 def check_padded(padded: Any, slots: Any) -> None:
