@@ -486,7 +486,12 @@ def _value_rules(
             ),
         ]
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-    padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
+    padding_hint = (
+        " (if -1 marks padding, as `pad_by_query` pads labels, give the lists' `mask` or "
+        "pass `ignore_index`=-1)"
+        if ignore_index is None
+        else ""
+    )
     rules.append(
         _Rule(
             f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
@@ -792,11 +797,12 @@ def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
 def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: Any) -> None:
     """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id.
 
-    ``padding_value`` is a number that each value's dtype holds (no -1 wrapped to 255 in uint8
-    or to ``True`` in bool, no 0.5 truncated to 0, no float16 overflow to inf).
+    ``padding_value`` is ``None`` (the default's per dtype) or a number that each value's
+    dtype holds (no -1 wrapped to 255 in uint8 or to ``True`` in bool, no 0.5 truncated to 0,
+    no float16 overflow to inf).
     """
     check_query_ids("query_ids", query_ids)
-    if not isinstance(padding_value, numbers.Real):
+    if padding_value is not None and not isinstance(padding_value, numbers.Real):
         raise TypeError(f"Expected `padding_value` to be a real number, but got {padding_value!r}.")
     fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
@@ -813,7 +819,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
                 f"but got {value.device}."
             )
         dtype = value.dtype
-        if not (
+        if padding_value is not None and not (
             (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
             if dtype.is_floating_point or dtype.is_complex
             else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
@@ -890,6 +896,16 @@ def check_padded(padded: Any, slots: Any) -> None:
     if not (isinstance(slots, Tensor) and is_integer_tensor(slots) and slots.ndim == 1):
         got = f"{slots.dtype} {tuple(slots.shape)}" if isinstance(slots, Tensor) else slots
         raise TypeError(f"Expected `slots` to be a 1-D integer tensor, but got {got!r}.")
+
+
+def slots_outside(slots: Tensor, size: int) -> ValueError:
+    """The error of ``slots`` with positions outside ``[0, size)`` (a few named)."""
+    bad = slots[(slots < 0) | (slots >= size)]
+    shown = f"{bad[:5].tolist()}{' ...' if bad.numel() > 5 else ''}"
+    return ValueError(
+        f"Expected `slots` in [0, {size}) (positions in the {size} slots of `padded`, as "
+        f"`pad_by_query` returned them), but got {bad.numel()} outside: {shown}."
+    )
 
 
 def check_resampling(
