@@ -111,7 +111,7 @@ def test_any_integer_id_dtype(dtype: torch.dtype) -> None:
     (lists,), mask, query_ids, _ = pad_by_query(ids, torch.arange(6))
     assert query_ids.dtype == torch.int64
     assert query_ids.tolist() == [1, 3, 5]
-    assert lists.tolist() == [[1, 4, 0], [3, 0, 0], [0, 2, 5]]
+    assert lists.tolist() == [[1, 4, -1], [3, -1, -1], [0, 2, 5]]  # int64 values: padded with -1
     assert mask.sum(dim=1).tolist() == [2, 1, 3]
 
 

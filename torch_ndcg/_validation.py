@@ -451,9 +451,17 @@ def _value_rules(
     specialise it to one length): where the gain limit depends on it (float64 scores), the
     message gives its formula, and labels are compared with the symbol itself.
     """
+    # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
+    # that the run did not retrieve.
+    not_retrieved = (
+        ""
+        if finite_preds
+        else " (if NaN marks judged documents not retrieved, as in the rows of `from_trec`, "
+        "pass `retrieved=`, e.g. `retrieved=rows.retrieved`)"
+    )
     rules = [
         _Rule(
-            "Expected `preds` to contain no NaN, but found NaN scores.",
+            f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}.",
             lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
         )
     ]
@@ -478,7 +486,12 @@ def _value_rules(
             ),
         ]
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
-    padding_hint = " (if -1 marks padding, pass `ignore_index`=-1)" if ignore_index is None else ""
+    padding_hint = (
+        " (if -1 marks padding, as `pad_by_query` pads labels, give the lists' `mask` or "
+        "pass `ignore_index`=-1)"
+        if ignore_index is None
+        else ""
+    )
     rules.append(
         _Rule(
             f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
@@ -784,11 +797,12 @@ def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
 def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: Any) -> None:
     """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id.
 
-    ``padding_value`` is a number that each value's dtype holds (no -1 wrapped to 255 in uint8
-    or to ``True`` in bool, no 0.5 truncated to 0, no float16 overflow to inf).
+    ``padding_value`` is ``None`` (the default's per dtype) or a number that each value's
+    dtype holds (no -1 wrapped to 255 in uint8 or to ``True`` in bool, no 0.5 truncated to 0,
+    no float16 overflow to inf).
     """
     check_query_ids("query_ids", query_ids)
-    if not isinstance(padding_value, numbers.Real):
+    if padding_value is not None and not isinstance(padding_value, numbers.Real):
         raise TypeError(f"Expected `padding_value` to be a real number, but got {padding_value!r}.")
     fill: Any = padding_value  # a float, an int or a numpy number
     for i, value in enumerate(values):
@@ -805,7 +819,7 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
                 f"but got {value.device}."
             )
         dtype = value.dtype
-        if not (
+        if padding_value is not None and not (
             (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
             if dtype.is_floating_point or dtype.is_complex
             else float(fill).is_integer() and label_dtype_holds(dtype, int(fill))
@@ -814,6 +828,61 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
                 f"Expected `padding_value` to be a value of {dtype} (the dtype of `values[{i}]`), "
                 f"but got {padding_value!r}."
             )
+
+
+def check_trec_source(name: str, source: Any) -> None:
+    """``source`` is a ``{query: {doc: value}}`` table or the path of a TREC file."""
+    if not isinstance(source, (Mapping, str, os.PathLike)):
+        raise TypeError(
+            f"Expected `{name}` as {{query: {{doc: value}}}} or the path of a TREC file, but got "
+            f"{type(source).__name__}."
+        )
+
+
+def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
+    """``run`` maps queries to ``{doc: score}`` (real, not NaN), ``qrels`` to integer grades.
+
+    Integers (numpy's too) are grades, as trec_eval and pytrec_eval read them; any real number
+    is a score. NaN is no score: in `from_trec`'s rows it marks judged documents not retrieved.
+    """
+    tables = (("run", run, numbers.Real, "score"), ("qrels", qrels, numbers.Integral, "grade"))
+    for name, table, number, noun in tables:
+        for query, docs in table.items():
+            if not isinstance(docs, Mapping):
+                raise TypeError(
+                    f"Expected `{name}` as {{query: {{doc: {noun}}}}}, but query {query!r} maps "
+                    f"to {type(docs).__name__}."
+                )
+            for doc, value in docs.items():
+                if not isinstance(value, number):
+                    wanted = "a real number" if name == "run" else "an integer"
+                    raise TypeError(
+                        f"Expected each {noun} in `{name}` to be {wanted}, but query {query!r} "
+                        f"gives document {doc!r} {value!r} ({type(value).__name__})."
+                    )
+                if name == "run" and math.isnan(value):
+                    raise ValueError(
+                        f"Expected `run` scores without NaN, but query {query!r} scores "
+                        f"document {doc!r} NaN."
+                    )
+
+
+def check_shared_queries(
+    query_ids: Sequence[Any], run: Mapping[Any, Any], qrels: Mapping[Any, Any]
+) -> None:
+    """``query_ids``, the run's queries with a judged document, are not none (a few named)."""
+    if query_ids:
+        return
+
+    def some(ids: Sequence[Any]) -> str:
+        return f"{list(ids[:3])}{' ...' if len(ids) > 3 else ''} ({len(ids)})"
+
+    judged = [query for query in qrels if qrels[query]]
+    raise ValueError(
+        "Expected the run and the qrels to share a query with judged documents, but they share "
+        f"none: the run's queries are {some(list(run))}, the qrels' judged queries "
+        f"{some(judged)}."
+    )
 
 
 def check_padded(padded: Any, slots: Any) -> None:
@@ -827,6 +896,16 @@ def check_padded(padded: Any, slots: Any) -> None:
     if not (isinstance(slots, Tensor) and is_integer_tensor(slots) and slots.ndim == 1):
         got = f"{slots.dtype} {tuple(slots.shape)}" if isinstance(slots, Tensor) else slots
         raise TypeError(f"Expected `slots` to be a 1-D integer tensor, but got {got!r}.")
+
+
+def slots_outside(slots: Tensor, size: int) -> ValueError:
+    """The error of ``slots`` with positions outside ``[0, size)`` (a few named)."""
+    bad = slots[(slots < 0) | (slots >= size)]
+    shown = f"{bad[:5].tolist()}{' ...' if bad.numel() > 5 else ''}"
+    return ValueError(
+        f"Expected `slots` in [0, {size}) (positions in the {size} slots of `padded`, as "
+        f"`pad_by_query` returned them), but got {bad.numel()} outside: {shown}."
+    )
 
 
 def check_resampling(

@@ -368,7 +368,8 @@ def catalog_ndcg(
             many users as ``memory_budget`` holds (longer chunks when fewer users fill it).
         memory_budget: bytes of one block of scores (default ``None``: 8 MiB); with
             ``chunk_size`` it sets the users per block.
-        item_offset: global id of ``items[0]`` (item-sharded catalogs); default 0.
+        item_offset: global id of ``items[0]`` in an item-sharded catalog, with
+            ``process_group``; default 0 (without ``process_group`` it must be 0).
         process_group: with item shards on several ranks, the group (``torch.distributed``'s
             default group if it is ``"default"``); every rank passes the same ``queries``,
             ``relevant`` and ``exclude`` (global ids) and gets the whole catalog's values,
@@ -388,7 +389,7 @@ def catalog_ndcg(
     Raises:
         ValueError: ids outside the catalog, an id twice for a user, negative or NaN grades,
             an item both relevant and excluded, NaN scores, shapes that do not match, bad
-            options; ``k=None`` with ``process_group``.
+            options; ``k=None`` with ``process_group``; an ``item_offset`` without it.
         TypeError: ``relevant`` or ``exclude`` of an unsupported kind; a keyword name from
             another library (``top_k``, ...), naming ours.
 
@@ -450,6 +451,13 @@ def catalog_ndcg_values(
             f"{tuple(queries.shape)} and {tuple(items.shape)}."
         )
     _check_int("item_offset", item_offset, minimum=0)
+    if item_offset and process_group is None:
+        raise ValueError(
+            f"Expected `item_offset` 0 without `process_group` (one process holds the whole "
+            f"catalog: `items[j]` is item j, and the ids of `relevant` and `exclude` are in "
+            f"[0, {items.shape[0]})), but got {item_offset}; with item shards on several ranks, "
+            "pass `process_group` (ids are then global, the shards tiling [0, N))."
+        )
     if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
         raise ValueError(
             f"Expected a catalog of fewer than {_catalog.PLACEHOLDER} items, but `item_offset` "

@@ -29,7 +29,9 @@ class PaddedQueries(NamedTuple):
     slots: Tensor
 
 
-def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -> PaddedQueries:
+def pad_by_query(
+    query_ids: Tensor, *values: Tensor, padding_value: float | None = None
+) -> PaddedQueries:
     r"""Lay flat rows with query ids out as padded ``[Q, L, ...]`` lists, one query per list.
 
     With $x_i$ the ``i``-th row of a value, $i_{q,0} < i_{q,1} < \dots < i_{q,n_q - 1}$ the rows
@@ -39,6 +41,11 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
     \mathrm{padded}[q, j] = x_{i_{q,j}} \ \text{ for } j < n_q, \qquad
     \mathrm{padded}[q, j] = \mathrm{padding\_value} \ \text{ for } n_q \le j < L.
     $$
+
+    Labels are padded with -1 by default, as allRank and TF-Ranking pad them: with the
+    ``mask`` (or ``ignore_index=-1``) the padding is no item; without either, `ndcg`, `NDCG`
+    and the losses refuse the label -1 and say so, where a padding of 0 would count as items
+    of grade 0 and silently lower the number.
 
     This is the layout `ndcg`, `NDCG` and the losses take, from the flat rows that
     learning-to-rank files hold (svmlight ``qid:`` rows, as
@@ -54,7 +61,10 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
         query_ids: ``[N]`` integer query id of each row.
         *values: tensors of a row per id, ``[N, ...]`` (scores, labels, features), on the
             device of ``query_ids``.
-        padding_value: the value of padded slots, in every value.
+        padding_value: the value of padded slots, in every value. Default ``None``: -1 in
+            every value whose dtype holds it (signed integers, floating and complex), 0
+            (``False``) in unsigned and bool values, which cannot mark padding: give their
+            lists the ``mask``.
 
     Returns:
         `PaddedQueries`: the padded ``values`` (a tuple, one per input), the ``[Q, L]``
@@ -76,14 +86,14 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
         >>> labels = torch.tensor([1, 1, 0, 0, 0])
         >>> (preds, target), mask, ids, slots = pad_by_query(qid, scores, labels)
         >>> preds
-        tensor([[0.2000, 0.1000, 0.7000],
-                [0.9000, 0.8000, 0.0000]])
+        tensor([[ 0.2000,  0.1000,  0.7000],
+                [ 0.9000,  0.8000, -1.0000]])
         >>> mask
         tensor([[ True,  True,  True],
                 [ True,  True, False]])
         >>> ids
         tensor([-2,  7])
-        >>> ndcg(preds, target, k=2, mask=mask)
+        >>> ndcg(preds, target, k=2, mask=mask)  # or ignore_index=-1
         tensor([0.6309, 1.0000])
         >>> unpad_by_query(preds, slots)  # back to the flat rows, in their input order
         tensor([0.9000, 0.2000, 0.8000, 0.1000, 0.7000])
@@ -100,7 +110,7 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
     slots = torch.empty_like(grouped).index_copy_(0, grouping.order, grouped)
     mask = torch.arange(width, device=device) < sizes[:, None]
     padded = tuple(
-        value.new_full((mask.numel(), *value.shape[1:]), padding_value)
+        value.new_full((mask.numel(), *value.shape[1:]), _padding(value.dtype, padding_value))
         .index_copy(0, slots, value)
         .view(*mask.shape, *value.shape[1:])
         for value in values
@@ -108,12 +118,20 @@ def pad_by_query(query_ids: Tensor, *values: Tensor, padding_value: float = 0) -
     return PaddedQueries(padded, mask, grouping.ids, slots)
 
 
+def _padding(dtype: torch.dtype, padding_value: float | None) -> float:
+    """The value of padded slots of ``dtype``: ``padding_value``, or -1 where it is signed."""
+    if padding_value is not None:
+        return padding_value
+    return -1 if dtype.is_signed else 0
+
+
 def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
     r"""The flat rows of padded ``[Q, L, ...]`` lists, in the input order of `pad_by_query`.
 
     $\mathrm{rows}[i] = \mathrm{padded.flatten}(0, 1)[\mathrm{slots}[i]]$: the inverse of
     `pad_by_query` for any tensor laid out as its lists (a model's ``[Q, L]`` scores of its
-    ``[Q, L, F]`` features), one gather, differentiable; nothing is read back to the host.
+    ``[Q, L, F]`` features), one gather, differentiable; nothing is read back to the host
+    (but for the error of slots outside the lists).
 
     Args:
         padded: ``[Q, L, ...]`` lists, as `pad_by_query` laid them out.
@@ -124,7 +142,9 @@ def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
 
     Raises:
         TypeError: ``padded`` not a tensor, ``slots`` not a 1-D integer tensor.
-        ValueError: ``padded`` with fewer than 2 dims.
+        ValueError: ``padded`` with fewer than 2 dims; on the CPU, ``slots`` outside
+            ``[0, Q * L)`` (slots of other lists; on an accelerator the gather's device-side
+            index assertion fails).
 
     Example:
         >>> import torch
@@ -132,10 +152,14 @@ def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
         >>> qid = torch.tensor([3, 1, 3])
         >>> (lists,), mask, ids, slots = pad_by_query(qid, torch.tensor([10, 20, 30]))
         >>> lists
-        tensor([[20,  0],
+        tensor([[20, -1],
                 [10, 30]])
         >>> unpad_by_query(lists * 2, slots)
         tensor([20, 40, 60])
     """
     _validation.check_padded(padded, slots)
-    return padded.flatten(0, 1).index_select(0, slots.long())  # uint8/int16 too
+    flat = padded.flatten(0, 1)
+    try:
+        return flat.index_select(0, slots.long())  # uint8/int16 too
+    except IndexError:  # (the CPU's; an accelerator asserts on the device)
+        raise _validation.slots_outside(slots, flat.shape[0]) from None
