@@ -889,25 +889,32 @@ def check_device(preds: Tensor, device: torch.device) -> None:
         )
 
 
-def check_same_options_on_every_rank(same: Tensor, owner: str, key: Tensor) -> None:
-    """Raise where ``same`` (a bool scalar tensor from a sync) says that ranks differ.
+# The options every rank of `torch_ndcg.NDCG` must share (`check_same_options_on_every_rank`).
+_RANK_OPTIONS = (
+    "`k`, `confidence`, gain, discount, `ties`, `empty_target_action` and `ignore_index`"
+)
 
-    Every rank gets the same ``same`` from the same all-reduce: all raise together. On the CPU
-    a read-back and a ``ValueError``; on an accelerator a device-side assertion (no read-back).
-    ``key`` is this rank's options digest, named in the CPU message.
+
+def check_same_options_on_every_rank(
+    same: Tensor | bool, owner: str, key: Tensor, options: str = _RANK_OPTIONS
+) -> None:
+    """Raise where ``same`` (from a sync: a bool scalar tensor, or a bool read back) says no.
+
+    Every rank gets the same ``same`` from the same collective: all raise together. A tensor on
+    the CPU: a read-back and a ``ValueError``; on an accelerator a device-side assertion (no
+    read-back). A bool (read back with the other values of a sync): a ``ValueError``.
+    ``key`` is this rank's options digest, named in the message; ``options`` names the
+    options that must be equal.
     """
-    advice = (
-        f"build `{owner}` with the same `k`, `confidence`, gain, discount, `ties`, "
-        "`empty_target_action` and `ignore_index` on every rank."
-    )
-    if not _host.may_read_back(same.device):
+    advice = f"build `{owner}` with the same {options} on every rank."
+    if isinstance(same, Tensor) and not _host.may_read_back(same.device):
         assert_on_device(
             same, f"Expected the same options on every rank, but they differ: {advice}"
         )
         return
     if not bool(same):
         raise ValueError(
-            "Expected the same options on every rank, but this rank's `options_key` "
+            "Expected the same options on every rank, but this rank's options digest "
             f"{key.tolist()} differs from another rank's: {advice}"
         )
 

@@ -334,10 +334,14 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     all-reduce of an error flag lets an error raise on every rank together, and one sum
     all-reduce (``"mean"``) or a gather of the per-query values (the other aggregations and
     ``"none"``, so every rank still gets every query's value) finishes: per-rank memory and
-    work fall as ``1 / world``. A custom ``dist_sync_fn`` gets
-    torchmetrics' gather of the rows instead; ``sync_on_compute=False`` gives each rank the
-    value of its own rows. An error (``"error"``, an overflowing query) is raised on every
-    rank together.
+    work fall as ``1 / world``. The row counts travel beside a digest of the options that
+    change the value (``k``, gain, discount, ``ties``, ``empty_target_action``,
+    ``ignore_index``, ``aggregation``, ``confidence`` and the bootstrap's, the rows' dtype; a
+    callable by name only): ranks built with other options raise ``ValueError`` together,
+    before any row moves. A custom ``dist_sync_fn`` gets
+    torchmetrics' gather of the rows instead, unchecked; ``sync_on_compute=False`` gives each
+    rank the value of its own rows. An error (``"error"``, an overflowing query) is raised on
+    every rank together.
 
     Scores and labels are stored in the metric's float dtype (float32; ``set_dtype`` changes
     it). With ``ties="first"``, equal scores of a query keep their order of appearance in the
@@ -504,6 +508,15 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         # The rows depend on `ignore_index` (its rows get a NaN label) and on their dtype only:
         # metrics with other `k`, gains, ... may share them in a MetricCollection.
         return (self.options.ignore_index, compute_dtype(self.dtype))
+
+    def _rank_key(self) -> Tensor:
+        # Every option that changes the result, and the rows' dtype: equal on every rank.
+        opt, confidence = self.options, self.confidence
+        options = (opt.cutoffs.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
+        drawn = confidence is not None and self.aggregation != "mean"  # a bootstrap
+        bootstrap = (self.bootstrap_resamples, self.bootstrap_seed) if drawn else ()
+        chosen = (opt.ignore_index, self.aggregation, confidence, *bootstrap, self.result_dtype)
+        return self._digest((*options, *chosen))[:4]
 
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
