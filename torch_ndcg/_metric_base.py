@@ -123,7 +123,14 @@ class NDCGMetricBase(Metric):
 
     def _options_key(self) -> Tensor:
         """``[8]`` uint8 bytes: a digest of `_state_options`, then of its callables."""
-        options = self._state_options()
+        return self._digest(self._state_options())
+
+    def _digest(self, options: tuple[Any, ...]) -> Tensor:
+        """``[8]`` uint8 bytes on the metric's device: ``options``' digest, then their callables'.
+
+        Bytes 0-3 digest the options with each callable named ``"<callable>"`` (equal in every
+        process), bytes 4-7 the callables' identities (0 without one).
+        """
         named = tuple("<callable>" if callable(option) else option for option in options)
         functions = tuple(option for option in options if callable(option))
         key = zlib.crc32(repr(named).encode()).to_bytes(4, "little")

@@ -150,10 +150,13 @@ def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeEr
     return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
 
 
-def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") -> None:
+def check_preds_target(
+    preds: Any, target: Any, *, target_name: str = "target", rows: bool = False
+) -> None:
     """Types, dtypes and shapes of ``preds`` and ``target``: equal shapes, a non-empty list dim.
 
     ``target_name`` is the name the caller gives the labels (``"clicks"``), as errors name it.
+    ``rows``: flat query rows, which have no list dimension (no row at all is allowed).
     """
     for name, value in (("preds", preds), (target_name, target)):
         if not isinstance(value, Tensor):
@@ -180,7 +183,7 @@ def check_preds_target(preds: Any, target: Any, *, target_name: str = "target") 
         raise ValueError(
             "Expected `preds` to have a list dimension (at least 1-D), but got a 0-d tensor."
         )
-    if preds.shape[-1] == 0:
+    if preds.shape[-1] == 0 and not rows:
         raise ValueError(
             "Expected a non-empty last (list) dimension, but `preds` has shape "
             f"{tuple(preds.shape)}."
@@ -208,11 +211,29 @@ def _check_tensor(
 
 
 def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
-    """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``."""
+    """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``.
+
+    An integer ``mask`` of ``shape`` is taken for query ids (torchmetrics' retrieval metrics
+    take ``indexes`` third), and the error says where those go.
+    """
     if mask is not None:
         dtype_ok = isinstance(mask, Tensor) and mask.dtype == torch.bool
         kind = "a bool torch.Tensor or None"
-        _check_tensor(name, mask, shape, kind, dtype_ok, "have dtype torch.bool, but got")
+        expected = "have dtype torch.bool, but got"
+        if (
+            not dtype_ok
+            and name == "mask"
+            and isinstance(mask, Tensor)
+            and is_integer_tensor(mask)
+            and mask.shape == shape
+        ):
+            raise TypeError(
+                f"Expected `mask` to {expected} {mask.dtype}. If these are query ids "
+                "(torchmetrics' `indexes`), pass the flat rows to `RetrievalNDCG` or "
+                "`retrieval_ndcg` instead: `RetrievalNDCG(k=...).update(preds, target, "
+                "indexes)`; `NDCG` and `ndcg` take one list per row."
+            )
+        _check_tensor(name, mask, shape, kind, dtype_ok, expected)
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -953,7 +974,7 @@ def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
 
     ``indexes`` is an integer tensor of the shape of ``preds``.
     """
-    check_preds_target(preds, target)
+    check_preds_target(preds, target, rows=True)
     dtype_ok = isinstance(indexes, Tensor) and is_integer_tensor(indexes)
     expected = "be an integer (int64) tensor, but got dtype"
     _check_tensor("indexes", indexes, preds.shape, "an int64 torch.Tensor", dtype_ok, expected)
@@ -968,25 +989,32 @@ def check_device(preds: Tensor, device: torch.device) -> None:
         )
 
 
-def check_same_options_on_every_rank(same: Tensor, owner: str, key: Tensor) -> None:
-    """Raise where ``same`` (a bool scalar tensor from a sync) says that ranks differ.
+# The options every rank of `torch_ndcg.NDCG` must share (`check_same_options_on_every_rank`).
+_RANK_OPTIONS = (
+    "`k`, `confidence`, gain, discount, `ties`, `empty_target_action` and `ignore_index`"
+)
 
-    Every rank gets the same ``same`` from the same all-reduce: all raise together. On the CPU
-    a read-back and a ``ValueError``; on an accelerator a device-side assertion (no read-back).
-    ``key`` is this rank's options digest, named in the CPU message.
+
+def check_same_options_on_every_rank(
+    same: Tensor | bool, owner: str, key: Tensor, options: str = _RANK_OPTIONS
+) -> None:
+    """Raise where ``same`` (from a sync: a bool scalar tensor, or a bool read back) says no.
+
+    Every rank gets the same ``same`` from the same collective: all raise together. A tensor on
+    the CPU: a read-back and a ``ValueError``; on an accelerator a device-side assertion (no
+    read-back). A bool (read back with the other values of a sync): a ``ValueError``.
+    ``key`` is this rank's options digest, named in the message; ``options`` names the
+    options that must be equal.
     """
-    advice = (
-        f"build `{owner}` with the same `k`, `confidence`, gain, discount, `ties`, "
-        "`empty_target_action` and `ignore_index` on every rank."
-    )
-    if not _host.may_read_back(same.device):
+    advice = f"build `{owner}` with the same {options} on every rank."
+    if isinstance(same, Tensor) and not _host.may_read_back(same.device):
         assert_on_device(
             same, f"Expected the same options on every rank, but they differ: {advice}"
         )
         return
     if not bool(same):
         raise ValueError(
-            "Expected the same options on every rank, but this rank's `options_key` "
+            "Expected the same options on every rank, but this rank's options digest "
             f"{key.tolist()} differs from another rank's: {advice}"
         )
 

@@ -334,10 +334,14 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     all-reduce of an error flag lets an error raise on every rank together, and one sum
     all-reduce (``"mean"``) or a gather of the per-query values (the other aggregations and
     ``"none"``, so every rank still gets every query's value) finishes: per-rank memory and
-    work fall as ``1 / world``. A custom ``dist_sync_fn`` gets
-    torchmetrics' gather of the rows instead; ``sync_on_compute=False`` gives each rank the
-    value of its own rows. An error (``"error"``, an overflowing query) is raised on every
-    rank together.
+    work fall as ``1 / world``. The row counts travel beside a digest of the options that
+    change the value (``k``, gain, discount, ``ties``, ``empty_target_action``,
+    ``ignore_index``, ``aggregation``, ``confidence`` and the bootstrap's, the rows' dtype; a
+    callable by name only): ranks built with other options raise ``ValueError`` together,
+    before any row moves. A custom ``dist_sync_fn`` gets
+    torchmetrics' gather of the rows instead, unchecked; ``sync_on_compute=False`` gives each
+    rank the value of its own rows. An error (``"error"``, an overflowing query) is raised on
+    every rank together.
 
     Scores and labels are stored in the metric's float dtype (float32; ``set_dtype`` changes
     it). With ``ties="first"``, equal scores of a query keep their order of appearance in the
@@ -480,6 +484,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     ) -> None:
         """Store a batch of rows.
 
+        A batch of no row (``preds`` of shape ``[0]``) is checked and stores nothing.
+
         Args:
             preds: floating scores, any shape (flattened).
             target: non-negative labels, the shape of ``preds``.
@@ -496,6 +502,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         preds, target, indexes, _ = _ndcg._checked_rows(
             preds, target, indexes, self.options, retrieved, stored
         )
+        if not preds.numel():  # no row: nothing to store (checked all the same)
+            return
         self.preds.append(preds)
         self.target.append(target)
         self.indexes.append(indexes)
@@ -505,6 +513,15 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         # metrics with other `k`, gains, ... may share them in a MetricCollection.
         return (self.options.ignore_index, compute_dtype(self.dtype))
 
+    def _rank_key(self) -> Tensor:
+        # Every option that changes the result, and the rows' dtype: equal on every rank.
+        opt, confidence = self.options, self.confidence
+        options = (opt.cutoffs.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
+        drawn = confidence is not None and self.aggregation != "mean"  # a bootstrap
+        bootstrap = (self.bootstrap_resamples, self.bootstrap_seed) if drawn else ()
+        chosen = (opt.ignore_index, self.aggregation, confidence, *bootstrap, self.result_dtype)
+        return self._digest((*options, *chosen))[:4]
+
     def compute(self) -> ResultT:
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
@@ -513,6 +530,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         error flag raises an error on every rank together, and one all-reduce of the sums
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.
+
+        Warns when the metric was updated but has no row, or skipped every query
+        (``"skip"``): the 0 it returns then is no measurement. Under DDP from every rank's
+        counts (the same verdict on every rank); read back on the CPU only, as `NDCG`'s.
         """
         opt = self.options
 
@@ -522,29 +543,24 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
             return _ndcg._retrieval_values(preds, target, indexes, kept, opt)
 
         values, ids = self.score_on_every_rank(score, gather=self.aggregation != "mean")
-        if self._update_count > 0 and not self.partitioned:
-            if ids.numel() == 0:
-                rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
-            elif (
-                opt.empty_target_action == "skip"
-                and _host.may_read_back(values.device)
-                and bool(values.isnan().all())
-            ):  # every query skipped (one read-back, on the CPU only)
-                rank_zero_warn(
-                    f"{type(self).__name__} was updated but counted no query (every query was"
-                    " skipped: no relevant row); returning 0."
-                )
-        if self.aggregation == "none":
-            return cast(ResultT, (self._shape(values), ids))
+        counted = ~values.isnan()
         if self.aggregation == "mean":  # from the sums over the counted queries of all ranks
-            counted = ~values.isnan()
             kept = torch.where(counted, values, 0)
             terms = [kept.sum(0), counted.sum(0)]
             if self.confidence is not None:
                 terms.append((kept * kept).sum(0))
-            totals = self.sum_over_ranks(torch.stack(terms).to(torch.float64))
+            if self.partitioned:  # this rank's number of queries, summed with the rest
+                terms.append(torch.full_like(terms[1], ids.numel()))
+            totals = list(self.sum_over_ranks(torch.stack(terms).to(torch.float64)))
+            self._warn_if_nothing_counted(
+                totals.pop()[0] if self.partitioned else ids.numel(), totals[1]
+            )
             return cast(ResultT, self._mean(*totals))
-        # Every rank has every query's value: the same aggregate, and the same bootstrap draws.
+        # Every rank has every query's value here (gathered where partitioned).
+        self._warn_if_nothing_counted(ids.numel(), counted.sum(0))
+        if self.aggregation == "none":
+            return cast(ResultT, (self._shape(values), ids))
+        # The same aggregate on every rank, and the same bootstrap draws.
         aggregation = self.aggregation
         reduce = REDUCE_LAST_DIM[aggregation] if isinstance(aggregation, str) else aggregation
 
@@ -561,3 +577,28 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
                 values, aggregation, self.confidence, n_resamples=resamples, seed=seed
             )
         return cast(ResultT, self._shape(result, bounds))
+
+    def _warn_if_nothing_counted(self, queries: Tensor | int, counted: Tensor) -> None:
+        """Warn where the metric was updated but counted no query: no row, or every one skipped.
+
+        ``queries``: the number of queries (a tensor where summed over the ranks), ``counted``:
+        how many of them count, per cut-off (of every rank under DDP: the same verdict on
+        every rank). Read back once on the CPU, only where metadata cannot tell (a tensor
+        ``queries``, or ``"skip"``); on an accelerator nothing is read, and only what metadata
+        tells (no row, in one process) is warned.
+        """
+        if self._update_count == 0:
+            return
+        kept: Any = queries  # every query counts, unless skipped
+        if isinstance(queries, Tensor) or (queries and self.options.empty_target_action == "skip"):
+            if not _host.may_read_back(counted.device):
+                return
+            found = torch.as_tensor(queries).to(counted)
+            queries, kept = torch.stack([found, counted.max()]).tolist()
+        if queries == 0:
+            rank_zero_warn(f"{type(self).__name__} has no row to compute on; returning 0.")
+        elif kept == 0:
+            rank_zero_warn(
+                f"{type(self).__name__} was updated but counted no query (every query was"
+                " skipped: no relevant row); returning 0."
+            )

@@ -1,7 +1,8 @@
 """The partitioned-rows protocol: a retrieval metric's rows, one rank per query, under DDP.
 
 Query ``q`` belongs to rank ``q mod world``. Each rank sends every other rank the rows of its
-queries with one ``all_to_all_single`` per dtype (split sizes exchanged first), so that after
+queries with one ``all_to_all_single`` per dtype (split sizes exchanged first, each beside the
+sender's options digest, so that ranks with other options raise together), so that after
 the exchange a rank holds all the rows of its queries and nothing else: per-rank memory and
 work fall as ``1 / world``, where gathering every row on every rank would not. Received rows
 come in source-rank order (rank 0's rows, then rank 1's, ...), each source's in their own
@@ -32,6 +33,12 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from torch_ndcg._options import compute_dtype
 from torch_ndcg._validation import check_same_options_on_every_rank
 
+# The options every rank of a `PartitionedRows` metric must share.
+_OPTIONS = (
+    "`k`, `aggregation`, `confidence` (and its bootstrap's resamples and seed), gain, discount, "
+    "`ties`, `empty_target_action`, `ignore_index` and dtype"
+)
+
 
 def all_reduce_sum(tensor: Tensor, group: Any | None) -> Tensor:
     """``tensor`` summed over the ranks of ``group`` (in place, returned)."""
@@ -56,6 +63,14 @@ class PartitionedRows(Metric):
     # while synced: `partitioned`), and its process group (None is the default group).
     _partitioned = False
     _partition_group: Any = None
+
+    def _rank_key(self) -> Tensor:
+        """``[4]`` uint8 bytes that must be equal on every rank: the options' digest.
+
+        The options that change the result (and the stored rows' dtype), each callable by
+        name only; `_sync_dist` checks them on every rank.
+        """
+        raise NotImplementedError
 
     def stored_rows(self) -> tuple[Tensor, Tensor, Tensor]:
         """The stored rows as three flat tensors."""
@@ -118,15 +133,23 @@ class PartitionedRows(Metric):
         world = dist.get_world_size(group) if dist_sync_fn is gather_all_tensors else 1
         self._partitioned = world > 1
         if self._partitioned:
-            # Each row to the rank that owns its query: the split sizes first, then the score
-            # and label pairs and the ids, each by one all_to_all_single, in source-rank order.
+            # Each row to the rank that owns its query: the split sizes first (each beside this
+            # rank's options digest), then the score and label pairs and the ids, each by one
+            # all_to_all_single, in source-rank order.
             preds, target, indexes = self.stored_rows()
             owner = torch.remainder(indexes, world)
             order = torch.argsort(owner, stable=True)
             send_counts = torch.bincount(owner, minlength=world)
-            recv_counts = torch.empty_like(send_counts)
-            dist.all_to_all_single(recv_counts, send_counts, group=group)
-            send, recv = torch.stack([send_counts, recv_counts]).tolist()  # one read-back
+            key = self._rank_key().to(send_counts)
+            sent = torch.cat([send_counts[:, None], key.expand(world, -1)], dim=1)
+            got = torch.empty_like(sent)
+            dist.all_to_all_single(got, sent, group=group)  # row r to rank r, row s from rank s
+            # Each rank sees every rank's digest: where any two differ, every rank sees one
+            # unlike its own, and all raise together, before any row moves.
+            same = (got[:, 1:] == key).all()
+            flat = torch.cat([send_counts, got[:, 0], same.to(key)[None]]).tolist()  # one read
+            send, recv, agreed = flat[:world], flat[world:-1], bool(flat[-1])
+            check_same_options_on_every_rank(agreed, type(self).__name__, key, _OPTIONS)
             received = []
             for column in (torch.stack([preds, target], dim=-1), indexes):
                 out = column.new_empty((sum(recv), *column.shape[1:]))

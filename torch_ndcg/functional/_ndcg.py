@@ -306,6 +306,7 @@ def retrieval_ndcg(
     Returns:
         ``(values, ids)``: ``ids`` the ``[Q]`` sorted unique query ids, ``values`` their nDCG,
         ``[Q]`` or ``[Q, len(k)]`` for a sequence ``k`` (float32, float64 for float64 scores).
+        No row at all gives no query: ``Q`` = 0.
 
     Raises:
         ValueError: as `ndcg`; ``indexes`` of another shape; a query whose gains overflow.
