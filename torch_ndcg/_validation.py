@@ -150,6 +150,24 @@ def _not_a_tensor(name: str, value: Any, kind: str = "a torch.Tensor") -> TypeEr
     return TypeError(f"Expected `{name}` to be {kind}, but got {type(value).__name__}.")
 
 
+def _elsewhere(name: str, value: Tensor, like: Tensor, of: str) -> ValueError:
+    """The error for ``value`` (argument ``name``) on another device than ``like`` (``of``)."""
+    return ValueError(
+        f"Expected `{name}` on the device of `{of}` ({like.device}), but got {value.device}."
+    )
+
+
+def check_same_device(name: str, value: Any, like: Tensor, of: str = "preds") -> None:
+    """A tensor ``value`` (argument ``name``) lies on the device of ``like`` (argument ``of``).
+
+    Every tensor of a call is on one device: an input elsewhere raises here, naming it, not
+    in the first operation that mixes them. Anything but a tensor passes (its own check
+    names it). From metadata: nothing is read.
+    """
+    if isinstance(value, Tensor) and value.device != like.device:
+        raise _elsewhere(name, value, like, of)
+
+
 def check_preds_target(
     preds: Any, target: Any, *, target_name: str = "target", rows: bool = False
 ) -> None:
@@ -179,6 +197,8 @@ def check_preds_target(
             f"Expected `preds` and `{target_name}` to have the same shape, but got "
             f"{tuple(preds.shape)} and {tuple(target.shape)}."
         )
+    if target.device != preds.device:
+        raise _elsewhere(target_name, target, preds, "preds")
     if preds.ndim == 0:
         raise ValueError(
             "Expected `preds` to have a list dimension (at least 1-D), but got a 0-d tensor."
@@ -191,29 +211,41 @@ def check_preds_target(
 
 
 def _check_tensor(
-    name: str, value: Any, shape: torch.Size | None, kind: str, dtype_ok: bool, expected: str
+    name: str,
+    value: Any,
+    like: Tensor | None,
+    kind: str,
+    dtype_ok: bool,
+    expected: str,
+    of: str = "preds",
 ) -> Tensor:
-    """``value`` is a tensor of an ``dtype_ok`` dtype, of ``shape`` (``preds``'; ``None``: any).
+    """``value`` is a tensor of an ``dtype_ok`` dtype, of the shape and on the device of ``like``.
 
-    Else a ``TypeError`` says that it was to be ``kind`` or to ``expected`` its dtype, or the
-    ``ValueError`` of another shape.
+    ``like`` is the argument ``of`` (``preds``; ``None``: any shape and device). Else a
+    ``TypeError`` says that it was to be ``kind`` or to ``expected`` its dtype, or a
+    ``ValueError`` names another shape or device. The one check of the tensors that go with
+    ``preds`` item by item (masks, weights, click tensors, query ids).
     """
     if not isinstance(value, Tensor):
         raise _not_a_tensor(name, value, kind)
     if not dtype_ok:
         raise TypeError(f"Expected `{name}` to {expected} {value.dtype}.")
-    if shape is not None and value.shape != shape:
-        raise ValueError(
-            f"Expected `{name}` to have the shape of `preds` {tuple(shape)}, but got "
-            f"{tuple(value.shape)}."
-        )
+    if like is not None:
+        if value.shape != like.shape:
+            raise ValueError(
+                f"Expected `{name}` to have the shape of `{of}` {tuple(like.shape)}, but got "
+                f"{tuple(value.shape)}."
+            )
+        if value.device != like.device:
+            raise _elsewhere(name, value, like, of)
     return value
 
 
-def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
-    """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor of ``shape``.
+def check_mask(mask: Any, like: Tensor, name: str = "mask", of: str = "preds") -> None:
+    """``mask`` (or the bool argument ``name``) is ``None`` or a bool tensor like ``like``.
 
-    An integer ``mask`` of ``shape`` is taken for query ids (torchmetrics' retrieval metrics
+    ``like`` is the argument ``of``: the mask has its shape and lies on its device.
+    An integer ``mask`` of that shape is taken for query ids (torchmetrics' retrieval metrics
     take ``indexes`` third), and the error says where those go.
     """
     if mask is not None:
@@ -225,7 +257,7 @@ def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
             and name == "mask"
             and isinstance(mask, Tensor)
             and is_integer_tensor(mask)
-            and mask.shape == shape
+            and mask.shape == like.shape
         ):
             raise TypeError(
                 f"Expected `mask` to {expected} {mask.dtype}. If these are query ids "
@@ -233,7 +265,7 @@ def check_mask(mask: Any, shape: torch.Size, name: str = "mask") -> None:
                 "`retrieval_ndcg` instead: `RetrievalNDCG(k=...).update(preds, target, "
                 "indexes)`; `NDCG` and `ndcg` take one list per row."
             )
-        _check_tensor(name, mask, shape, kind, dtype_ok, expected)
+        _check_tensor(name, mask, like, kind, dtype_ok, expected, of)
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -785,8 +817,14 @@ def check_confidence(confidence: Any) -> None:
         )
 
 
-def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
-    """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given."""
+def check_paired_values(
+    name: str, values: Any, ids: Tensor | None, like: Tensor | None = None
+) -> None:
+    """``values`` is a 1-D floating tensor: per-query values, one per id when ids are given.
+
+    Values and ids lie on the device of ``a``'s values: ``like``, where these are ``b``'s
+    (``None`` where these are ``a``'s).
+    """
     check_click_tensor(name, values, kind="floating")
     if values.ndim != 1:
         raise ValueError(
@@ -798,6 +836,9 @@ def check_paired_values(name: str, values: Any, ids: Tensor | None) -> None:
             f"Expected the ids of `{name}` to have the shape of its values, "
             f"{tuple(values.shape)}, but got {tuple(ids.shape)}."
         )
+    if like is not None:
+        check_same_device(name, values, like, "a")
+    check_same_device(f"{name}[1]", ids, values if like is None else like, "a")
 
 
 def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
@@ -917,6 +958,7 @@ def check_padded(padded: Any, slots: Any) -> None:
     if not (isinstance(slots, Tensor) and is_integer_tensor(slots) and slots.ndim == 1):
         got = f"{slots.dtype} {tuple(slots.shape)}" if isinstance(slots, Tensor) else slots
         raise TypeError(f"Expected `slots` to be a 1-D integer tensor, but got {got!r}.")
+    check_same_device("slots", slots, padded, "padded")
 
 
 def slots_outside(slots: Tensor, size: int) -> ValueError:
@@ -977,14 +1019,17 @@ def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
     check_preds_target(preds, target, rows=True)
     dtype_ok = isinstance(indexes, Tensor) and is_integer_tensor(indexes)
     expected = "be an integer (int64) tensor, but got dtype"
-    _check_tensor("indexes", indexes, preds.shape, "an int64 torch.Tensor", dtype_ok, expected)
+    _check_tensor("indexes", indexes, preds, "an int64 torch.Tensor", dtype_ok, expected)
 
 
-def check_device(preds: Tensor, device: torch.device) -> None:
-    """``preds`` lie on the metric's ``device`` (that of its states): a metric is moved whole."""
+def check_device(preds: Tensor, device: torch.device, name: str = "preds") -> None:
+    """``preds`` (argument ``name``) lie on the metric's ``device`` (that of its states).
+
+    A metric is moved whole; the other tensors of a call are checked against ``preds``.
+    """
     if preds.device != device:
         raise ValueError(
-            f"Expected `preds` on the metric's device {device}, but got {preds.device}; move "
+            f"Expected `{name}` on the metric's device {device}, but got {preds.device}; move "
             "the metric with `.to(device)` (or the input to its device)."
         )
 
@@ -1040,7 +1085,7 @@ def check_rows(
     Returns:
         The flat mask of rows whose label is not ``ignore_index`` (``None``: every row).
     """
-    check_mask(retrieved, preds.shape, "retrieved")
+    check_mask(retrieved, preds, "retrieved")
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, options.ignore_index)
     if options.validate_args:
@@ -1099,8 +1144,8 @@ def check_lists(
         or checked on the device).
     """
     check_preds_target(preds, target)
-    check_mask(mask, preds.shape)
-    check_mask(retrieved, preds.shape, "retrieved")
+    check_mask(mask, preds)
+    check_mask(retrieved, preds, "retrieved")
     real = real_items(target, mask, ignore_index)
     if not validate_args:
         return real, None
@@ -1156,30 +1201,31 @@ def resolve_checks(
 
 
 def check_click_tensor(
-    name: str, value: Any, shape: torch.Size | None = None, *, kind: str
+    name: str, value: Any, like: Tensor | None = None, *, kind: str, of: str = "preds"
 ) -> Tensor:
-    """``value`` is a tensor of a ``kind`` dtype (``"floating"``, ``"integer"``), of ``shape``.
+    """``value`` is a tensor of a ``kind`` dtype (``"floating"``, ``"integer"``) like ``like``.
 
-    ``shape`` is that of ``preds`` (``None``: any shape).
+    ``like`` is the argument ``of`` (``preds``), whose shape and device ``value`` has
+    (``None``: any).
     """
     floating = kind == "floating"
     dtype_ok = isinstance(value, Tensor) and (
         value.is_floating_point() if floating else is_integer_tensor(value)
     )
     expected = f"be {'a' if floating else 'an'} {kind} tensor, but got dtype"
-    return _check_tensor(name, value, shape, "a torch.Tensor", dtype_ok, expected)
+    return _check_tensor(name, value, like, "a torch.Tensor", dtype_ok, expected, of)
 
 
 def check_weight(
-    weight: Any, shape: torch.Size, real: Tensor | None, *, validate_args: bool
+    weight: Any, preds: Tensor, real: Tensor | None, *, validate_args: bool
 ) -> DeferredCheck | None:
-    """``weight`` is ``None`` or a floating tensor of ``shape``, finite and >= 0 on real items.
+    """``weight`` is ``None`` or a floating tensor like ``preds``, finite and >= 0 on real items.
 
     Padded items' weights are not checked: they never count.
     """
     if weight is None:
         return None
-    check_click_tensor("weight", weight, shape, kind="floating")
+    check_click_tensor("weight", weight, preds, kind="floating")
     if not validate_args or weight.numel() == 0:
         return None
     real_weight = weight if real is None else torch.where(real, weight, 1)
@@ -1204,17 +1250,20 @@ def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, T
 
 def check_positions(
     positions: Any,
-    shape: torch.Size,
+    like: Tensor | None,
     num_positions: int | None,
     real: Tensor | None,
     *,
     validate_args: bool = True,
+    of: str = "preds",
 ) -> list[tuple[Tensor, Tensor, str]]:
-    """``positions`` is an integer tensor of ``shape``; its value checks on real items.
+    """``positions`` is an integer tensor like ``like``; its value checks on real items.
 
-    A real item's position is `NOT_SHOWN` or in ``[0, num_positions)`` (``None``: no bound).
+    ``like`` is the argument ``of`` (``preds``), whose shape and device ``positions`` has
+    (``None``: any). A real item's position is `NOT_SHOWN` or in ``[0, num_positions)``
+    (``None``: no bound).
     """
-    check_click_tensor("positions", positions, shape, kind="integer")
+    check_click_tensor("positions", positions, like, kind="integer", of=of)
     if not validate_args or positions.numel() == 0:
         return []
     real_positions = positions if real is None else torch.where(real, positions, NOT_SHOWN)

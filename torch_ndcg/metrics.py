@@ -246,7 +246,7 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         self._computed = None
         self._update_count += 1
         with torch.inference_mode():
-            _validation.check_device(queries, self.sum_ndcg.device)
+            _validation.check_device(queries, self.sum_ndcg.device, "queries")
             values = _catalog.catalog_ndcg_values(
                 queries,
                 items,

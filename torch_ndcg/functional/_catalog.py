@@ -476,6 +476,10 @@ def catalog_ndcg_values(
             "Expected `queries` and `items` of the same dtype, but got "
             f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
         )
+    if score_fn is None:  # a `score_fn` may take its chunks from another device
+        _validation.check_same_device("items", items, queries, "queries")
+    _validation.check_same_device("relevant", relevant, queries, "queries")
+    _validation.check_same_device("exclude", exclude, queries, "queries")
     sharded = process_group is not None
     if sharded and options.cutoffs.ks is None:
         raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
@@ -553,7 +557,9 @@ def sparse_values(
             "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
             f"{tuple(preds.shape)} and {tuple(target.shape)}."
         )
-    _validation.check_mask(mask, preds.shape)
+    _validation.check_same_device("target", target, preds)
+    _validation.check_mask(mask, preds)
+    _validation.check_same_device("exclude", exclude, preds)
     shape, dtype = (preds.shape[0], preds.shape[1]), _options.compute_dtype(preds.dtype)
     catalog = catalog_target(target, exclude, mask, shape, dtype, preds.device, options)
     value, ideal, rows = catalog_values(
@@ -573,7 +579,8 @@ def dense_mask_with_exclusions(
     ``options`` are checked; the types and shapes of the tensors are checked here.
     """
     _validation.check_preds_target(preds, target)
-    _validation.check_mask(mask, preds.shape)
+    _validation.check_mask(mask, preds)
+    _validation.check_same_device("exclude", exclude, preds)
     shape = target.shape
     if len(shape) != 2:
         raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")

@@ -42,7 +42,7 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
         tensor([1.0000, 0.5000, 0.2500, 0.0000])
     """
     _validation.check_positive("eta", eta, allow_zero=True)
-    position_checks = _validation.check_positions(positions, positions.shape, None, None)
+    position_checks = _validation.check_positions(positions, None, None, None)
     _validation.resolve_checks(_validation.value_checks(position_checks))
     shown = positions != _options.NOT_SHOWN
     return torch.where(shown, _examined(positions, eta, torch.get_default_dtype()), 0)
@@ -131,7 +131,7 @@ def simulate_clicks(
         raise TypeError(f"Expected `target` to be a torch.Tensor, but got {type(target).__name__}.")
     if target.ndim == 0:
         raise ValueError("Expected `target` to have a list dimension, but got a 0-d tensor.")
-    _validation.check_mask(mask, target.shape)
+    _validation.check_mask(mask, target, of="target")
     n_positions = None
     if examination is not None:
         if not (isinstance(examination, Tensor) and examination.is_floating_point()):
@@ -144,8 +144,9 @@ def simulate_clicks(
                 "Expected `examination` to be 1-D and non-empty (one probability per position), "
                 f"but got shape {tuple(examination.shape)}."
             )
+        _validation.check_same_device("examination", examination, target, "target")
         n_positions = examination.numel()
-    checks = _validation.check_positions(positions, target.shape, n_positions, mask)
+    checks = _validation.check_positions(positions, target, n_positions, mask, of="target")
     labels = target.to(torch.get_default_dtype())
     real_labels = labels if mask is None else torch.where(mask, labels, 0)
     low, high = torch.aminmax(real_labels) if labels.numel() else (labels.sum(), labels.sum())

@@ -148,9 +148,7 @@ def _prepare(
         # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
         # The caller's checks were made before these (as device-side assertions they fire
         # first): judged first, they name the same error eagerly as there.
-        weight_check = _validation.check_weight(
-            weight, preds.shape, real, validate_args=validate_args
-        )
+        weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
         checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
@@ -988,8 +986,8 @@ class ListwiseLoss(Loss):
         _check_generator("generator", generator)  # None without noise (`softmax_loss`)
         if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
             _validation.check_preds_target(preds, target)
-            _validation.check_mask(mask, preds.shape)
-            _validation.check_click_tensor("noise", noise, preds.shape, kind="floating")
+            _validation.check_mask(mask, preds)
+            _validation.check_click_tensor("noise", noise, preds, kind="floating")
             if options.validate_args and noise.numel() > 0:
                 real = _validation.real_items(target, mask, options.ignore_index)
                 found = noise.detach()
@@ -1073,10 +1071,10 @@ def _unbiased_lambdarank(
     """
     # Types and shapes: checked with or without the values (`validate_args`).
     _validation.check_preds_target(preds, clicks, target_name="clicks")
-    _validation.check_mask(mask, preds.shape)
+    _validation.check_mask(mask, preds)
     real = _validation.real_items(clicks, mask, options.ignore_index)
     extra = _validation.check_positions(
-        positions, preds.shape, biases.num_positions, real, validate_args=options.validate_args
+        positions, preds, biases.num_positions, real, validate_args=options.validate_args
     )
     if options.validate_args:
         extra += _validation.check_binary("clicks", clicks, real)
@@ -1177,7 +1175,8 @@ def _aggregated_unbiased_lambdarank(
                 f"Expected `{name}` to have shape {counts_shape} (`preds`' shape and "
                 f"`num_positions`), but got {tuple(value.shape)}."
             )
-    _validation.check_mask(mask, preds.shape)  # a shape: checked with or without values
+        _validation.check_same_device(name, value, preds)
+    _validation.check_mask(mask, preds)  # metadata: checked with or without values
     dtype = preds.dtype
     won = clicks.reshape(-1, length, n).to(dtype)
     shown_counts = views.reshape(-1, length, n).to(dtype)
@@ -1391,7 +1390,7 @@ def sample_rankings(
     num_samples = _validation.check_positive_int("num_samples", num_samples)
     kmax = _validation.check_loss_k(k)
     _check_generator("generator", generator)
-    _validation.check_mask(mask, preds.shape)
+    _validation.check_mask(mask, preds)
     length = preds.shape[-1]
     kmax = length if kmax is None else min(kmax, length)
     flat_mask = None if mask is None else mask.reshape(-1, length)

@@ -274,7 +274,7 @@ def _paired_columns(
         columns = {None: (a_values, b_values)}
     for first, second in columns.values():
         _validation.check_paired_values("a", first, a_ids)
-        _validation.check_paired_values("b", second, b_ids)
+        _validation.check_paired_values("b", second, b_ids, like=first)
         if a_ids is None and first.shape != second.shape:
             raise ValueError(
                 "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the "
