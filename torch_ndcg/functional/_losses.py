@@ -85,8 +85,9 @@ class _LossInput(NamedTuple):
         has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
         leading_shape: the shape of the input without its list dimension.
         score_range: largest minus smallest real score, when the input was checked.
-        gain_scale: the largest real ``weight`` (a 0-d tensor), when one was given and the
-            input is checked: the scaled gains are at most this, so the value bounds grow by it.
+        gain_scale: the largest real ``weight``, when one was given and the input is checked
+            (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
+            are at most this, so the value bounds grow by it.
         ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
     """
 
@@ -97,7 +98,7 @@ class _LossInput(NamedTuple):
     has_relevant: Tensor
     leading_shape: torch.Size
     score_range: float | None
-    gain_scale: Tensor | None
+    gain_scale: float | Tensor | None
     ideal: Tensor
 
 
@@ -130,6 +131,7 @@ def _prepare(
         if mask is None and weight is None and extra_checks is None
         else None
     )
+    largest_weight = None
     if small is not None:
         real = None
         score_range, target = small  # the labels in float64, as the gains take them
@@ -151,7 +153,7 @@ def _prepare(
         weight_check = _validation.check_weight(
             weight, preds.shape, real, validate_args=validate_args
         )
-        checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
+        _, checked, largest_weight = _validation.resolve_all(extra_checks, check, weight_check)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -184,12 +186,14 @@ def _prepare(
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
     scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
-    gain_scale = None
+    gain_scale: float | Tensor | None = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
         if weigh:
             scaled_gains = _kernels.weighted_gains(scaled_gains, flat_weight, flat_mask)
-        if validate_args and flat_weight.numel() > 0:
+        if largest_weight is not None:  # read back with the checks
+            gain_scale = largest_weight
+        elif validate_args and flat_weight.numel() > 0:
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
     return _LossInput(
@@ -256,7 +260,7 @@ def _check_scale(
     dtype = lists.scores.dtype
     _validation.check_finite_scale(name, value, bound, dtype, count=count)
     if lists.gain_scale is not None:
-        _validation.check_weight_scale(bound * lists.gain_scale, dtype, count=count)
+        _validation.check_weight_scale(bound, lists.gain_scale, dtype, count=count)
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -395,12 +399,13 @@ def lambdarank_loss(
     Raises:
         ValueError: bad ``k``, ``sigma``, ``mu``, ``weighting``, ``reduction``, ``gain``,
             ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
-            a ``weight`` of another shape or with a negative, NaN or infinite value.
+            a ``weight`` of another shape, with a negative, NaN or infinite value, or so large
+            that the loss or its gradient could overflow (naming ``weight``).
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
             ``ignore_index``; a keyword name from another library (``top_k``,
             ``weighing_scheme``, ...), naming ours.
-        RuntimeError: (a device-side check) weights so large that the loss or its gradient
-            could overflow, naming ``weight``.
+        RuntimeError: a value check as a device-side assertion (on an accelerator and under
+            ``torch.compile``), with the same message.
 
     Example:
         Two items, the relevant one (label 1) scored below the other: one pair, weight
@@ -576,7 +581,7 @@ def approx_ndcg_loss(
     Raises:
         ValueError: bad ``temperature``; otherwise as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`.
-        RuntimeError: as `lambdarank_loss` (weights that overflow).
+        RuntimeError: as `lambdarank_loss`.
 
     Example:
         The relevant item scores 1 below the other: at $T = 1$ its smooth rank is
@@ -721,8 +726,8 @@ def softmax_loss(
 
     Raises:
         ValueError: bad ``reduction`` or ``gain``, shape mismatch, NaN or infinite scores,
-            negative labels, a ``weight`` of another shape or with a negative, NaN or infinite
-            value.
+            negative labels, a ``weight`` of another shape, with a negative, NaN or infinite
+            value, or so large that the loss could overflow (naming ``weight``).
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
             ``ignore_index``; a keyword name from another library (``where``, ``label_fn``,
             ``eps``, ...), naming ours.
@@ -900,7 +905,7 @@ def neural_ndcg_loss(
         ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`; a name from allRank (``padded_value_indicator``,
             ``powered_relevancies``, ...) names ours, or says there is none.
-        RuntimeError: as `lambdarank_loss` (weights that overflow).
+        RuntimeError: as `lambdarank_loss`.
 
     Example:
         The relevant item scores 1 below the other. At $T = 1$ the NeuralSort rows are
@@ -1012,7 +1017,7 @@ class ListwiseLoss(Loss):
             elif not bound < largest:
                 raise ValueError(message + f"span {bound:.3g}; rescale them.")
             if lists.gain_scale is not None:
-                _validation.check_weight_scale(lists.gain_scale * (bound + 1), dtype)
+                _validation.check_weight_scale(bound + 1, lists.gain_scale, dtype)
         if self.noisy:  # phi = G + 1 - gamma, from the gains (`_prepare` divided them by the top)
             acc = _options.accumulate_dtype(preds.device)
             gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
@@ -1514,7 +1519,8 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
     """
     scores, real = lists.scores, lists.mask
     if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
-        _validation.check_weight_scale(lists.gain_scale, scores.dtype, count=scores.shape[-1] + 1)
+        count = scores.shape[-1] + 1
+        _validation.check_weight_scale(1, lists.gain_scale, scores.dtype, count=count)
     detached = scores.detach()
     order = _gumbel_top_k(detached, real, lists.kmax, options.num_samples, options.generator)
     n, samples, kmax = order.shape
