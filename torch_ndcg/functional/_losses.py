@@ -1102,9 +1102,10 @@ def _unbiased_lambdarank(
     if real is not None:  # padded items' positions are never checked: any value
         shown_bins = torch.where(taken.reshape(-1, length), shown_bins, 0)
     bins = torch.add(shown_bins, unclicked, alpha=n + 1)
-    # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
-    factors = torch.cat([biases._edge, biases.t_plus, biases._edge, biases.t_minus]).reciprocal()
-    item_factor = factors.to(lists.scores.dtype)[bins]
+    # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown), in the scores'
+    # dtype: float64 scores take the inverse of a float32 bias below 1 / 3.4e38 finitely.
+    biases_by_bin = torch.cat([biases._edge, biases.t_plus, biases._edge, biases.t_minus])
+    item_factor = biases_by_bin.to(lists.scores.dtype).reciprocal()[bins]
     per_list, shares = lambda_pairs(
         lists, options, item_factor=item_factor, item_losses=biases.training
     )
@@ -1114,8 +1115,11 @@ def _unbiased_lambdarank(
         # down the clicks of sessions with many, where the deep clicks mostly come from.
         with torch.no_grad():
             # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position],
-            # then whether it shows each position; bin 0 holds the items not shown.
-            rows, dtype = bins.shape[0], biases.statistics.dtype
+            # then whether it shows each position; bin 0 holds the items not shown. In the
+            # wider of the statistics' and the scores' dtypes: float64 scores' shares are not
+            # rounded to the statistics' float32 (past its largest value) before they are summed.
+            rows = bins.shape[0]
+            dtype = torch.float64 if shares.dtype == torch.float64 else biases.statistics.dtype
             buffer = shares.new_zeros(rows, 5 * (n + 1), dtype=dtype)
             sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
             sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, shares.to(dtype))
@@ -1218,6 +1222,9 @@ def _aggregated_unbiased_lambdarank(
             plus = torch.einsum("nwi,nwl,nl->ni", won, pair, loser)
             minus = torch.einsum("nlj,nwl,nw->nj", lost, pair, winner)
             by_position = torch.stack([plus, minus], dim=1)  # [N, 2, n]: each list's S+, S-
+            # Finite: a list's S past the largest float, times a share 0 of its sessions, would
+            # be NaN (a NaN one, from unchecked input, counts for nothing).
+            by_position.nan_to_num_(0.0)
             if biases.match_exposure:  # the share of each list's sessions that show a position
                 views_by_position = (won + lost).sum(dim=1)  # [N, n]
                 top = views_by_position[:, :1]
@@ -1293,17 +1300,22 @@ def _add_statistics(biases: Any, batch: Tensor) -> None:
     two agree when every list shows every position). The four rows are summed over the
     ranks (one all-reduce) and added to their sums over the steps, each earlier step's
     weighted by ``momentum`` per step since (1: every step alike). A position with no statistic
-    or no
-    reference keeps its bias: there is nothing to estimate it from. Branch-free and in
+    or no reference keeps its bias: there is nothing to estimate it from. Branch-free and in
     place: a handful of launches per step.
+
+    The sums stay finite whatever a step adds: one past the largest value of their dtype
+    stays at that value (``inf`` would make the biases NaN and every later step fail), and
+    a NaN one (only from unchecked input, ``validate_args=False``) starts again from 0, its
+    position's biases kept.
     """
     batch = batch.to(biases.statistics.dtype)
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
     averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
+    averaged.nan_to_num_(0.0)  # inf: the largest float
     statistic, reference = averaged[:2], averaged[2:]
-    known = torch.minimum(statistic, reference) > 0
+    known = torch.logical_and(statistic, reference)  # both positive: the sums are not negative
     estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm)).to(biases.t_plus.dtype)
     for row, bias in enumerate((biases.t_plus, biases.t_minus)):
         torch.where(known[row], estimate[row], bias, out=bias)
