@@ -1471,8 +1471,11 @@ def pl_rank_loss(
     $1 - $ the mean nDCG@k of the sampled rankings: an unbiased estimate of
     $1 - \mathcal{R}$ (the value of the rankings drawn, not a function whose autograd
     gives the gradient; second derivatives are 0). The ranking-dependent parts are computed in
-    float64 where the device has it, on scores centred on each list's best; scores more than
-    650 below it count as 650 below there (a probability below $e^{-650}$).
+    float64 where the device has it, on scores centred on each list's best, and the
+    probabilities $\pi(d \mid y_{1:i-1})$ in log space: the estimate holds however far the
+    other scores trail the best (items 700 below it are ranked after it, and among themselves
+    by their own scores). Where the checks read the scores back (the CPU) and find every
+    list within 600 of its best, the same sums are taken in linear space, which is faster.
 
     ``weight`` multiplies each item's gain after the ideal DCG is taken (as for the other
     losses): $\rho_d = w_d G_d / Z$, e.g. inverse propensities of clicks. Lists with no
@@ -1540,10 +1543,7 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
     with torch.no_grad():
         keyed = (detached if real is None else detached.masked_fill(~real, -torch.inf)).to(acc)
         top = keyed.amax(-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # -inf in a list of padding
-        exps = (keyed - top).clamp(min=-650.0 if acc == torch.float64 else -80.0).exp()
-        if real is not None:
-            exps = torch.where(real, exps, 0)
-        exps = exps[:, None, :].expand(n, samples, length)
+        logits = (keyed - top)[:, None, :]  # the gaps to the list's best, -inf on padding
         theta = _kernels.position_discounts(kmax, options.discount, dtype=acc, device=scores.device)
         gains = lists.scaled_gains.to(acc)[:, None, :]  # rho
         reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
@@ -1551,24 +1551,88 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
         # Each item's position in each ranking, kmax where it was not drawn.
         positions = torch.arange(kmax, device=scores.device).expand_as(order)
         slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
-        # Sigma_i: the items drawn at i or below, plus those not drawn (summed, not subtracted).
-        denominators = exps.gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
-        if kmax < length:
-            denominators += exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
-        # 1 / Sigma_i, 0 past the real items (Sigma = 0); the floor keeps it finite elsewhere.
-        inverse = denominators.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)
-        weight_sums = (inverse * theta).cumsum_(-1)  # sum_{i <= r} theta_i / Sigma_i
-        reward_sums = inverse.mul_(to_go).cumsum_(-1)  # sum_{i <= r} to_go_i / Sigma_i
-        last = slot.clamp_(max=kmax - 1)  # the last position an item was still to be drawn at
+        # The estimate's second sum: in linear space where the checks read every list's scores
+        # back within `LINEAR_SPAN` of its best (the faster way), in log space elsewhere.
+        linear = lists.score_range is not None and lists.score_range <= LINEAR_SPAN
+        estimate = _probability_terms(
+            theta,
+            to_go,
+            gains,
+            logits,
+            order,
+            slot,
+            linear=linear and acc == torch.float64,
+            signed=callable(options.gain) or callable(options.discount),  # else not negative
+        )
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
-        estimate = torch.zeros_like(exps).scatter_(-1, order, following)
-        terms = weight_sums.gather(-1, last).mul_(gains).sub_(reward_sums.gather(-1, last))
-        estimate.addcmul_(terms, exps)
+        estimate.scatter_add_(-1, order, following)
     # (s.detach() - s) is 0 with slope -1: the loss's gradient is minus the estimate.
     surrogate = (estimate.mean(1).to(scores.dtype) * (detached - scores)).sum(-1)
     value = (1 - reward.sum(-1).mean(1)).to(scores.dtype)  # 1 - the mean nDCG@k drawn
     per_list = torch.where(lists.has_relevant, value + surrogate, 0)
     return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+
+
+# Scores at most this far below their list's best keep e^{-gap} and 1 / Sigma well inside
+# float64's range (e^-600 = 2.6e-261): PL-Rank's sums may be taken in linear space.
+LINEAR_SPAN = 600.0
+
+
+def _probability_terms(
+    theta: Tensor,
+    to_go: Tensor,
+    gains: Tensor,
+    logits: Tensor,
+    order: Tensor,
+    slot: Tensor,
+    *,
+    linear: bool,
+    signed: bool,
+) -> Tensor:
+    r"""$\sum_{i \le r_d} \pi(d \mid y_{1:i-1}) (\theta_i \rho_d - T_i)$ of every item $d$.
+
+    The discounts $\theta$ (``[K]``) and rewards to go $T_i = \sum_{j \ge i} \theta_j
+    \rho_{y_j}$ (``to_go``, ``[N, S, K]``) of the rankings drawn (``order``, ``[N, S, K]``),
+    the rewards $\rho$ (``gains``) and ``logits`` $s$ (``[N, 1, L]``, centred on each list's
+    best, ``-inf`` on padding) of the items, ``slot`` each item's position $r_d$ in each
+    ranking (``K`` where it was not drawn: its sums run to the last position, where it was
+    still to be drawn); ``[N, S, L]`` back. $\pi(d \mid y_{1:i-1}) = e^{s_d} / \Sigma_i$, with
+    $\Sigma_i$ the sum of $e^s$ over the items drawn at ``i`` or below and those not drawn.
+
+    Both sums over positions, of $\theta_i / \Sigma_i$ and $T_i / \Sigma_i$, are taken in log
+    space (``logcumsumexp``) and only their products with $e^{s_d}$ exponentiated, each term at
+    most $|\theta_i|$ or $|T_i|$: no $1 / \Sigma_i$ overflows and no $e^{s_d}$ underflows
+    however far the scores trail their best (e^-800 is 0 in float64, e^-800 / e^-805 is not).
+    ``linear``: as they read, where the caller knows every gap to be at most `LINEAR_SPAN` (in
+    float64). With ``signed`` the positive and negative values are summed apart in log space;
+    else none is negative.
+    """
+    kmax = order.shape[-1]
+    last = slot.clamp(max=kmax - 1)  # the last position an item was still to be drawn at
+    rest = None if kmax == slot.shape[-1] else slot == kmax  # the items not drawn
+    if linear:
+        exps = logits.exp()
+        sigma = exps.expand_as(slot).gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
+        if rest is not None:
+            sigma += torch.where(rest, exps, 0).sum(-1, keepdim=True)
+        inverse = sigma.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)  # 0 past the real items
+        weight_sums = (inverse * theta).cumsum_(-1).gather(-1, last)
+        reward_sums = inverse.mul_(to_go).cumsum_(-1).gather(-1, last)
+        return weight_sums.mul_(gains).sub_(reward_sums).mul_(exps)
+    log_sigma = logits.expand_as(slot).gather(-1, order).flip(-1).logcumsumexp(-1).flip(-1)
+    if rest is not None:
+        log_rest = torch.where(rest, logits, -torch.inf).logsumexp(-1, keepdim=True)
+        log_sigma = torch.logaddexp(log_sigma, log_rest)
+    # log(1 / Sigma_i); -inf past the real items (Sigma = 0: nothing real is left to draw).
+    log_inverse = log_sigma.neg_().nan_to_num_(posinf=-torch.inf)
+    values = torch.stack([theta.expand_as(to_go), to_go])
+    if signed:
+        values = torch.cat([values.clamp(min=0), values.clamp(max=0).neg_()])
+    log_sums = (values.log_() + log_inverse).logcumsumexp(-1)
+    sums = (log_sums.gather(-1, last.expand(len(values), -1, -1, -1)) + logits).exp_()
+    if signed:
+        sums = sums[:2] - sums[2:]
+    return sums[0].mul_(gains).sub_(sums[1])  # weight sums times rho_d, less the reward sums
 
 
 PL_RANK = Loss(
