@@ -333,7 +333,7 @@ def test_a_weight_near_the_largest_float_is_named_not_inf(reduction: str) -> Non
     # Before: 3e38 weights gave -2.7e38 and four such lists summed to -inf, silently.
     preds, target = torch.tensor([[0.0, 1.0, 2.0]] * 4), torch.tensor([[1, 0, 2]] * 4)
     gen = torch.Generator().manual_seed(0)
-    with pytest.raises(RuntimeError, match="`weight` to keep the loss and its gradient finite"):
+    with pytest.raises(ValueError, match="`weight` to keep the loss and its gradient finite"):
         pl_rank_loss(preds, target, weight=torch.full((4, 3), 1e38), reduction=reduction)
     loss = pl_rank_loss(
         preds, target, weight=torch.full((4, 3), 1e30), reduction=reduction, generator=gen

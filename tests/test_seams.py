@@ -368,7 +368,7 @@ def test_an_overflowing_weight_is_named(loss: str) -> None:
     gen = torch.Generator().manual_seed(8)
     preds, target = torch.randn(4, 8, generator=gen), torch.randint(0, 3, (4, 8), generator=gen)
     with pytest.raises(
-        RuntimeError, match=r"Expected `weight` to keep the loss .* rescale `weight`"
+        ValueError, match=r"Expected `weight` to keep the loss .* rescale `weight`"
     ):
         module()(preds, target, weight=torch.full((4, 8), 3e38))
     # Weights that fit are taken; a hyper-parameter that overflows alone is still named.

@@ -545,7 +545,7 @@ def test_a_weight_near_the_largest_float_is_named_not_inf(loss: Any, reduction: 
     # other losses name `weight` here.
     preds, target = torch.tensor([[0.0, 1.0, 2.0]] * 4), torch.tensor([[1, 0, 2]] * 4)
     weight = torch.full((4, 3), 1e38)
-    with pytest.raises(RuntimeError, match="`weight` to keep the loss and its gradient finite"):
+    with pytest.raises(ValueError, match="`weight` to keep the loss and its gradient finite"):
         loss(preds, target, weight=weight, reduction=reduction)
     finite = loss(preds, target, weight=torch.full((4, 3), 1e30), reduction=reduction)
     assert torch.isfinite(finite)

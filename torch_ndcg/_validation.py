@@ -675,19 +675,30 @@ def _finite_scale_message(name: str, value: float, dtype: torch.dtype, bound: st
     )
 
 
-def check_weight_scale(bound: Tensor, dtype: torch.dtype, *, count: int = 1) -> None:
-    """A device-side assertion naming ``weight``: ``bound * count`` stays below the largest float.
+def check_weight_scale(
+    bound: float | Tensor, weight: float | Tensor, dtype: torch.dtype, *, count: int = 1
+) -> None:
+    """Raise naming ``weight`` where ``bound * weight * count`` reaches the largest float.
 
     ``bound`` is a hyper-parameter's bound on the loss and its gradient (already checked by
-    `check_finite_scale`) times the largest real weight: where only the weights take it past,
-    they are at fault.
+    `check_finite_scale`), ``weight`` the largest real weight: where only the weights take it
+    past, they are at fault. Read back with the input's checks (floats, on the CPU) it raises
+    ``ValueError``; on the device (a tensor) it is a device-side assertion.
     """
-    message = (
-        f"Expected `weight` to keep the loss and its gradient finite in {dtype}, but its largest "
-        "value is too large (with this input they could reach past the largest float); rescale "
-        "`weight`."
-    )
-    assert_on_device(bound * count < torch.finfo(dtype).max, message)
+    scale, largest = bound * weight, torch.finfo(dtype).max
+    if isinstance(scale, Tensor):
+        message = (
+            f"Expected `weight` to keep the loss and its gradient finite in {dtype}, but its "
+            "largest value is too large (with this input they could reach past the largest "
+            "float); rescale `weight`."
+        )
+        assert_on_device(scale * count < largest, message)
+    elif not scale * count < largest:  # read back: eager, so ``count`` is a plain int
+        raise ValueError(
+            f"Expected `weight` to keep the loss and its gradient finite in {dtype}, but its "
+            f"largest value is {weight:.6g} (with this input they could reach "
+            f"{scale * count:.3g}); rescale `weight`."
+        )
 
 
 # --- Arguments of other libraries -------------------------------------------------------------
@@ -1194,10 +1205,16 @@ def resolve_checks(
     assertions (the first to fail raises), so that both name the same error. ``None`` where
     ``first`` is ``None``.
     """
-    checks = (judged_before, first, *others)
+    return resolve_all(judged_before, first, *others)[1]
+
+
+def resolve_all(*checks: DeferredCheck | None) -> list[Any]:
+    """Judge ``checks`` in order from one read-back of all their values; each one's result.
+
+    ``None`` for a check that is ``None``.
+    """
     read = _host.read_together([None if check is None else check.values for check in checks])
-    results = [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
-    return results[1]
+    return [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
 
 
 def check_click_tensor(
@@ -1222,21 +1239,35 @@ def check_weight(
     """``weight`` is ``None`` or a floating tensor like ``preds``, finite and >= 0 on real items.
 
     Padded items' weights are not checked: they never count.
+
+    Returns:
+        Where a read-back is allowed, the check, whose result is the largest real weight (0
+        where there is none): the bounds of a loss grow by it (`check_weight_scale`); else
+        ``None`` (device-side assertions, or nothing to check).
     """
     if weight is None:
         return None
     check_click_tensor("weight", weight, preds, kind="floating")
     if not validate_args or weight.numel() == 0:
         return None
-    real_weight = weight if real is None else torch.where(real, weight, 1)
+    real_weight = weight if real is None else torch.where(real, weight, 0)
     low, high = torch.aminmax(real_weight.detach())  # both NaN where one is
-    return value_checks(
+    checks = value_checks(
         [
             (low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
             (high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
             (low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
         ]
     )
+    if checks is None:
+        return None
+    judge = checks.judge
+
+    def largest(read: list[float]) -> float:
+        judge(read)
+        return read[3]  # the second check's value: the largest real weight
+
+    return DeferredCheck(checks.values, largest)
 
 
 def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, Tensor, str]]:

@@ -392,8 +392,11 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     added (one all-reduce of ``4 * num_positions`` values), so every rank holds the biases
     one process would learn from the whole batch. The biases and statistics are buffers:
     ``state_dict`` checkpoints them and ``.to()`` moves them (a cast to float16 or bfloat16 leaves
-    the sums ``statistics`` in float32). Positions are 0-based (0 = top), $t^\pm_0 = 1$; a
-    position whose statistic is still 0 keeps its bias (1 at the start).
+    the sums ``statistics`` in float32); they are sized by ``num_positions``, fixed when the loss
+    is made. The sums never become ``inf`` or NaN: one past the largest value of its dtype stays
+    there (a NaN one, from unchecked input only, starts again from 0). Positions are 0-based
+    (0 = top), $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the
+    start).
 
     ``bias_norm`` is the $p$ of the paper's $L_p$ regulariser of the biases (XGBoost's
     ``lambdarank_bias_norm``; 2 by default, as XGBoost's): $p = 0$ weights the pairs by the
@@ -414,7 +417,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
 
     Args:
         num_positions: number of display positions learnt, a positive int; ``positions``
-            must be below it.
+            must be below it. Fixed when the loss is made (setting it raises
+            ``AttributeError``): the biases learnt are sized by it.
 
     Keyword Args:
         bias_norm: non-negative $p$ of the bias update (default 2, as XGBoost's).
@@ -463,6 +467,24 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     t_plus: Tensor
     t_minus: Tensor
     statistics: Tensor
+
+    @property
+    def num_positions(self) -> int:
+        """The number of display positions learnt, fixed when the loss is made.
+
+        The biases learnt (``t_plus``, ``t_minus``) and their ``statistics`` are sized by it:
+        setting it raises ``AttributeError``; make a new loss for another number of positions.
+        """
+        return int(self.options.num_positions)
+
+    @num_positions.setter
+    def num_positions(self, value: Any) -> None:
+        raise AttributeError(
+            f"`num_positions` of `{type(self).__name__}` is fixed when the loss is made (it is "
+            f"{self.options.num_positions}; got {value!r}): the position biases `t_plus`, "
+            "`t_minus` and `statistics` are sized by it. Make a new loss with "
+            f"`{type(self).__name__}(num_positions={value!r}, ...)` instead."
+        )
 
     @_validation.names_ported_keywords(_validation.UNBIASED_PORTED_NAMES)
     def __init__(

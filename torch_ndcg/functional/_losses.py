@@ -85,8 +85,9 @@ class _LossInput(NamedTuple):
         has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
         leading_shape: the shape of the input without its list dimension.
         score_range: largest minus smallest real score, when the input was checked.
-        gain_scale: the largest real ``weight`` (a 0-d tensor), when one was given and the
-            input is checked: the scaled gains are at most this, so the value bounds grow by it.
+        gain_scale: the largest real ``weight``, when one was given and the input is checked
+            (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
+            are at most this, so the value bounds grow by it.
         ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
     """
 
@@ -97,7 +98,7 @@ class _LossInput(NamedTuple):
     has_relevant: Tensor
     leading_shape: torch.Size
     score_range: float | None
-    gain_scale: Tensor | None
+    gain_scale: float | Tensor | None
     ideal: Tensor
 
 
@@ -130,6 +131,7 @@ def _prepare(
         if mask is None and weight is None and extra_checks is None
         else None
     )
+    largest_weight = None
     if small is not None:
         real = None
         score_range, target = small  # the labels in float64, as the gains take them
@@ -149,7 +151,7 @@ def _prepare(
         # The caller's checks were made before these (as device-side assertions they fire
         # first): judged first, they name the same error eagerly as there.
         weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
-        checked = _validation.resolve_checks(check, weight_check, judged_before=extra_checks)
+        _, checked, largest_weight = _validation.resolve_all(extra_checks, check, weight_check)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -182,12 +184,14 @@ def _prepare(
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
     scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
-    gain_scale = None
+    gain_scale: float | Tensor | None = None
     if weight is not None:
         flat_weight = weight.reshape(-1, length).detach()
         if weigh:
             scaled_gains = _kernels.weighted_gains(scaled_gains, flat_weight, flat_mask)
-        if validate_args and flat_weight.numel() > 0:
+        if largest_weight is not None:  # read back with the checks
+            gain_scale = largest_weight
+        elif validate_args and flat_weight.numel() > 0:
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
     return _LossInput(
@@ -254,7 +258,7 @@ def _check_scale(
     dtype = lists.scores.dtype
     _validation.check_finite_scale(name, value, bound, dtype, count=count)
     if lists.gain_scale is not None:
-        _validation.check_weight_scale(bound * lists.gain_scale, dtype, count=count)
+        _validation.check_weight_scale(bound, lists.gain_scale, dtype, count=count)
 
 
 def _reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
@@ -393,12 +397,13 @@ def lambdarank_loss(
     Raises:
         ValueError: bad ``k``, ``sigma``, ``mu``, ``weighting``, ``reduction``, ``gain``,
             ``discount``, shape mismatch, NaN, negative labels, overflowing exponential gain,
-            a ``weight`` of another shape or with a negative, NaN or infinite value.
+            a ``weight`` of another shape, with a negative, NaN or infinite value, or so large
+            that the loss or its gradient could overflow (naming ``weight``).
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
             ``ignore_index``; a keyword name from another library (``top_k``,
             ``weighing_scheme``, ...), naming ours.
-        RuntimeError: (a device-side check) weights so large that the loss or its gradient
-            could overflow, naming ``weight``.
+        RuntimeError: a value check as a device-side assertion (on an accelerator and under
+            ``torch.compile``), with the same message.
 
     Example:
         Two items, the relevant one (label 1) scored below the other: one pair, weight
@@ -574,7 +579,7 @@ def approx_ndcg_loss(
     Raises:
         ValueError: bad ``temperature``; otherwise as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`.
-        RuntimeError: as `lambdarank_loss` (weights that overflow).
+        RuntimeError: as `lambdarank_loss`.
 
     Example:
         The relevant item scores 1 below the other: at $T = 1$ its smooth rank is
@@ -719,8 +724,8 @@ def softmax_loss(
 
     Raises:
         ValueError: bad ``reduction`` or ``gain``, shape mismatch, NaN or infinite scores,
-            negative labels, a ``weight`` of another shape or with a negative, NaN or infinite
-            value.
+            negative labels, a ``weight`` of another shape, with a negative, NaN or infinite
+            value, or so large that the loss could overflow (naming ``weight``).
         TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
             ``ignore_index``; a keyword name from another library (``where``, ``label_fn``,
             ``eps``, ...), naming ours.
@@ -898,7 +903,7 @@ def neural_ndcg_loss(
         ValueError: bad ``temperature``, ``max_iter`` or ``tol``; as `lambdarank_loss`.
         TypeError: as `lambdarank_loss`; a name from allRank (``padded_value_indicator``,
             ``powered_relevancies``, ...) names ours, or says there is none.
-        RuntimeError: as `lambdarank_loss` (weights that overflow).
+        RuntimeError: as `lambdarank_loss`.
 
     Example:
         The relevant item scores 1 below the other. At $T = 1$ the NeuralSort rows are
@@ -1010,7 +1015,7 @@ class ListwiseLoss(Loss):
             elif not bound < largest:
                 raise ValueError(message + f"span {bound:.3g}; rescale them.")
             if lists.gain_scale is not None:
-                _validation.check_weight_scale(lists.gain_scale * (bound + 1), dtype)
+                _validation.check_weight_scale(bound + 1, lists.gain_scale, dtype)
         if self.noisy:  # phi = G + 1 - gamma, from the gains (`_prepare` divided them by the top)
             acc = _options.accumulate_dtype(preds.device)
             gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
@@ -1095,9 +1100,10 @@ def _unbiased_lambdarank(
     if real is not None:  # padded items' positions are never checked: any value
         shown_bins = torch.where(taken.reshape(-1, length), shown_bins, 0)
     bins = torch.add(shown_bins, unclicked, alpha=n + 1)
-    # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown).
-    factors = torch.cat([biases._edge, biases.t_plus, biases._edge, biases.t_minus]).reciprocal()
-    item_factor = factors.to(lists.scores.dtype)[bins]
+    # 1 / t+ and 1 / t- by bin (1 / inf = 0 in the bins of the items not shown), in the scores'
+    # dtype: float64 scores take the inverse of a float32 bias below 1 / 3.4e38 finitely.
+    biases_by_bin = torch.cat([biases._edge, biases.t_plus, biases._edge, biases.t_minus])
+    item_factor = biases_by_bin.to(lists.scores.dtype).reciprocal()[bins]
     per_list, shares = lambda_pairs(
         lists, options, item_factor=item_factor, item_losses=biases.training
     )
@@ -1107,8 +1113,11 @@ def _unbiased_lambdarank(
         # down the clicks of sessions with many, where the deep clicks mostly come from.
         with torch.no_grad():
             # One zeroed buffer: per list [statistic or reference, S+ or S-, 1 + position],
-            # then whether it shows each position; bin 0 holds the items not shown.
-            rows, dtype = bins.shape[0], biases.statistics.dtype
+            # then whether it shows each position; bin 0 holds the items not shown. In the
+            # wider of the statistics' and the scores' dtypes: float64 scores' shares are not
+            # rounded to the statistics' float32 (past its largest value) before they are summed.
+            rows = bins.shape[0]
+            dtype = torch.float64 if shares.dtype == torch.float64 else biases.statistics.dtype
             buffer = shares.new_zeros(rows, 5 * (n + 1), dtype=dtype)
             sums = buffer[:, : 4 * (n + 1)].view(rows, 2, 2, n + 1)
             sums[:, 0].view(rows, 2 * (n + 1)).scatter_add_(1, bins, shares.to(dtype))
@@ -1212,6 +1221,9 @@ def _aggregated_unbiased_lambdarank(
             plus = torch.einsum("nwi,nwl,nl->ni", won, pair, loser)
             minus = torch.einsum("nlj,nwl,nw->nj", lost, pair, winner)
             by_position = torch.stack([plus, minus], dim=1)  # [N, 2, n]: each list's S+, S-
+            # Finite: a list's S past the largest float, times a share 0 of its sessions, would
+            # be NaN (a NaN one, from unchecked input, counts for nothing).
+            by_position.nan_to_num_(0.0)
             if biases.match_exposure:  # the share of each list's sessions that show a position
                 views_by_position = (won + lost).sum(dim=1)  # [N, n]
                 top = views_by_position[:, :1]
@@ -1287,17 +1299,22 @@ def _add_statistics(biases: Any, batch: Tensor) -> None:
     two agree when every list shows every position). The four rows are summed over the
     ranks (one all-reduce) and added to their sums over the steps, each earlier step's
     weighted by ``momentum`` per step since (1: every step alike). A position with no statistic
-    or no
-    reference keeps its bias: there is nothing to estimate it from. Branch-free and in
+    or no reference keeps its bias: there is nothing to estimate it from. Branch-free and in
     place: a handful of launches per step.
+
+    The sums stay finite whatever a step adds: one past the largest value of their dtype
+    stays at that value (``inf`` would make the biases NaN and every later step fail), and
+    a NaN one (only from unchecked input, ``validate_args=False``) starts again from 0, its
+    position's biases kept.
     """
     batch = batch.to(biases.statistics.dtype)
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
     averaged = torch.add(batch, biases.statistics, alpha=biases.momentum, out=biases.statistics)
+    averaged.nan_to_num_(0.0)  # inf: the largest float
     statistic, reference = averaged[:2], averaged[2:]
-    known = torch.minimum(statistic, reference) > 0
+    known = torch.logical_and(statistic, reference)  # both positive: the sums are not negative
     estimate = (statistic / reference).pow_(1 / (1 + biases.bias_norm)).to(biases.t_plus.dtype)
     for row, bias in enumerate((biases.t_plus, biases.t_minus)):
         torch.where(known[row], estimate[row], bias, out=bias)
@@ -1453,8 +1470,11 @@ def pl_rank_loss(
     $1 - $ the mean nDCG@k of the sampled rankings: an unbiased estimate of
     $1 - \mathcal{R}$ (the value of the rankings drawn, not a function whose autograd
     gives the gradient; second derivatives are 0). The ranking-dependent parts are computed in
-    float64 where the device has it, on scores centred on each list's best; scores more than
-    650 below it count as 650 below there (a probability below $e^{-650}$).
+    float64 where the device has it, on scores centred on each list's best, and the
+    probabilities $\pi(d \mid y_{1:i-1})$ in log space: the estimate holds however far the
+    other scores trail the best (items 700 below it are ranked after it, and among themselves
+    by their own scores). Where the checks read the scores back (the CPU) and find every
+    list within 600 of its best, the same sums are taken in linear space, which is faster.
 
     ``weight`` multiplies each item's gain after the ideal DCG is taken (as for the other
     losses): $\rho_d = w_d G_d / Z$, e.g. inverse propensities of clicks. Lists with no
@@ -1513,7 +1533,8 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
     """
     scores, real = lists.scores, lists.mask
     if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
-        _validation.check_weight_scale(lists.gain_scale, scores.dtype, count=scores.shape[-1] + 1)
+        count = scores.shape[-1] + 1
+        _validation.check_weight_scale(1, lists.gain_scale, scores.dtype, count=count)
     detached = scores.detach()
     order = _gumbel_top_k(detached, real, lists.kmax, options.num_samples, options.generator)
     n, samples, kmax = order.shape
@@ -1521,10 +1542,7 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
     with torch.no_grad():
         keyed = (detached if real is None else detached.masked_fill(~real, -torch.inf)).to(acc)
         top = keyed.amax(-1, keepdim=True).nan_to_num(0.0, 0.0, 0.0)  # -inf in a list of padding
-        exps = (keyed - top).clamp(min=-650.0 if acc == torch.float64 else -80.0).exp()
-        if real is not None:
-            exps = torch.where(real, exps, 0)
-        exps = exps[:, None, :].expand(n, samples, length)
+        logits = (keyed - top)[:, None, :]  # the gaps to the list's best, -inf on padding
         theta = _kernels.position_discounts(kmax, options.discount, dtype=acc, device=scores.device)
         gains = lists.scaled_gains.to(acc)[:, None, :]  # rho
         reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
@@ -1532,24 +1550,88 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
         # Each item's position in each ranking, kmax where it was not drawn.
         positions = torch.arange(kmax, device=scores.device).expand_as(order)
         slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
-        # Sigma_i: the items drawn at i or below, plus those not drawn (summed, not subtracted).
-        denominators = exps.gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
-        if kmax < length:
-            denominators += exps.masked_fill(slot < kmax, 0).sum(-1, keepdim=True)
-        # 1 / Sigma_i, 0 past the real items (Sigma = 0); the floor keeps it finite elsewhere.
-        inverse = denominators.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)
-        weight_sums = (inverse * theta).cumsum_(-1)  # sum_{i <= r} theta_i / Sigma_i
-        reward_sums = inverse.mul_(to_go).cumsum_(-1)  # sum_{i <= r} to_go_i / Sigma_i
-        last = slot.clamp_(max=kmax - 1)  # the last position an item was still to be drawn at
+        # The estimate's second sum: in linear space where the checks read every list's scores
+        # back within `LINEAR_SPAN` of its best (the faster way), in log space elsewhere.
+        linear = lists.score_range is not None and lists.score_range <= LINEAR_SPAN
+        estimate = _probability_terms(
+            theta,
+            to_go,
+            gains,
+            logits,
+            order,
+            slot,
+            linear=linear and acc == torch.float64,
+            signed=callable(options.gain) or callable(options.discount),  # else not negative
+        )
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
-        estimate = torch.zeros_like(exps).scatter_(-1, order, following)
-        terms = weight_sums.gather(-1, last).mul_(gains).sub_(reward_sums.gather(-1, last))
-        estimate.addcmul_(terms, exps)
+        estimate.scatter_add_(-1, order, following)
     # (s.detach() - s) is 0 with slope -1: the loss's gradient is minus the estimate.
     surrogate = (estimate.mean(1).to(scores.dtype) * (detached - scores)).sum(-1)
     value = (1 - reward.sum(-1).mean(1)).to(scores.dtype)  # 1 - the mean nDCG@k drawn
     per_list = torch.where(lists.has_relevant, value + surrogate, 0)
     return _reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+
+
+# Scores at most this far below their list's best keep e^{-gap} and 1 / Sigma well inside
+# float64's range (e^-600 = 2.6e-261): PL-Rank's sums may be taken in linear space.
+LINEAR_SPAN = 600.0
+
+
+def _probability_terms(
+    theta: Tensor,
+    to_go: Tensor,
+    gains: Tensor,
+    logits: Tensor,
+    order: Tensor,
+    slot: Tensor,
+    *,
+    linear: bool,
+    signed: bool,
+) -> Tensor:
+    r"""$\sum_{i \le r_d} \pi(d \mid y_{1:i-1}) (\theta_i \rho_d - T_i)$ of every item $d$.
+
+    The discounts $\theta$ (``[K]``) and rewards to go $T_i = \sum_{j \ge i} \theta_j
+    \rho_{y_j}$ (``to_go``, ``[N, S, K]``) of the rankings drawn (``order``, ``[N, S, K]``),
+    the rewards $\rho$ (``gains``) and ``logits`` $s$ (``[N, 1, L]``, centred on each list's
+    best, ``-inf`` on padding) of the items, ``slot`` each item's position $r_d$ in each
+    ranking (``K`` where it was not drawn: its sums run to the last position, where it was
+    still to be drawn); ``[N, S, L]`` back. $\pi(d \mid y_{1:i-1}) = e^{s_d} / \Sigma_i$, with
+    $\Sigma_i$ the sum of $e^s$ over the items drawn at ``i`` or below and those not drawn.
+
+    Both sums over positions, of $\theta_i / \Sigma_i$ and $T_i / \Sigma_i$, are taken in log
+    space (``logcumsumexp``) and only their products with $e^{s_d}$ exponentiated, each term at
+    most $|\theta_i|$ or $|T_i|$: no $1 / \Sigma_i$ overflows and no $e^{s_d}$ underflows
+    however far the scores trail their best (e^-800 is 0 in float64, e^-800 / e^-805 is not).
+    ``linear``: as they read, where the caller knows every gap to be at most `LINEAR_SPAN` (in
+    float64). With ``signed`` the positive and negative values are summed apart in log space;
+    else none is negative.
+    """
+    kmax = order.shape[-1]
+    last = slot.clamp(max=kmax - 1)  # the last position an item was still to be drawn at
+    rest = None if kmax == slot.shape[-1] else slot == kmax  # the items not drawn
+    if linear:
+        exps = logits.exp()
+        sigma = exps.expand_as(slot).gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
+        if rest is not None:
+            sigma += torch.where(rest, exps, 0).sum(-1, keepdim=True)
+        inverse = sigma.reciprocal_().nan_to_num_(0.0, 0.0, 0.0)  # 0 past the real items
+        weight_sums = (inverse * theta).cumsum_(-1).gather(-1, last)
+        reward_sums = inverse.mul_(to_go).cumsum_(-1).gather(-1, last)
+        return weight_sums.mul_(gains).sub_(reward_sums).mul_(exps)
+    log_sigma = logits.expand_as(slot).gather(-1, order).flip(-1).logcumsumexp(-1).flip(-1)
+    if rest is not None:
+        log_rest = torch.where(rest, logits, -torch.inf).logsumexp(-1, keepdim=True)
+        log_sigma = torch.logaddexp(log_sigma, log_rest)
+    # log(1 / Sigma_i); -inf past the real items (Sigma = 0: nothing real is left to draw).
+    log_inverse = log_sigma.neg_().nan_to_num_(posinf=-torch.inf)
+    values = torch.stack([theta.expand_as(to_go), to_go])
+    if signed:
+        values = torch.cat([values.clamp(min=0), values.clamp(max=0).neg_()])
+    log_sums = (values.log_() + log_inverse).logcumsumexp(-1)
+    sums = (log_sums.gather(-1, last.expand(len(values), -1, -1, -1)) + logits).exp_()
+    if signed:
+        sums = sums[:2] - sums[2:]
+    return sums[0].mul_(gains).sub_(sums[1])  # weight sums times rho_d, less the reward sums
 
 
 PL_RANK = Loss(
