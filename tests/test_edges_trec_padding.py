@@ -250,13 +250,13 @@ def test_rows_of_from_trec_without_retrieved_point_to_it() -> None:
             {"q": {"d": 0.5}},
             {"q": {"d": "1"}},
             TypeError,
-            r"grade in `qrels` to be an integer, but query 'q' gives document 'd' '1' \(str\)",
+            r"grade in `qrels` to be a real number, but query 'q' gives document 'd' '1' \(str\)",
         ),
         (
             {"q": {"d": 0.5}},
-            {"q": {"d": 1.5}},
-            TypeError,
-            r"grade in `qrels` to be an integer, but query 'q' gives document 'd' 1\.5",
+            {"q": {"d": math.nan}},
+            ValueError,
+            r"`qrels` grades without NaN, but query 'q' gives document 'd' NaN",
         ),
         (
             {"q": {"d": "high"}},
@@ -268,7 +268,7 @@ def test_rows_of_from_trec_without_retrieved_point_to_it() -> None:
             {"q": {"d": math.nan}},
             {"q": {"d": 1}},
             ValueError,
-            r"`run` scores without NaN, but query 'q' scores document 'd' NaN",
+            r"`run` scores without NaN, but query 'q' gives document 'd' NaN",
         ),
         ({"q": [("d", 0.5)]}, {"q": {"d": 1}}, TypeError, r"`run` as \{query: \{doc: score\}\}"),
         ([("q", "d", 0.5)], {"q": {"d": 1}}, TypeError, r"`run` as .* or the path of a TREC"),
@@ -279,6 +279,16 @@ def test_tables_of_other_values_are_named(
 ) -> None:
     with pytest.raises(error, match=message):
         from_trec(run, qrels)
+
+
+def test_grades_of_integer_value_are_taken_and_fractional_ones_named() -> None:
+    """Grades as JSON and pandas give them (1.0) and numpy's integers are grades; a fractional
+    grade, which the integer labels would truncate, is named."""
+    rows = from_trec({"q": {"a": 0.5, "b": 0.2}}, {"q": {"a": 1.0, "b": np.int64(2)}})
+    assert rows.target.tolist() == [1, 2]
+    message = r"integer grades in `qrels`, as trec_eval reads them, but query 'q' gives .* 1\.5"
+    with pytest.raises(ValueError, match=message):
+        from_trec({"q": {"a": 0.5}}, {"q": {"a": 1.5}})
 
 
 def test_unpad_by_query_names_slots_outside_the_lists() -> None:

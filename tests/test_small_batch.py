@@ -1,10 +1,10 @@
 """The small-batch path of `ndcg` and `NDCG.update` (`torch_ndcg._small_batch`).
 
 Every test compares it with the general path (the small path switched off), to the rounding
-bound the module states (4 units in the last place of the result's dtype: the two paths' DCG
-products may sum in another order), and with the loop references of `tests/references.py`; the
-errors and the swapped-arguments hint must be those of the general path, and the path must be
-taken where it should.
+bound the module states (4 machine epsilons of the result's dtype, relative past 1: the two
+paths' DCG products may sum in another order), and with the loop references of
+`tests/references.py`; the errors and the swapped-arguments hint must be those of the general
+path, and the path must be taken where it should.
 
 A ``budget`` module: it switches private paths off and spies on them (tests/README.md).
 """

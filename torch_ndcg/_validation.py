@@ -915,11 +915,12 @@ def check_trec_source(name: str, source: Any) -> None:
 def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
     """``run`` maps queries to ``{doc: score}`` (real, not NaN), ``qrels`` to integer grades.
 
-    Integers (numpy's too) are grades, as trec_eval and pytrec_eval read them; any real number
-    is a score. NaN is no score: in `from_trec`'s rows it marks judged documents not retrieved.
+    Any real number (numpy's too) is a score; a grade is an integer, as trec_eval and
+    pytrec_eval read them, or a float of integer value (``1.0``, as JSON and pandas give
+    them). NaN is no score: in `from_trec`'s rows it marks judged documents not retrieved.
     """
-    tables = (("run", run, numbers.Real, "score"), ("qrels", qrels, numbers.Integral, "grade"))
-    for name, table, number, noun in tables:
+    tables = (("run", run, "score"), ("qrels", qrels, "grade"))
+    for name, table, noun in tables:
         for query, docs in table.items():
             if not isinstance(docs, Mapping):
                 raise TypeError(
@@ -927,16 +928,20 @@ def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
                     f"to {type(docs).__name__}."
                 )
             for doc, value in docs.items():
-                if not isinstance(value, number):
-                    wanted = "a real number" if name == "run" else "an integer"
+                if not isinstance(value, numbers.Real):
                     raise TypeError(
-                        f"Expected each {noun} in `{name}` to be {wanted}, but query {query!r} "
-                        f"gives document {doc!r} {value!r} ({type(value).__name__})."
+                        f"Expected each {noun} in `{name}` to be a real number, but query "
+                        f"{query!r} gives document {doc!r} {value!r} ({type(value).__name__})."
                     )
-                if name == "run" and math.isnan(value):
+                if math.isnan(value):
                     raise ValueError(
-                        f"Expected `run` scores without NaN, but query {query!r} scores "
+                        f"Expected `{name}` {noun}s without NaN, but query {query!r} gives "
                         f"document {doc!r} NaN."
+                    )
+                if name == "qrels" and not float(value).is_integer():
+                    raise ValueError(
+                        f"Expected integer grades in `qrels`, as trec_eval reads them, but "
+                        f"query {query!r} gives document {doc!r} {value!r}."
                     )
 
 

@@ -336,8 +336,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     ``"none"``, so every rank still gets every query's value) finishes: per-rank memory and
     work fall as ``1 / world``. The row counts travel beside a digest of the options that
     change the value (``k``, gain, discount, ``ties``, ``empty_target_action``,
-    ``ignore_index``, ``aggregation``, ``confidence`` and the bootstrap's, the rows' dtype; a
-    callable by name only): ranks built with other options raise ``ValueError`` together,
+    ``ignore_index``, ``aggregation``, ``confidence`` and the bootstrap's, the rows' dtype;
+    callables are not compared): ranks built with other options raise ``ValueError`` together,
     before any row moves. A custom ``dist_sync_fn`` gets
     torchmetrics' gather of the rows instead, unchecked; ``sync_on_compute=False`` gives each
     rank the value of its own rows. An error (``"error"``, an overflowing query) is raised on

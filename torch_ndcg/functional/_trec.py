@@ -109,8 +109,8 @@ def from_trec(
     Args:
         run: ``{query: {doc: score}}`` (as pytrec_eval and ranx take it) or the path of a TREC
             run file (``qid Q0 docno rank score tag``; the rank column is not read).
-        qrels: ``{query: {doc: grade}}`` (integer grades) or the path of a TREC qrels file
-            (``qid iteration docno grade``).
+        qrels: ``{query: {doc: grade}}`` (integer grades; ``1.0`` is one) or the path of a
+            TREC qrels file (``qid iteration docno grade``).
 
     Keyword Args:
         trec_eval_ties: rank as trec_eval does, ties included: each retrieved document's
@@ -126,10 +126,10 @@ def from_trec(
 
     Raises:
         ValueError: a file line without its columns, or whose score (run) or integer grade
-            (qrels) is not a number; a document listed twice for a query; a NaN score; a run
-            and qrels that share no judged query.
-        TypeError: a score that is not a real number, a grade that is not an integer, a
-            table that is not ``{query: {doc: value}}``, ``trec_eval_ties`` not a bool.
+            (qrels) is not a number; a document listed twice for a query; a NaN score or
+            grade; a fractional grade; a run and qrels that share no judged query.
+        TypeError: a score or grade that is not a real number, a table that is not
+            ``{query: {doc: value}}``, ``trec_eval_ties`` not a bool.
 
     Example:
         Query q1 retrieves d1 (grade 0) above d2 (grade 1); d3 (grade 2) is judged, not
