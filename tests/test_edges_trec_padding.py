@@ -341,17 +341,19 @@ def test_padded_labels_without_a_mask_are_an_error_not_a_number() -> None:
 
 
 def test_default_padding_per_dtype_and_an_explicit_padding_value() -> None:
+    """-1 where the dtype holds it; unsigned and bool values, whose padding would read as label
+    0, need an explicit padding value (before: 0, silently scored without the mask)."""
     qid = torch.tensor([1, 0, 1])
-    values = (
-        torch.tensor([0.5, 0.25, 0.75]),
-        torch.tensor([2, 1, 0], dtype=torch.int8),
-        torch.tensor([3, 4, 5], dtype=torch.uint8),
-        torch.tensor([True, True, True]),
-    )
-    padded, mask, _, _ = pad_by_query(qid, *values)
+    signed = (torch.tensor([0.5, 0.25, 0.75]), torch.tensor([2, 1, 0], dtype=torch.int8))
+    unsigned = (torch.tensor([3, 4, 5], dtype=torch.uint8), torch.tensor([True, True, True]))
+    padded, mask, _, _ = pad_by_query(qid, *signed)
     assert mask.tolist() == [[True, False], [True, True]]
-    assert [value[0, 1].item() for value in padded] == [-1.0, -1, 0, False]
-    explicit, _, _, _ = pad_by_query(qid, *values, padding_value=0)
+    assert [value[0, 1].item() for value in padded] == [-1.0, -1]
+    for value, dtype in zip(unsigned, ["torch.uint8", "torch.bool"], strict=True):
+        message = rf"`values\[1\]` of a dtype that holds the default padding -1, but got {dtype}"
+        with pytest.raises(ValueError, match=message):
+            pad_by_query(qid, signed[0], value)
+    explicit, _, _, _ = pad_by_query(qid, *signed, *unsigned, padding_value=0)
     assert [value[0, 1].item() for value in explicit] == [0.0, 0, 0, False]
 
 

@@ -870,9 +870,10 @@ def check_query_ids(name: str, ids: Any, *, scalar_hint: str = "") -> None:
 def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: Any) -> None:
     """``query_ids`` are query ids (`check_query_ids`); each of ``values`` a row per id.
 
-    ``padding_value`` is ``None`` (the default's per dtype) or a number that each value's
-    dtype holds (no -1 wrapped to 255 in uint8 or to ``True`` in bool, no 0.5 truncated to 0,
-    no float16 overflow to inf).
+    ``padding_value`` is ``None`` (the default, -1: for values of signed dtypes only, as an
+    unsigned or bool one would pad with a real label) or a number that each value's dtype holds
+    (no -1 wrapped to 255 in uint8 or to ``True`` in bool, no 0.5 truncated to 0, no float16
+    overflow to inf).
     """
     check_query_ids("query_ids", query_ids)
     if padding_value is not None and not isinstance(padding_value, numbers.Real):
@@ -892,6 +893,13 @@ def check_rows_by_query(query_ids: Any, values: tuple[Any, ...], padding_value: 
                 f"but got {value.device}."
             )
         dtype = value.dtype
+        if padding_value is None and not dtype.is_signed:
+            raise ValueError(
+                f"Expected `values[{i}]` of a dtype that holds the default padding -1, but got "
+                f"{dtype}: its padding would read as real items with label 0 wherever the `mask` "
+                "is forgotten. Convert it (`.long()`), or pass `padding_value=0` and give the "
+                "lists the returned `mask`."
+            )
         if padding_value is not None and not (
             (not math.isfinite(fill) or abs(fill) <= torch.finfo(dtype).max)
             if dtype.is_floating_point or dtype.is_complex

@@ -61,10 +61,9 @@ def pad_by_query(
         query_ids: ``[N]`` integer query id of each row.
         *values: tensors of a row per id, ``[N, ...]`` (scores, labels, features), on the
             device of ``query_ids``.
-        padding_value: the value of padded slots, in every value. Default ``None``: -1 in
-            every value whose dtype holds it (signed integers, floating and complex), 0
-            (``False``) in unsigned and bool values, which cannot mark padding: give their
-            lists the ``mask``.
+        padding_value: the value of padded slots, in every value. Default ``None``: -1,
+            for values of signed dtypes (signed integers, floating, complex); unsigned and
+            bool values, which cannot hold it, need an explicit one (and the ``mask``).
 
     Returns:
         `PaddedQueries`: the padded ``values`` (a tuple, one per input), the ``[Q, L]``
@@ -76,7 +75,7 @@ def pad_by_query(
             not a real number.
         ValueError: ``query_ids`` not 1-D; a value without a row per id or on another device;
             a ``padding_value`` that a value's dtype does not hold (-1 in uint8 or bool, 0.5 in
-            an integer dtype, 1e6 in float16).
+            an integer dtype, 1e6 in float16), or none given for an unsigned or bool value.
 
     Example:
         >>> import torch
@@ -119,10 +118,8 @@ def pad_by_query(
 
 
 def _padding(dtype: torch.dtype, padding_value: float | None) -> float:
-    """The value of padded slots of ``dtype``: ``padding_value``, or -1 where it is signed."""
-    if padding_value is not None:
-        return padding_value
-    return -1 if dtype.is_signed else 0
+    """The value of padded slots of ``dtype``: ``padding_value``, or -1 (signed: checked)."""
+    return -1 if padding_value is None else padding_value
 
 
 def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
