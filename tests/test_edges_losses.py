@@ -223,7 +223,7 @@ def _one_hot_counts(clicks: torch.Tensor, positions: torch.Tensor, n: int) -> An
 @pytest.mark.parametrize("entry", ["forward", "aggregated"])
 def test_scores_far_apart_never_corrupt_the_statistics(entry: str) -> None:
     """Float64 scores 2e39 apart: the pair losses (1e39) do not fit the float32 statistics.
-    The step is left out at the positions it would overflow, never inf or clipped (before:
+    The step is left out of the sums it would overflow, never inf or clipped (before:
     inf, and t_plus [nan, 1, nan, 1], after which every step raised, blaming `sigma`); the
     loss is that of the same loss in float64, and so are the statistics that fit."""
     loss_fn = UnbiasedLambdaRankLoss(num_positions=4)
@@ -237,7 +237,7 @@ def test_scores_far_apart_never_corrupt_the_statistics(entry: str) -> None:
 
     torch.testing.assert_close(step(loss_fn, FAR_APART), step(reference, FAR_APART))
     assert reference.statistics.abs().max() > FLOAT32_MAX  # the case: float32 cannot hold them
-    fits = (reference.statistics.abs() <= FLOAT32_MAX).all(0)  # the positions that fit
+    fits = reference.statistics <= FLOAT32_MAX  # the sums that fit
     expected = torch.where(fits, reference.statistics, 0).float()  # the others: as before, 0
     torch.testing.assert_close(loss_fn.statistics, expected)
     for bias in (loss_fn.t_plus, loss_fn.t_minus):
@@ -259,9 +259,9 @@ def test_scores_far_apart_never_corrupt_the_statistics(entry: str) -> None:
 
 
 def test_an_unchecked_nan_score_leaves_the_biases_finite() -> None:
-    """With the checks off a NaN score gives a NaN loss; the step is left out at the
-    positions it touches (before: NaN statistics, and NaN biases from then on), so the
-    statistics and biases stay as they were."""
+    """With the checks off a NaN score gives a NaN loss; the step is left out of the sums it
+    touches (before: NaN statistics, and NaN biases from then on), so the statistics and
+    biases stay finite and as they were."""
     loss_fn = UnbiasedLambdaRankLoss(num_positions=4, validate_args=False)
     preds = torch.tensor([[0.5, 0.1, -0.3, 0.2]])
     loss_fn(preds, CLICKS, POSITIONS)

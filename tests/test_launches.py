@@ -108,9 +108,10 @@ def test_debiased_lambdarank_step_within_a_fifth_of_a_plain_one() -> None:
     unbiased = UnbiasedLambdaRankLoss(num_positions=length, validate_args=False)
     base = launches(lambda: plain(preds, clicks, positions >= 0).backward())
     debiased = launches(lambda: unbiased(preds, clicks, positions).backward())
-    assert debiased.launches <= 1.2 * base.launches
+    # 1.2x plus the one comparison that keeps a step that would overflow a sum out of it
+    assert debiased.launches <= 1.2 * base.launches + 1
     # today's count (84 plain; 3 of them for the references R, 1 to count each click alike:
-    # the statistics times each list's ideal DCG)
-    assert debiased.launches <= 100
+    # the statistics times each list's ideal DCG, 1 to keep overflowing sums out)
+    assert debiased.launches <= 101
     assert debiased.largest_output <= 2 * _pairwise.ACCELERATOR_BLOCK_ELEMENTS
     assert debiased.peak_bytes <= 1.05 * base.peak_bytes

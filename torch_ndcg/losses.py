@@ -393,9 +393,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
     one process would learn from the whole batch. The biases and statistics are buffers:
     ``state_dict`` checkpoints them and ``.to()`` moves them (a cast to float16 or bfloat16 leaves
     the sums ``statistics`` in float32); they are sized by ``num_positions``, fixed when the loss
-    is made. The sums never become ``inf`` or NaN: a step that would take a position's sums past
-    the largest value of their dtype (or to NaN, from unchecked input only) is left out at that
-    position, whose statistics and bias stay as they were. Positions are 0-based
+    is made. The sums never become ``inf`` or NaN: a step that would take one past the largest
+    value of its dtype (or to NaN, from unchecked input only) is left out of that sum, which
+    stays as it was. Positions are 0-based
     (0 = top), $t^\pm_0 = 1$; a position whose statistic is still 0 keeps its bias (1 at the
     start).
 

@@ -1302,18 +1302,19 @@ def _add_statistics(biases: Any, batch: Tensor) -> None:
     or no reference keeps its bias: there is nothing to estimate it from. Branch-free and in
     place: a handful of launches per step.
 
-    The sums stay finite and true: a step that would take a position's sums past the largest
-    value of their dtype (float64 scores so far apart that a pair's loss does not fit the
+    The sums stay finite and unclipped: a step that would take one of the sums past the
+    largest value of its dtype (float64 scores so far apart that a pair's loss does not fit the
     float32 statistics) or to NaN (only from unchecked input, ``validate_args=False``) is left
-    out at that position, whose statistics and biases stay as they were (``inf`` would make the
-    biases NaN and every later step fail; a sum clipped to the largest value would skew them).
+    out of that sum, which stays as it was (``inf`` would make the biases NaN and every later
+    step fail; a sum clipped to the largest value would skew them for good): one comparison
+    and one select, a launch more than clipping.
     """
     batch = batch.to(biases.statistics.dtype)
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         batch = batch.contiguous()
         dist.all_reduce(batch)
     summed = torch.add(batch, biases.statistics, alpha=biases.momentum)
-    counted = summed.isfinite().all(0)  # per position: all four sums
+    counted = summed <= torch.finfo(summed.dtype).max  # False for inf and NaN
     averaged = torch.where(counted, summed, biases.statistics, out=biases.statistics)
     statistic, reference = averaged[:2], averaged[2:]
     known = torch.logical_and(statistic, reference)  # both positive: the sums are not negative
