@@ -108,18 +108,14 @@ def pad_by_query(
     )
     slots = torch.empty_like(grouped).index_copy_(0, grouping.order, grouped)
     mask = torch.arange(width, device=device) < sizes[:, None]
+    fill = -1 if padding_value is None else padding_value  # -1: signed values only (checked)
     padded = tuple(
-        value.new_full((mask.numel(), *value.shape[1:]), _padding(value.dtype, padding_value))
+        value.new_full((mask.numel(), *value.shape[1:]), fill)
         .index_copy(0, slots, value)
         .view(*mask.shape, *value.shape[1:])
         for value in values
     )
     return PaddedQueries(padded, mask, grouping.ids, slots)
-
-
-def _padding(dtype: torch.dtype, padding_value: float | None) -> float:
-    """The value of padded slots of ``dtype``: ``padding_value``, or -1 (signed: checked)."""
-    return -1 if padding_value is None else padding_value
 
 
 def unpad_by_query(padded: Tensor, slots: Tensor) -> Tensor:
