@@ -42,6 +42,14 @@ step on the same clicks (all with ``weighting="lambdarank"``, 16 x 1,024 by defa
 Run: ``python benchmarks/bench_losses.py`` (under ``flock`` on a shared machine; ``--device cuda``
 on a GPU); ``python benchmarks/bench_losses.py --plot bench_losses.png`` for the scaling plot;
 ``python benchmarks/bench_losses.py --debiased`` for the debiased step.
+
+Against the peers. ``--peers`` times, in one process on one thread, each loss at its defaults
+(checks on) against its allRank peer at its defaults (``LambdaRankLoss`` against ``lambdaLoss``,
+``ApproxNDCGLoss`` against ``approxNDCGLoss``, ``NeuralNDCGLoss`` against ``neuralNDCG``,
+``SoftmaxLoss`` and ``XENDCGLoss`` against ``listNet``, ``RankNetLoss`` against ``rankNet``,
+``ListMLELoss`` against ``listMLE``), forward + backward, interleaved (``--rounds``), at 8 x 10,
+64 x 128 and 16 x 1,024 (or ``--cases``), and prints the speed-up (allRank's time over ours):
+``python benchmarks/bench_losses.py --peers``.
 """
 
 from __future__ import annotations
@@ -352,6 +360,93 @@ def debiased_vs_plain(cases: list[tuple[int, int]], device_name: str, rounds: in
         )
 
 
+PEER_CASES = [(8, 10), (64, 128), (16, 1_024)]
+# Each loss at its defaults against its allRank peer at its defaults (the names are allRank's).
+PEERS = (
+    ("LambdaRankLoss", "lambdaLoss"),
+    ("ApproxNDCGLoss", "approxNDCGLoss"),
+    ("NeuralNDCGLoss", "neuralNDCG"),
+    ("SoftmaxLoss", "listNet"),
+    ("XENDCGLoss", "listNet"),
+    ("RankNetLoss", "rankNet"),
+    ("ListMLELoss", "listMLE"),
+)
+
+
+def _interleaved_per_call_ms(steps: dict[str, Any], preds: Any, rounds: int) -> dict[str, float]:
+    """Best time per call of each forward + backward step, the steps interleaved.
+
+    Each round times a batch of calls of each step in turn (calls enough for about 20 ms):
+    a short step is timed over many calls, and a change of the machine's load falls on both.
+    """
+    import time
+
+    def step_of(loss_fn: Any) -> Any:
+        def step() -> None:
+            preds.grad = None
+            loss_fn().backward()
+
+        return step
+
+    calls = {}
+    for name, loss_fn in steps.items():
+        step = step_of(loss_fn)
+        step()
+        start = time.perf_counter()
+        step()
+        calls[name] = max(1, int(0.02 / max(time.perf_counter() - start, 1e-6)))
+    times = {name: float("inf") for name in steps}
+    for _ in range(rounds):
+        for name, loss_fn in steps.items():
+            step = step_of(loss_fn)
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                step()
+            times[name] = min(times[name], (time.perf_counter() - start) / calls[name] * 1e3)
+    return times
+
+
+def against_peers(cases: list[tuple[int, int]], allrank_path: str, rounds: int) -> None:
+    """Each loss at its defaults against its allRank peer: interleaved, one thread; print speed.
+
+    Both take the same float32 scores; ours the int64 labels, allRank the same labels as float
+    (as each library's documentation passes them). The speed-up is the peer's best time over
+    ours (above 1: ours is faster), each the best of ``rounds`` interleaved rounds.
+    """
+    import torch
+
+    import torch_ndcg
+
+    allrank = import_allrank(allrank_path)
+    if allrank is None:
+        raise SystemExit(f"--peers needs allRank at --allrank-path ({allrank_path})")
+    print("| loss | allRank peer | B x L | ours | allRank | speed-up |")
+    print("|---|---|---|---:|---:|---:|")
+    for ours_name, peer_name in PEERS:
+        ours_loss = getattr(torch_ndcg, ours_name, None)
+        if ours_loss is None:
+            continue
+        ours, peer = ours_loss(), getattr(allrank, peer_name)
+        for batch, length in cases:
+            if peer_name == "neuralNDCG" and batch * length * length > 2**20:
+                continue  # allRank's neuralNDCG takes over a minute a step at 16 x 1,024
+            generator = torch.Generator().manual_seed(0)
+            preds = torch.randn(batch, length, generator=generator).requires_grad_()
+            labels = torch.randint(0, 5, (batch, length), generator=generator)
+            float_labels = labels.float()
+            steps = {
+                "ours": functools.partial(ours, preds, labels),
+                "peer": functools.partial(peer, preds, float_labels),
+            }
+            times = _interleaved_per_call_ms(steps, preds, rounds)
+            print(
+                f"| `{ours_name}` | `{peer_name}` | {batch} x {length:,} | "
+                f"{times['ours']:.3f} ms | {times['peer']:.3f} ms | "
+                f"{times['peer'] / times['ours']:.2f}x |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "B", "L"))
@@ -369,7 +464,10 @@ def main() -> None:
     parser.add_argument(
         "--debiased", action="store_true", help="debiased and IPS steps against a plain one"
     )
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (--debiased)")
+    parser.add_argument(
+        "--peers", action="store_true", help="each loss against its allRank peer, one thread"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args()
     if args.worker:
         name, batch, length = args.worker
@@ -379,6 +477,8 @@ def main() -> None:
     import torch
     from _timing import describe
 
+    if args.peers:
+        torch.set_num_threads(1)
     have_allrank = import_allrank(args.allrank_path) is not None
     device = torch.device(args.device)
     description = f"torch {torch.__version__}, {describe(device)}, allRank: {have_allrank}"
@@ -387,6 +487,9 @@ def main() -> None:
     cases = CASES
     if args.cases:
         cases = [(int(b), int(n)) for b, n in (case.split("x") for case in args.cases)]
+    if args.peers:
+        against_peers(cases if args.cases else PEER_CASES, args.allrank_path, args.rounds)
+        return
     if args.debiased:
         debiased_vs_plain(cases if args.cases else [(16, 1_024)], args.device, args.rounds)
         return
