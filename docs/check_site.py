@@ -227,8 +227,12 @@ def main(argv: list[str] | None = None) -> int:
             for page in pages:
                 failed.clear()
                 console.clear()
-                tab.goto(page_url(site, page, base), wait_until="networkidle")
-                info = tab.evaluate(INSPECT)
+                written = set(re.findall(r'\bid="([^"]+)"', page.read_text("utf-8")))
+                for _ in range(3):  # a long page is sometimes shown cut short: load it again
+                    tab.goto(page_url(site, page, base), wait_until="networkidle")
+                    info = tab.evaluate(INSPECT)
+                    if written <= set(info["ids"]):
+                        break
                 name = page.relative_to(site).with_suffix("").as_posix()
                 name = name.removesuffix("/index").removesuffix("index") or "index"
                 shot = args.screenshots / f"{name.replace('/', '-')}.png"
@@ -236,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 ids[page] = set(info["ids"])
                 links[page] = info["links"]
                 problems[page] = page_problems(info, list(failed), list(console))
+                if missing := written - ids[page]:
+                    problems[page].append(f"{len(missing)} ids of the HTML not in the page shown")
                 summary[page] = (
                     f"{name}: {len(info['images'])} images, {len(info['links'])} links, "
                     f"{info['math']} formulas ({info['mathBlocks']} display), "
