@@ -22,8 +22,8 @@ processes run this script's steps, one with ``PYTHONPATH`` set to a temporary ``
 of ``REF``, one with this checkout's package; each timed batch of calls of the one is followed
 by the same batch of the other (so a change of the machine's load falls on both), and the
 ``after / before`` ratio of the medians is printed per row.
-``python benchmarks/bench_host.py --baseline f96d896`` compares with the code
-before the checked-configuration work (issue 17).
+``--baseline "$(git rev-list -1 --before=2026-11-22T19:55:07Z HEAD)"`` compares with the
+library of 2026-11-22, before its checked configurations.
 """
 
 from __future__ import annotations
