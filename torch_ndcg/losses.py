@@ -8,22 +8,15 @@ from torch import Tensor, nn
 
 from torch_ndcg import _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
-from torch_ndcg.functional._click_losses import (
-    UNBIASED_CHECKS,
-    ClickBiases,
-    _aggregated_unbiased_lambdarank,
-    _unbiased_lambdarank,
+from torch_ndcg.functional import (
+    _click_losses,
+    _pairwise_losses,
+    _pl_rank,
+    _smooth_losses,
+    _softmax_losses,
 )
+from torch_ndcg.functional._click_losses import ClickBiases
 from torch_ndcg.functional._loss_input import Checks, LossOptions, check_options
-from torch_ndcg.functional._pairwise_losses import LAMBDARANK_CHECKS, _lambdarank
-from torch_ndcg.functional._pl_rank import PL_RANK_CHECKS, PL_RANK_PORTED_NAMES, _pl_rank
-from torch_ndcg.functional._smooth_losses import APPROX_CHECKS, NEURAL_CHECKS, _approx, _neural
-from torch_ndcg.functional._softmax_losses import (
-    _CROSS_ENTROPY_PORTED_NAMES,
-    SOFTMAX_CHECKS,
-    _softmax,
-    _xe_ndcg,
-)
 
 __all__ = [
     "ApproxNDCGLoss",
@@ -125,7 +118,7 @@ class LambdaRankLoss(_RankingLoss):
         tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
     """
 
-    _checks = LAMBDARANK_CHECKS
+    _checks = _pairwise_losses.LAMBDARANK_CHECKS
     _shown = ("k", "sigma", "weighting", "mu")
     sigma, weighting, mu = _option("sigma"), _option("weighting"), _option("mu")
 
@@ -159,7 +152,7 @@ class LambdaRankLoss(_RankingLoss):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return _lambdarank(preds, target, mask, weight, self.options)
+        return _pairwise_losses._lambdarank(preds, target, mask, weight, self.options)
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -189,7 +182,7 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
-    _checks = APPROX_CHECKS
+    _checks = _smooth_losses.APPROX_CHECKS
     _shown = ("temperature", "k")
     temperature = _option("temperature")
 
@@ -220,17 +213,17 @@ class ApproxNDCGLoss(_RankingLoss):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return _approx(preds, target, mask, weight, self.options)
+        return _smooth_losses._approx(preds, target, mask, weight, self.options)
 
 
 class _ListwiseModule(_RankingLoss):
     """`SoftmaxLoss` and `XENDCGLoss`: the options they share; no cut-off and no discount."""
 
-    _checks = SOFTMAX_CHECKS
+    _checks = _softmax_losses.SOFTMAX_CHECKS
     _shown = ("gain",)
     k, discount = _no_option("k"), _no_option("discount")
 
-    @_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+    @_validation.names_ported_keywords(_softmax_losses._CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -278,7 +271,7 @@ class SoftmaxLoss(_ListwiseModule):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return _softmax(preds, target, mask, weight, self.options)
+        return _softmax_losses._softmax(preds, target, mask, weight, self.options)
 
 
 class XENDCGLoss(_ListwiseModule):
@@ -304,13 +297,8 @@ class XENDCGLoss(_ListwiseModule):
     """
 
     def forward(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None = None,
-        weight: Tensor | None = None,
-        *,
-        noise: Tensor | None = None,
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None, *, noise: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
         r"""Loss of ``[..., L]`` scores against labels, as `xe_ndcg_loss`.
@@ -319,7 +307,9 @@ class XENDCGLoss(_ListwiseModule):
         ``None``: torch's default generator), or given as ``noise`` (``[..., L]``, in
         $[0, 1]$).
         """
-        return _xe_ndcg(preds, target, mask, weight, self.options, (noise, generator))
+        return _softmax_losses._xe_ndcg(
+            preds, target, mask, weight, self.options, (noise, generator)
+        )
 
 
 class NeuralNDCGLoss(_RankingLoss):
@@ -355,7 +345,7 @@ class NeuralNDCGLoss(_RankingLoss):
         tensor(0.8262)
     """
 
-    _checks = NEURAL_CHECKS
+    _checks = _smooth_losses.NEURAL_CHECKS
     _shown = ("temperature", "k", "max_iter", "tol")
     temperature, max_iter, tol = _option("temperature"), _option("max_iter"), _option("tol")
 
@@ -389,7 +379,7 @@ class NeuralNDCGLoss(_RankingLoss):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return _neural(preds, target, mask, weight, self.options)
+        return _smooth_losses._neural(preds, target, mask, weight, self.options)
 
 
 class UnbiasedLambdaRankLoss(_RankingLoss):
@@ -508,7 +498,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    _checks = UNBIASED_CHECKS
+    _checks = _click_losses.UNBIASED_CHECKS
     _shown = ("num_positions", "k", "sigma", "bias_norm", "momentum", "match_exposure")
     sigma, match_exposure = _option("sigma"), _option("match_exposure")
     bias_norm = _option("bias_norm", "The non-negative $p$ of the bias update; checked when set.")
@@ -568,11 +558,7 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
 
     def forward(
-        self,
-        preds: Tensor,
-        clicks: Tensor,
-        positions: Tensor,
-        mask: Tensor | None = None,
+        self, preds: Tensor, clicks: Tensor, positions: Tensor, mask: Tensor | None = None
     ) -> Tensor:
         """Loss of ``[..., L]`` scores on 0/1 ``clicks`` of items shown at ``positions``.
 
@@ -581,14 +567,12 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         the loss is computed (the loss uses the biases from before the step).
         """
         biases = ClickBiases(self.t_plus, self.t_minus, self.statistics, self._edge, self.training)
-        return _unbiased_lambdarank(preds, clicks, positions, mask, self.options, biases)
+        return _click_losses._unbiased_lambdarank(
+            preds, clicks, positions, mask, self.options, biases
+        )
 
     def aggregated(
-        self,
-        preds: Tensor,
-        clicks: Tensor,
-        views: Tensor,
-        mask: Tensor | None = None,
+        self, preds: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None = None
     ) -> Tensor:
         r"""The loss of ``[..., L]`` scores on sessions summed per item and position.
 
@@ -659,7 +643,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             tensor(1.9387)
         """
         biases = ClickBiases(self.t_plus, self.t_minus, self.statistics, self._edge, self.training)
-        return _aggregated_unbiased_lambdarank(preds, clicks, views, mask, self.options, biases)
+        return _click_losses._aggregated_unbiased_lambdarank(
+            preds, clicks, views, mask, self.options, biases
+        )
 
     def _apply(self, fn: Any, recurse: bool = True) -> "UnbiasedLambdaRankLoss":
         """``.to()``, ``.half()``, ...; ``statistics`` keeps at least float32 (and its values).
@@ -711,11 +697,11 @@ class PLRankLoss(_RankingLoss):
         tensor(True)
     """
 
-    _checks = PL_RANK_CHECKS
+    _checks = _pl_rank.PL_RANK_CHECKS
     _shown = ("k", "num_samples")
     num_samples, generator = _option("num_samples"), _option("generator")
 
-    @_validation.names_ported_keywords(PL_RANK_PORTED_NAMES)
+    @_validation.names_ported_keywords(_pl_rank.PL_RANK_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -743,4 +729,4 @@ class PLRankLoss(_RankingLoss):
         ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
-        return _pl_rank(preds, target, mask, weight, self.options)
+        return _pl_rank._pl_rank(preds, target, mask, weight, self.options)

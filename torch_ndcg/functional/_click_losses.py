@@ -13,15 +13,15 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _kernels, _options, _validation
-from torch_ndcg.functional._loss_input import Checks, LossOptions, prepare, reduce
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._pairwise_losses import LAMBDARANK_CHECKS, lambda_pairs
 
-_non_negative = functools.partial(_validation.check_positive, allow_zero=True)
 # The debiased loss: LambdaRank's options (its weighting and mu fixed) and those of its biases.
 UNBIASED_CHECKS: Checks = {
     **LAMBDARANK_CHECKS,
     "num_positions": _validation.check_positive_int,
-    "bias_norm": _non_negative,
+    "bias_norm": functools.partial(_validation.check_positive, allow_zero=True),
     "momentum": _validation.check_fraction,
     "match_exposure": _validation.check_bool,
 }
@@ -46,11 +46,7 @@ class ClickBiases(NamedTuple):
 
 
 def _unbiased_lambdarank(
-    preds: Tensor,
-    clicks: Tensor,
-    positions: Tensor,
-    mask: Tensor | None,
-    options: LossOptions,
+    preds: Tensor, clicks: Tensor, positions: Tensor, mask: Tensor | None, options: LossOptions,
     biases: ClickBiases,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.forward` with checked ``options``.
@@ -76,7 +72,7 @@ def _unbiased_lambdarank(
     shown = positions != _options.NOT_SHOWN
     taken = shown if real is None else real & shown
     checks = _validation.value_checks(extra)  # None where there is none
-    lists = prepare(preds, clicks, taken, None, options, checks)
+    lists = _loss_input.prepare(preds, clicks, taken, None, options, checks)
     n, length = options.num_positions, preds.shape[-1]
     # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
     # shown fall in bins 0 and n + 1, which weigh nothing and are dropped from the sums.
@@ -123,23 +119,19 @@ def _unbiased_lambdarank(
     counted = lists.has_relevant
     if options.reduction == "mean" and (callable(options.gain) or callable(options.discount)):
         counted = shown_bins.masked_fill(unclicked, 0).any(dim=-1)
-    return reduce(per_list, counted, options.reduction, lists.leading_shape)
+    return _loss_input.reduce(per_list, counted, options.reduction, lists.leading_shape)
 
 
 def _aggregated_unbiased_lambdarank(
-    preds: Tensor,
-    clicks: Tensor,
-    views: Tensor,
-    mask: Tensor | None,
-    options: LossOptions,
+    preds: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None, options: LossOptions,
     biases: ClickBiases,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.aggregated` with checked ``options``."""
     _validation.check_click_tensor("preds", preds, kind="floating")
     length, n = preds.shape[-1], options.num_positions
     counts = preds.detach()[..., None].expand(*preds.shape, n)  # a view: the counts' shape
+    of = "preds` and `num_positions"
     for name, value in (("clicks", clicks), ("views", views)):
-        of = "preds` and `num_positions"
         _validation.check_click_tensor(name, value, counts, kind="floating", of=of)
     _validation.check_mask(mask, preds)  # metadata: checked with or without values
     dtype = preds.dtype
@@ -194,7 +186,7 @@ def _aggregated_unbiased_lambdarank(
     # ranked (checked counts: a click is on an item with views, and no count is negative).
     has_click = won.sum(dim=(-1, -2)) > 0
     per_list = torch.where(has_click, per_list, 0)
-    return reduce(per_list, has_click, options.reduction, preds.shape[:-1])
+    return _loss_input.reduce(per_list, has_click, options.reduction, preds.shape[:-1])
 
 
 def _check_click_counts(
@@ -217,33 +209,16 @@ def _check_click_counts(
     floor = low.new_tensor([-torch.finfo(scores.dtype).max, 0, 0])
     found = torch.where(low < floor, low, high)
     excess = (counts[0] - counts[1]).amax()
+    ok = "non-negative and finite"
+    rows = [("preds", "scores", "finite"), ("clicks", "counts", ok), ("views", "counts", ok)]
     checks = []
-    counted = "non-negative and finite"
-    rows = [
-        ("preds", "scores", "finite"),
-        ("clicks", "counts", counted),
-        ("views", "counts", counted),
-    ]
     for row, (name, noun, expected) in enumerate(rows):
-        checks += [
-            (
-                low[row] == low[row],
-                low[row],
-                f"Expected `{name}` to contain no NaN, but found NaN {noun}.",
-            ),
-            (
-                (low[row] >= floor[row]) & (high[row] < torch.inf),
-                found[row],
-                f"Expected `{name}` to be {expected}, but found {{found}}.",
-            ),
-        ]
-    checks.append(
-        (
-            ~(excess > 0),  # NaN (inf - inf): named by the checks above
-            excess,
-            "Expected `clicks` to be at most `views`, but found clicks above views by {found}.",
-        )
-    )
+        nan = f"Expected `{name}` to contain no NaN, but found NaN {noun}."
+        bad = f"Expected `{name}` to be {expected}, but found {{found}}."
+        within = (low[row] >= floor[row]) & (high[row] < torch.inf)
+        checks += [(low[row] == low[row], low[row], nan), (within, found[row], bad)]
+    above = "Expected `clicks` to be at most `views`, but found clicks above views by {found}."
+    checks.append((~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
     _validation.resolve_checks(_validation.value_checks(checks))
 
 

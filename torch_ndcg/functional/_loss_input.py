@@ -58,11 +58,7 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
     given.setdefault("k", 1)
     given.setdefault("discount", "log2")
     given["k"] = _validation.check_loss_options(
-        given["k"],
-        given["gain"],
-        given["discount"],
-        given["reduction"],
-        given["ignore_index"],
+        given["k"], given["gain"], given["discount"], given["reduction"], given["ignore_index"],
         given["validate_args"],
     )
     return LossOptions(**given)
@@ -103,11 +99,7 @@ class LossInput(NamedTuple):
 
 
 def prepare(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    weight: Tensor | None,
-    options: LossOptions,
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
     extra_checks: _host.DeferredCheck | None = None,
 ) -> LossInput:
     """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.

@@ -11,25 +11,15 @@ from torch import Tensor
 
 from torch_ndcg import _fast_paths, _kernels, _pairwise, _validation
 from torch_ndcg._options import WEIGHTINGS, Discount, Gain, Reduction, Weighting
-from torch_ndcg.functional._loss_input import (
-    Checks,
-    LossInput,
-    LossOptions,
-    check_options,
-    check_scale,
-    prepare,
-    reduce,
-    score_range,
-)
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
 __all__ = ["lambdarank_loss"]
 
 _non_negative = functools.partial(_validation.check_positive, allow_zero=True)
 _weighting = functools.partial(_validation.check_option, allowed=WEIGHTINGS, callable_ok=False)
 LAMBDARANK_CHECKS: Checks = {
-    "sigma": _validation.check_positive,
-    "weighting": _weighting,
-    "mu": _non_negative,
+    "sigma": _validation.check_positive, "weighting": _weighting, "mu": _non_negative
 }
 
 
@@ -132,7 +122,7 @@ def lambdarank_loss(
         >>> lambdarank_loss(preds, target)
         tensor(0.4847)
     """
-    options = check_options(
+    options = _loss_input.check_options(
         LAMBDARANK_CHECKS, k=k, sigma=sigma, weighting=weighting, mu=mu, gain=gain,
         discount=discount, reduction=reduction, ignore_index=ignore_index,
         validate_args=validate_args)
@@ -143,17 +133,13 @@ def _lambdarank(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`lambdarank_loss` with checked ``options``, reduced (see `lambda_pairs`)."""
-    lists = prepare(preds, target, mask, weight, options)
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
     return lambda_pairs(lists, options, reduction=options.reduction)[0]
 
 
 def lambda_pairs(
-    lists: LossInput,
-    options: LossOptions,
-    *,
-    item_factor: Tensor | None = None,
-    item_losses: bool = False,
-    reduction: str | None = None,
+    lists: LossInput, options: LossOptions, *, item_factor: Tensor | None = None,
+    item_losses: bool = False, reduction: str | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     r"""The LambdaLoss of every list of checked input: ``([N]`` losses, item shares or ``None)``.
 
@@ -170,12 +156,12 @@ def lambda_pairs(
         # A pair's weight is at most 1 (+ mu with NDCG-Loss2 terms), times the largest weight
         # and the factors of its items; its loss at most the weight times sigma * range + log 2,
         # its slope the weight times sigma; at most L^2 pairs.
-        span = score_range(lists)
+        span = _loss_input.score_range(lists)
         weight_bound: float | Tensor = 1 + (mu if weighting != "lambdarank" else 0)
         if item_factor is not None:
             weight_bound = weight_bound * item_factor.amax().double().square()
         pair_bound = weight_bound * (sigma * (span + 1) + 1)
-        check_scale(lists, "sigma", sigma, pair_bound, length * length)
+        _loss_input.check_scale(lists, "sigma", sigma, pair_bound, length * length)
 
     # Current ranking: position = rank (ties in order of appearance, padding last). Every
     # position is wanted: `stable_descending_order` of the whole length is this one sort.
@@ -194,22 +180,16 @@ def lambda_pairs(
         options.discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
     )
     if dense:
+        # The square table (tables[3]) is built for the dense paths only. Checked scores are
+        # finite: a list with no relevant item, whose gains are all 0, sums finite terms times 0
+        # weights, which is 0 already. The reduction is given: only the factors' loss (unreduced)
+        # takes the blocks.
+        unchecked = None if options.validate_args else lists.has_relevant
+        grad = torch.is_grad_enabled() and scores.requires_grad
         loss: Tensor = _pairwise.DensePairwiseLogistic.apply(  # type: ignore[no-untyped-call]
             scores,
-            (
-                order,
-                ranked_gains,
-                ranked_real,
-                tables[3],  # the square table, built for the dense paths only
-                # Checked scores are finite: a list with no relevant item, whose gains are all
-                # 0, sums finite terms times 0 weights, which is 0 already.
-                None if options.validate_args else lists.has_relevant,
-                lists.has_relevant,
-                sigma,
-                reduction,  # given: only the factors' loss (unreduced) takes the blocks
-                lists.leading_shape,
-                torch.is_grad_enabled() and scores.requires_grad,
-            ),
+            (order, ranked_gains, ranked_real, tables[3], unchecked, lists.has_relevant, sigma,
+             reduction, lists.leading_shape, grad),
         )
         return loss, None
     shares = None
@@ -221,16 +201,11 @@ def lambda_pairs(
         # Back to the input's item order.
         shares = shares.scatter(-1, order, shares) if item_losses else None
     else:
+        grad = torch.is_grad_enabled() and ranked_scores.requires_grad
         per_list = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
-            ranked_scores,
-            ranked_gains,
-            ranked_real,
-            tables[:3],
-            rows,
-            torch.is_grad_enabled() and ranked_scores.requires_grad,
-            sigma,
+            ranked_scores, ranked_gains, ranked_real, tables[:3], rows, grad, sigma
         )
     per_list = torch.where(lists.has_relevant, per_list, 0)
     if reduction is not None:
-        per_list = reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
+        per_list = _loss_input.reduce(per_list, lists.has_relevant, reduction, lists.leading_shape)
     return per_list, shares

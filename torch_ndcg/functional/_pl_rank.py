@@ -5,14 +5,8 @@ from torch import Tensor
 
 from torch_ndcg import _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
-from torch_ndcg.functional._loss_input import (
-    Checks,
-    LossOptions,
-    check_options,
-    prepare,
-    reduce,
-    score_range,
-)
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossOptions
 
 __all__ = ["pl_rank_loss", "sample_rankings"]
 
@@ -22,16 +16,12 @@ PL_RANK_PORTED_NAMES = {
     "cutoff": "`k` (PL-Rank's `cutoff`)",
 }
 PL_RANK_CHECKS: Checks = {
-    "num_samples": _validation.check_positive_int,
-    "generator": _validation.check_generator,
+    "num_samples": _validation.check_positive_int, "generator": _validation.check_generator
 }
 
 
 def _gumbel_top_k(
-    scores: Tensor,
-    real: Tensor | None,
-    kmax: int,
-    num_samples: int,
+    scores: Tensor, real: Tensor | None, kmax: int, num_samples: int,
     generator: torch.Generator | None,
 ) -> Tensor:
     """``[N, num_samples, kmax]`` rankings of ``[N, L]`` scores drawn from softmax(scores).
@@ -213,7 +203,7 @@ def pl_rank_loss(
         >>> round(loss.item(), 2), preds.grad.round(decimals=2)
         (0.19, tensor([-0.0900,  0.0900]))
     """
-    options = check_options(
+    options = _loss_input.check_options(
         PL_RANK_CHECKS, k=k, num_samples=num_samples, generator=generator, gain=gain,
         discount=discount, reduction=reduction, ignore_index=ignore_index,
         validate_args=validate_args)
@@ -228,7 +218,7 @@ def _pl_rank(
     PL-Rank-3's ``[N, L]`` estimate of the expected DCG's gradient and the ``[N]`` mean DCG
     come from ``[N, S, K]`` rankings drawn (``order``): every tensor is ``O(N S L)``.
     """
-    lists = prepare(preds, target, mask, weight, options)
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
     scores, real = lists.scores, lists.mask
     if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
         count = scores.shape[-1] + 1
@@ -257,7 +247,7 @@ def _pl_rank(
         # read back (the CPU), the kernel's one fast-path read-back; else unknown (log space).
         span = lists.score_range
         if span is None and _host.may_read_back(scores.device):
-            span = float(score_range(lists))
+            span = float(_loss_input.score_range(lists))
         linear = span is not None and span <= LINEAR_SPAN
         estimate = _probability_terms(
             theta,
@@ -275,7 +265,7 @@ def _pl_rank(
     surrogate = (estimate.mean(1).to(scores.dtype) * (detached - scores)).sum(-1)
     value = (1 - reward.sum(-1).mean(1)).to(scores.dtype)  # 1 - the mean nDCG@k drawn
     per_list = torch.where(lists.has_relevant, value + surrogate, 0)
-    return reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+    return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
 
 
 # Scores at most this far below their list's best keep e^{-gap} and 1 / Sigma well inside

@@ -12,15 +12,8 @@ from torch import Tensor
 
 from torch_ndcg import _kernels, _options, _pairwise, _sinkhorn, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
-from torch_ndcg.functional._loss_input import (
-    Checks,
-    LossOptions,
-    check_options,
-    check_scale,
-    prepare,
-    reduce,
-    score_range,
-)
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossOptions
 
 __all__ = ["approx_ndcg_loss", "neural_ndcg_loss"]
 
@@ -108,7 +101,7 @@ def approx_ndcg_loss(
         >>> approx_ndcg_loss(torch.tensor([0.0, 50.0]), target)
         tensor(0.3691)
     """
-    options = check_options(
+    options = _loss_input.check_options(
         APPROX_CHECKS, k=k, temperature=temperature, gain=gain, discount=discount,
         reduction=reduction, ignore_index=ignore_index, validate_args=validate_args)
     return _approx(preds, target, mask, weight, options)
@@ -118,13 +111,13 @@ def _approx(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`approx_ndcg_loss` with checked ``options``, reduced."""
-    lists = prepare(preds, target, mask, weight, options)
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
     temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     # An item's gradient sums L sigmoid slopes (at most 1/4 each) of rank terms whose own slope
     # is at most about 1 + 1/T: it stays finite while L^2 (1 + 1/T) / T does.
     bound = (1 + 1 / temperature) / temperature
-    check_scale(lists, "temperature", temperature, bound, length * length)
+    _loss_input.check_scale(lists, "temperature", temperature, bound, length * length)
     has_relevant, gains = lists.has_relevant, lists.scaled_gains
     if lists.weight is not None:  # each item's gain times its weight
         gains = _kernels.weighted_gains(gains, lists.weight, real)
@@ -132,20 +125,11 @@ def _approx(
     cut = None if real is None or kmax >= length else real.sum(-1, keepdim=True) > kmax
     # A small batch: one autograd node, where the slope of a named discount is known.
     if not callable(discount) and _pairwise.dense_pairs_fit(scores.shape[0], length):
+        grad = torch.is_grad_enabled() and scores.requires_grad
         return _pairwise.DenseApproxNDCG.apply(  # type: ignore[no-untyped-call,no-any-return]
             scores,
-            (
-                real,
-                gains,
-                cut,
-                has_relevant,
-                discount,
-                temperature,
-                kmax,
-                options.reduction,
-                lists.leading_shape,
-                torch.is_grad_enabled() and scores.requires_grad,
-            ),
+            (real, gains, cut, has_relevant, discount, temperature, kmax, options.reduction,
+             lists.leading_shape, grad),
         )
     weights = None if real is None else real.to(scores.dtype)
     ranks: Tensor = _pairwise.SmoothRanks.apply(  # type: ignore[no-untyped-call]
@@ -160,7 +144,7 @@ def _approx(
             smooth_cut = torch.where(cut, smooth_cut, 1)
         terms = terms * smooth_cut
     per_list = torch.where(has_relevant, 1 - terms.sum(dim=-1), 0)
-    return reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
+    return _loss_input.reduce(per_list, has_relevant, options.reduction, lists.leading_shape)
 
 
 @_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
@@ -254,7 +238,7 @@ def neural_ndcg_loss(
         >>> neural_ndcg_loss(torch.tensor([0.0, 1.0]), target)
         tensor(0.2698)
     """
-    options = check_options(
+    options = _loss_input.check_options(
         NEURAL_CHECKS, k=k, temperature=temperature, max_iter=max_iter, tol=tol, gain=gain,
         discount=discount, reduction=reduction, ignore_index=ignore_index,
         validate_args=validate_args)
@@ -265,13 +249,13 @@ def _neural(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`neural_ndcg_loss` with checked ``options``, reduced."""
-    lists = prepare(preds, target, mask, weight, options)
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
     temperature, discount = options.temperature, options.discount
     scores, real, length, kmax = lists.scores, lists.mask, lists.scores.shape[-1], lists.kmax
     if options.validate_args and scores.numel() > 0:
         # Logits are at most 2 L (range) / T apart in a row; a gradient sums L^2 such slopes.
-        bound = 2 * (score_range(lists) + 1) / temperature
-        check_scale(lists, "temperature", temperature, bound, length * length * length)
+        bound = 2 * (_loss_input.score_range(lists) + 1) / temperature
+        _loss_input.check_scale(lists, "temperature", temperature, bound, length * length * length)
     # The relaxed sort depends on score differences only: centring on the top real score
     # (a constant) keeps the logits small.
     keyed = scores.detach() if real is None else torch.where(real, scores.detach(), -torch.inf)
@@ -296,15 +280,8 @@ def _neural(
     if lists.weight is not None:  # each item's gain times its weight
         gains = _kernels.weighted_gains(gains, lists.weight, real)
     dcg_relaxed: Tensor = _sinkhorn.NeuralSortSinkhorn.apply(  # type: ignore[no-untyped-call]
-        centred / temperature,
-        gaps / temperature,
-        coef,
-        rows,
-        real,
-        gains.detach(),
-        position_discounts,
-        int(options.max_iter),
-        float(options.tol),
+        centred / temperature, gaps / temperature, coef, rows, real, gains.detach(),
+        position_discounts, int(options.max_iter), float(options.tol),
     )
     per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
-    return reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+    return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)

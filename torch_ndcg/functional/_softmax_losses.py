@@ -12,15 +12,8 @@ from torch import Tensor
 
 from torch_ndcg import _host, _kernels, _options, _validation
 from torch_ndcg._options import Gain, Reduction
-from torch_ndcg.functional._loss_input import (
-    Checks,
-    LossInput,
-    LossOptions,
-    check_options,
-    prepare,
-    reduce,
-    score_range,
-)
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
 __all__ = ["softmax_loss", "xe_ndcg_loss"]
 
@@ -119,7 +112,7 @@ def softmax_loss(
         >>> softmax_loss(torch.tensor([0.0, 1.0]), torch.tensor([1, 0]))
         tensor(1.3133)
     """
-    options = check_options(
+    options = _loss_input.check_options(
         SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
         validate_args=validate_args)
     return _softmax(preds, target, mask, weight, options)
@@ -196,7 +189,7 @@ def xe_ndcg_loss(
         >>> xe_ndcg_loss(preds, target, noise=torch.full((2,), 0.5))
         tensor(1.0633)
     """
-    options = check_options(
+    options = _loss_input.check_options(
         SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
         validate_args=validate_args)
     return _xe_ndcg(preds, target, mask, weight, options, (noise, generator))
@@ -206,18 +199,14 @@ def _softmax(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`softmax_loss` with checked ``options``, reduced: the target is the gains over their sum."""
-    lists = prepare(preds, target, mask, weight, options)
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
     # The gains over the largest (1): their sum is at least 1 where one is positive.
     scaled = lists.scaled_gains
     return _cross_entropy(lists, scaled / scaled.sum(-1, keepdim=True).clamp(min=1), options)
 
 
 def _xe_ndcg(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    weight: Tensor | None,
-    options: LossOptions,
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
     draw: tuple[Tensor | None, torch.Generator | None],
 ) -> Tensor:
     r"""`xe_ndcg_loss` with checked ``options``, reduced.
@@ -241,7 +230,7 @@ def _xe_ndcg(
             checks = _validation.value_checks(
                 [((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
             )
-    lists = prepare(preds, target, mask, weight, options, checks)
+    lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
     acc, length = _options.accumulate_dtype(preds.device), preds.shape[-1]
     gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
     if noise is None:
@@ -262,7 +251,7 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
     if options.validate_args and scores.numel() > 0:
         # -log q_i is at most the score range + log L, so a list's loss is at most that
         # times its largest weight (targets sum to 1), and its slopes at most the weight.
-        bound = score_range(lists) + math.log(scores.shape[-1])
+        bound = _loss_input.score_range(lists) + math.log(scores.shape[-1])
         dtype, largest = scores.dtype, torch.finfo(scores.dtype).max
         message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
         if isinstance(bound, Tensor):
@@ -275,4 +264,4 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
         targets = _kernels.weighted_gains(targets, lists.weight, real)
     log_q = (scores if real is None else scores.masked_fill(~real, -torch.inf)).log_softmax(-1)
     per_list = torch.where(targets > 0, -targets * log_q, 0).sum(-1)
-    return reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+    return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
