@@ -807,7 +807,11 @@ def test_aggregated_on_mean_counts_is_the_mean_session_loss() -> None:
     ("change", "error", "message"),
     [
         ({"clicks": torch.zeros(2, 3, 3, dtype=torch.long)}, TypeError, "`clicks`"),
-        ({"views": torch.ones(2, 3, 4)}, ValueError, "`views` to have shape (2, 3, 3)"),
+        (
+            {"views": torch.ones(2, 3, 4)},
+            ValueError,
+            "`views` to have the shape of `preds` and `num_positions` (2, 3, 3)",
+        ),
         ({"clicks": torch.full((2, 3, 3), 2.0)}, ValueError, "at most `views`"),
         ({"views": torch.full((2, 3, 3), torch.inf)}, ValueError, "finite"),
         ({"clicks": torch.full((2, 3, 3), torch.nan)}, ValueError, "no NaN"),

@@ -664,7 +664,7 @@ def test_small_batch_checks_raise_the_general_checks_error(
     a rule gets the error of the general checks, word for word."""
     with pytest.raises(ValueError, match="Expected") as small:
         function(preds, target)
-    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    monkeypatch.setattr(torch_ndcg.functional._loss_input, "_small_checks", lambda *args: None)
     with pytest.raises(ValueError, match="Expected") as general:
         function(preds, target)
     assert str(small.value) == str(general.value)
@@ -679,6 +679,6 @@ def test_small_batch_checks_give_the_same_loss(
     """The same loss and gradient, to the bit, with the small batch's checks as without."""
     preds, target, _ = batch(4, 7, seed=8, dtype=dtype)
     small = _step(function, preds, target, k=3)
-    monkeypatch.setattr(torch_ndcg.functional._losses, "_small_checks", lambda *args: None)
+    monkeypatch.setattr(torch_ndcg.functional._loss_input, "_small_checks", lambda *args: None)
     general = _step(function, preds, target, k=3)
     torch.testing.assert_close(small, general, rtol=0, atol=0)

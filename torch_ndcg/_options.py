@@ -4,7 +4,7 @@ One place says which values an option takes; the kernels read the literals, the 
 name tuples, and both the dtype rules. The public signatures annotate their keyword parameters
 with these literals and state each default there, once. `ListOptions` is what
 `torch_ndcg._validation` returns once it has checked the options of a metric (at a function
-call, or in a metric's ``__init__``; a loss's are `torch_ndcg.functional._losses.LossOptions`):
+call, or in a metric's ``__init__``; a loss's are `torch_ndcg.functional._loss_input.LossOptions`):
 internals take them and check nothing again, so an ``update`` checks only its tensors.
 """
 

@@ -628,22 +628,31 @@ def check_loss_k(k: Any) -> int | None:
 
 def check_loss_options(
     k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
-) -> dict[str, Any]:
-    """The options every loss shares, checked (after its own): by name, as checked."""
+) -> int | None:
+    """The options every loss shares, checked (after its own): ``k`` as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
-    k = check_loss_k(k)
+    checked_k = check_loss_k(k)
     check_option("gain", gain, GAIN_NAMES, callable_ok=True)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
-    return {
-        "k": k,
-        "gain": gain,
-        "discount": discount,
-        "reduction": reduction,
-        "ignore_index": ignore_index,
-        "validate_args": validate_args,
-    }
+    return checked_k
+
+
+def check_fraction(name: str, value: Any) -> Any:
+    """``value`` is a real number in [0, 1]: returned as given."""
+    if check_positive(name, value, allow_zero=True) > 1:
+        raise ValueError(f"Expected `{name}` to be in [0, 1], but got {value!r}.")
+    return value
+
+
+def check_generator(name: str, generator: Any) -> Any:
+    """``generator`` is ``None`` or a ``torch.Generator``: returned as given."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"Expected `{name}` to be a torch.Generator or None, but got {generator!r}."
+        )
+    return generator
 
 
 def check_finite_scale(

@@ -1,6 +1,5 @@
 """Ranking losses as ``nn.Module``: they store hyper-parameters and call the functional losses."""
 
-import inspect
 import math
 from typing import Any, ClassVar
 
@@ -9,8 +8,15 @@ from torch import Tensor, nn
 
 from torch_ndcg import _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
-from torch_ndcg.functional import _losses
-from torch_ndcg.functional._losses import Loss, LossOptions
+from torch_ndcg.functional import (
+    _click_losses,
+    _pairwise_losses,
+    _pl_rank,
+    _smooth_losses,
+    _softmax_losses,
+)
+from torch_ndcg.functional._click_losses import ClickBiases
+from torch_ndcg.functional._loss_input import Checks, LossOptions, check_options
 
 __all__ = [
     "ApproxNDCGLoss",
@@ -33,7 +39,7 @@ def _option(name: str, doc: str = "") -> Any:
         return getattr(self.options, name)
 
     def set_(self: "_RankingLoss", value: Any) -> None:
-        self.options = self._loss.check({**vars(self.options), name: value})
+        self.options = check_options(self._checks, **{**vars(self.options), name: value})
 
     return property(get, set_, doc=doc or f"``{name}``, as checked into `options`.")
 
@@ -53,40 +59,18 @@ def _no_option(name: str) -> Any:
 class _RankingLoss(nn.Module):
     """A loss module: its options checked once, in ``__init__``; ``forward`` checks tensors.
 
-    Subclasses name their function's `torch_ndcg.functional._losses.Loss` (``_loss``: its
-    checks and core) and the hyper-parameters ``repr`` shows (``_shown``); their ``__init__``
-    takes the keywords, with their defaults, and hands them over (``locals()``): those of its
-    loss are checked into ``options``.
+    Each subclass's ``__init__`` checks its keywords into ``options`` with the checks of its
+    own options (``_checks``), its ``forward`` calls its loss's core with them, and ``repr``
+    shows the hyper-parameters ``_shown``. The options every loss shares are properties here,
+    the others in each subclass.
     """
 
     options: LossOptions
-    _loss: ClassVar[Loss]
+    _checks: ClassVar[Checks]
     _shown: ClassVar[tuple[str, ...]]
-
-    def __init_subclass__(cls) -> None:
-        """Each keyword of the subclass's ``__init__`` is a property (`_option`), unless named."""
-        for name in inspect.signature(cls.__init__).parameters:
-            if name != "self" and not hasattr(cls, name):
-                setattr(cls, name, _option(name))
-
-    def __init__(self, given: dict[str, Any]) -> None:
-        super().__init__()
-        self.options = self._loss.check(given)
-
-    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
-    def forward(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None = None,
-        weight: Tensor | None = None,
-    ) -> Tensor:
-        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
-
-        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
-        ``1 / propensity`` on clicks (inverse-propensity weighting).
-        """
-        return self._loss.loss(preds, target, mask, self.options, weight)
+    k, gain, discount = _option("k"), _option("gain"), _option("discount")
+    reduction, ignore_index = _option("reduction"), _option("ignore_index")
+    validate_args = _option("validate_args")
 
     def extra_repr(self) -> str:
         """Hyper-parameters shown by ``repr``."""
@@ -134,10 +118,9 @@ class LambdaRankLoss(_RankingLoss):
         tensor([[-0.2698,  0.2698,  0.0000,  0.0000]])
     """
 
-    # The three modules' bodies are alike in shape only (`duplicates` pairs them): each names
-    # its own Loss, what repr shows, its hyper-parameters and its typed keywords.
-    _loss = _losses.LAMBDARANK
+    _checks = _pairwise_losses.LAMBDARANK_CHECKS
     _shown = ("k", "sigma", "weighting", "mu")
+    sigma, weighting, mu = _option("sigma"), _option("weighting"), _option("mu")
 
     @_validation.names_ported_keywords(_validation.LAMBDARANK_PORTED_NAMES)
     def __init__(
@@ -153,7 +136,23 @@ class LambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals())
+        super().__init__()
+        self.options = check_options(
+            self._checks, k=k, sigma=sigma, weighting=weighting, mu=mu, gain=gain,
+            discount=discount, reduction=reduction, ignore_index=ignore_index,
+            validate_args=validate_args)
+
+    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
+    def forward(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
+        return _pairwise_losses._lambdarank(preds, target, mask, weight, self.options)
 
 
 class ApproxNDCGLoss(_RankingLoss):
@@ -183,8 +182,9 @@ class ApproxNDCGLoss(_RankingLoss):
         tensor(0.4131)
     """
 
-    _loss = _losses.APPROX
+    _checks = _smooth_losses.APPROX_CHECKS
     _shown = ("temperature", "k")
+    temperature = _option("temperature")
 
     @_validation.names_ported_keywords(_validation.APPROX_PORTED_NAMES)
     def __init__(
@@ -198,17 +198,32 @@ class ApproxNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals())
+        super().__init__()
+        self.options = check_options(
+            self._checks, k=k, temperature=temperature, gain=gain, discount=discount,
+            reduction=reduction, ignore_index=ignore_index, validate_args=validate_args)
+
+    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
+    def forward(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
+        return _smooth_losses._approx(preds, target, mask, weight, self.options)
 
 
 class _ListwiseModule(_RankingLoss):
     """`SoftmaxLoss` and `XENDCGLoss`: the options they share; no cut-off and no discount."""
 
-    _loss: ClassVar[_losses.ListwiseLoss]
+    _checks = _softmax_losses.SOFTMAX_CHECKS
     _shown = ("gain",)
     k, discount = _no_option("k"), _no_option("discount")
 
-    @_validation.names_ported_keywords(_losses._CROSS_ENTROPY_PORTED_NAMES)
+    @_validation.names_ported_keywords(_softmax_losses._CROSS_ENTROPY_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -217,7 +232,10 @@ class _ListwiseModule(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals())
+        super().__init__()
+        self.options = check_options(
+            self._checks, gain=gain, reduction=reduction, ignore_index=ignore_index,
+            validate_args=validate_args)
 
 
 class SoftmaxLoss(_ListwiseModule):
@@ -244,7 +262,16 @@ class SoftmaxLoss(_ListwiseModule):
         tensor(1.3133)
     """
 
-    _loss = _losses.SOFTMAX
+    def forward(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
+        return _softmax_losses._softmax(preds, target, mask, weight, self.options)
 
 
 class XENDCGLoss(_ListwiseModule):
@@ -269,16 +296,9 @@ class XENDCGLoss(_ListwiseModule):
         tensor(1.0633)
     """
 
-    _loss = _losses.XENDCG
-
     def forward(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None = None,
-        weight: Tensor | None = None,
-        *,
-        noise: Tensor | None = None,
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None, *, noise: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
         r"""Loss of ``[..., L]`` scores against labels, as `xe_ndcg_loss`.
@@ -287,7 +307,9 @@ class XENDCGLoss(_ListwiseModule):
         ``None``: torch's default generator), or given as ``noise`` (``[..., L]``, in
         $[0, 1]$).
         """
-        return self._loss.loss(preds, target, mask, self.options, weight, noise, generator)
+        return _softmax_losses._xe_ndcg(
+            preds, target, mask, weight, self.options, (noise, generator)
+        )
 
 
 class NeuralNDCGLoss(_RankingLoss):
@@ -323,8 +345,9 @@ class NeuralNDCGLoss(_RankingLoss):
         tensor(0.8262)
     """
 
-    _loss = _losses.NEURAL
+    _checks = _smooth_losses.NEURAL_CHECKS
     _shown = ("temperature", "k", "max_iter", "tol")
+    temperature, max_iter, tol = _option("temperature"), _option("max_iter"), _option("tol")
 
     @_validation.names_ported_keywords(_validation.NEURAL_PORTED_NAMES)
     def __init__(
@@ -340,7 +363,23 @@ class NeuralNDCGLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals())
+        super().__init__()
+        self.options = check_options(
+            self._checks, k=k, temperature=temperature, max_iter=max_iter, tol=tol, gain=gain,
+            discount=discount, reduction=reduction, ignore_index=ignore_index,
+            validate_args=validate_args)
+
+    # Alike in shape to `NDCG.update`'s signature (`duplicates` pairs them): tensors, not options.
+    def forward(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
+        return _smooth_losses._neural(preds, target, mask, weight, self.options)
 
 
 class UnbiasedLambdaRankLoss(_RankingLoss):
@@ -459,8 +498,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         (tensor([1.0000, 1.8946]), tensor([1.0000, 0.5278]))
     """
 
-    _loss = _losses.UNBIASED
+    _checks = _click_losses.UNBIASED_CHECKS
     _shown = ("num_positions", "k", "sigma", "bias_norm", "momentum", "match_exposure")
+    sigma, match_exposure = _option("sigma"), _option("match_exposure")
     bias_norm = _option("bias_norm", "The non-negative $p$ of the bias update; checked when set.")
     momentum = _option(
         "momentum", "The weight in $[0, 1]$ of the past statistics; checked when set."
@@ -503,7 +543,12 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals() | {"weighting": "lambdarank", "mu": 0.0})
+        super().__init__()
+        self.options = check_options(
+            self._checks, num_positions=num_positions, k=k, sigma=sigma, weighting="lambdarank",
+            mu=0.0, bias_norm=bias_norm, momentum=momentum, match_exposure=match_exposure,
+            gain=gain, discount=discount, reduction=reduction, ignore_index=ignore_index,
+            validate_args=validate_args)
         self.register_buffer("t_plus", torch.ones(self.options.num_positions))
         self.register_buffer("t_minus", torch.ones(self.options.num_positions))
         # Sums over the steps per position of S+, S- and their references R+, R- (rows 0-3).
@@ -512,12 +557,8 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         self._edge: Tensor
         self.register_buffer("_edge", torch.full((1,), math.inf), persistent=False)
 
-    def forward(  # type: ignore[override]
-        self,
-        preds: Tensor,
-        clicks: Tensor,
-        positions: Tensor,
-        mask: Tensor | None = None,
+    def forward(
+        self, preds: Tensor, clicks: Tensor, positions: Tensor, mask: Tensor | None = None
     ) -> Tensor:
         """Loss of ``[..., L]`` scores on 0/1 ``clicks`` of items shown at ``positions``.
 
@@ -525,14 +566,13 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
         each item; ``mask`` marks real items. In training mode the biases are updated after
         the loss is computed (the loss uses the biases from before the step).
         """
-        return _losses._unbiased_lambdarank(preds, clicks, positions, mask, self.options, self)
+        biases = ClickBiases(self.t_plus, self.t_minus, self.statistics, self._edge, self.training)
+        return _click_losses._unbiased_lambdarank(
+            preds, clicks, positions, mask, self.options, biases
+        )
 
     def aggregated(
-        self,
-        preds: Tensor,
-        clicks: Tensor,
-        views: Tensor,
-        mask: Tensor | None = None,
+        self, preds: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None = None
     ) -> Tensor:
         r"""The loss of ``[..., L]`` scores on sessions summed per item and position.
 
@@ -602,8 +642,9 @@ class UnbiasedLambdaRankLoss(_RankingLoss):
             >>> loss_fn.aggregated(preds, clicks, views)  # 2 * 2 (1 - 1/log2 3) log(1 + e)
             tensor(1.9387)
         """
-        return _losses._aggregated_unbiased_lambdarank(
-            preds, clicks, views, mask, self.options, self
+        biases = ClickBiases(self.t_plus, self.t_minus, self.statistics, self._edge, self.training)
+        return _click_losses._aggregated_unbiased_lambdarank(
+            preds, clicks, views, mask, self.options, biases
         )
 
     def _apply(self, fn: Any, recurse: bool = True) -> "UnbiasedLambdaRankLoss":
@@ -656,10 +697,11 @@ class PLRankLoss(_RankingLoss):
         tensor(True)
     """
 
-    _loss = _losses.PL_RANK
+    _checks = _pl_rank.PL_RANK_CHECKS
     _shown = ("k", "num_samples")
+    num_samples, generator = _option("num_samples"), _option("generator")
 
-    @_validation.names_ported_keywords(_losses.PL_RANK_PORTED_NAMES)
+    @_validation.names_ported_keywords(_pl_rank.PL_RANK_PORTED_NAMES)
     def __init__(
         self,
         *,
@@ -672,4 +714,19 @@ class PLRankLoss(_RankingLoss):
         ignore_index: int | None = None,
         validate_args: bool = True,
     ) -> None:
-        super().__init__(locals())
+        super().__init__()
+        self.options = check_options(
+            self._checks, k=k, num_samples=num_samples, generator=generator, gain=gain,
+            discount=discount, reduction=reduction, ignore_index=ignore_index,
+            validate_args=validate_args)
+
+    def forward(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) scales each item's gain, for example
+        ``1 / propensity`` on clicks (inverse-propensity weighting).
+        """
+        return _pl_rank._pl_rank(preds, target, mask, weight, self.options)

@@ -6,22 +6,17 @@ loss modules are thin layers over it.
 
 from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
-from torch_ndcg.functional._losses import (
-    approx_ndcg_loss,
-    lambdarank_loss,
-    neural_ndcg_loss,
-    pl_rank_loss,
-    sample_rankings,
-    softmax_loss,
-    xe_ndcg_loss,
-)
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._padding import PaddedQueries, pad_by_query, unpad_by_query
+from torch_ndcg.functional._pairwise_losses import lambdarank_loss
+from torch_ndcg.functional._pl_rank import pl_rank_loss, sample_rankings
 from torch_ndcg.functional._significance import (
     PairedTestResult,
     paired_randomization_test,
     paired_t_test,
 )
+from torch_ndcg.functional._smooth_losses import approx_ndcg_loss, neural_ndcg_loss
+from torch_ndcg.functional._softmax_losses import softmax_loss, xe_ndcg_loss
 from torch_ndcg.functional._trec import TrecRows, from_trec
 
 __all__ = [

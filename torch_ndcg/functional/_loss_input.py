@@ -1,0 +1,259 @@
+"""What every loss shares: its checked options, and its tensors checked and prepared.
+
+A loss's public function checks its options (`check_options`) and calls its core, which
+prepares the tensors (`prepare`: checked, flattened to ``[N, L]``, gains over the ideal DCG)
+and computes; its module checks the options once, in ``__init__``, and calls the same core.
+Gains, discounts and the ideal DCG@k come from `torch_ndcg._kernels`, so a loss optimises the
+same nDCG that `torch_ndcg.ndcg` reports.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _fast_paths, _host, _kernels, _options, _pairwise, _validation
+from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
+
+# The options only a loss takes, each with its check (called with the name and the value, it
+# returns the value checked, or ``None`` for the value as given), in the order they are checked.
+Checks = Mapping[str, Callable[[str, Any], Any]]
+
+
+class LossOptions:
+    """A loss's checked options, each by its keyword's name (``options.k``, ``options.sigma``).
+
+    Made once by `check_options` (at a function call, or in a module's ``__init__``) and frozen:
+    internals check nothing again, and a module's option setter checks them all into new ones.
+    (A plain class, not a ``types.SimpleNamespace``: ``torch.compile`` traces its making.)
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self.__dict__.update(options)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Checked options are frozen: set `{name}` on the loss module.")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"LossOptions({shown})"
+
+    if TYPE_CHECKING:  # the options of each loss, by name
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def check_options(checks: Checks, **given: Any) -> LossOptions:
+    """A loss's options ``given`` by keyword, checked: its own by ``checks``, then the shared.
+
+    The options every loss shares are checked by `torch_ndcg._validation.check_loss_options`,
+    after the loss's own. A loss without ``k`` and ``discount`` (the softmax losses) gets 1 and
+    ``"log2"``: then `prepare`'s ideal DCG is the largest gain, the cheapest test of a positive one.
+    """
+    for name, check in checks.items():
+        checked = check(name, given[name])
+        if checked is not None:  # `check_option` and `check_bool` return nothing
+            given[name] = checked
+    given.setdefault("k", 1)
+    given.setdefault("discount", "log2")
+    given["k"] = _validation.check_loss_options(
+        given["k"], given["gain"], given["discount"], given["reduction"], given["ignore_index"],
+        given["validate_args"],
+    )
+    return LossOptions(**given)
+
+
+class LossInput(NamedTuple):
+    """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return.
+
+    A named tuple: made at every loss step, where a frozen dataclass's ``__init__`` costs more.
+
+    Attributes:
+        scores: ``[N, L]`` scores, 0 on padding.
+        mask: ``[N, L]`` real items, or ``None``.
+        kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
+        scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
+            lists with no relevant item: each at most 1, whatever the labels' scale.
+        has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
+        leading_shape: the shape of the input without its list dimension.
+        score_range: largest minus smallest real score, when the input was checked.
+        gain_scale: the largest real ``weight``, when one was given and the input is checked
+            (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
+            are at most this, so the value bounds grow by it.
+        ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
+        weight: ``[N, L]`` weights (detached), or ``None``: each loss applies them as it
+            defines them (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
+    """
+
+    scores: Tensor
+    mask: Tensor | None
+    kmax: int
+    scaled_gains: Tensor
+    has_relevant: Tensor
+    leading_shape: torch.Size
+    score_range: float | None
+    gain_scale: float | Tensor | None
+    ideal: Tensor
+    weight: Tensor | None
+
+
+def prepare(
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
+    extra_checks: _host.DeferredCheck | None = None,
+) -> LossInput:
+    """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
+
+    The options are checked already (``options``).
+
+    Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
+    gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
+    most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
+    for tiny labels. A ``weight`` is checked and flattened; the largest real weight is
+    ``gain_scale``. ``extra_checks`` of the caller are read back with the input's and judged
+    before them, in the order of their device-side assertions (made by the caller before this
+    call).
+    """
+    gain, validate_args = options.gain, options.validate_args
+    score_range: float | None
+    small = (
+        _small_checks(preds, target, options)
+        if mask is None and weight is None and extra_checks is None
+        else None
+    )
+    largest_weight = None
+    if small is not None:
+        real = None
+        score_range, target = small  # the labels in float64, as the gains take them
+    else:
+        real, check = _validation.check_lists(
+            # Checked detached: the checks' operations on the scores would be recorded by autograd
+            # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+            preds.detach() if isinstance(preds, Tensor) else preds,
+            target,
+            mask,
+            gain=gain,
+            ignore_index=options.ignore_index,
+            validate_args=validate_args,
+            finite_preds=True,
+        )
+        # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+        # The caller's checks were made before these (as device-side assertions they fire
+        # first): judged first, they name the same error eagerly as there.
+        weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
+        _, checked, largest_weight = _validation.resolve_all(extra_checks, check, weight_check)
+        score_range = None if checked is None else checked.score_range
+    length = preds.shape[-1]
+    dtype = _options.compute_dtype(preds.dtype)
+    acc = _options.accumulate_dtype(preds.device)
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node
+    # (and, for any tensor, one more operation to dispatch).
+    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
+    flat_target = target if target.ndim == 2 else target.reshape(-1, length)
+    flat_mask = real if real is None or real.ndim == 2 else real.reshape(-1, length)
+    if flat_mask is not None:
+        # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
+        scores = torch.where(flat_mask, scores, 0)
+    kmax = length if options.k is None else min(options.k, length)
+    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
+    # From the top gains (the label counts would need the labels' range): no read-back.
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+        # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
+        # small path), so the gains are selected as they are, in one operation.
+        best = item_gains.topk(kmax, dim=-1, sorted=True).values
+    else:
+        best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
+    if acc == torch.float64:  # autocast and TF32 never touch a float64 product
+        # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
+        ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)
+    else:
+        with _host.full_precision(preds.device):
+            ideal = _kernels.cumulative_dcg(best, (kmax,), options.discount)
+    has_relevant = ideal > 0
+    # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
+    # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
+    # there (inf or NaN) is not taken, and no gradient flows through gains.
+    scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
+    gain_scale: float | Tensor | None = None
+    flat_weight = None
+    if weight is not None:
+        flat_weight = weight.reshape(-1, length).detach()
+        if largest_weight is not None:  # read back with the checks
+            gain_scale = largest_weight
+        elif validate_args and flat_weight.numel() > 0:
+            real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
+            gain_scale = real_weight.amax().double()
+    return LossInput(
+        scores=scores,
+        mask=flat_mask,
+        kmax=kmax,
+        scaled_gains=scaled_gains.to(dtype),
+        has_relevant=has_relevant.squeeze(1),
+        leading_shape=preds.shape[:-1],
+        score_range=score_range,
+        gain_scale=gain_scale,
+        ideal=ideal,
+        weight=flat_weight,
+    )
+
+
+def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
+
+    The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
+    rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
+    operations and a few lines: the extremes of the scores and labels. Decided from metadata
+    alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
+    tensors of one shape (float32 or float64 scores, integer or bool labels, at most
+    `torch_ndcg._fast_paths.SMALL_ELEMENTS` items), eager. ``None`` where the general checks
+    must run: for other input, and for input that breaks a rule (they raise its error).
+    """
+    if not (
+        options.validate_args
+        and options.ignore_index is None
+        and isinstance(options.gain, str)
+        and small_cpu_pair(preds, target)
+        and preds.dtype in SCORE_DTYPES
+        and not target.is_floating_point()  # float labels may call for the swap hint
+        and not target.is_complex()
+    ):
+        return None
+    labels = target.to(torch.float64)
+    extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
+    values = extremes.tolist()
+    if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
+        return None
+    return values[1] - values[0], labels
+
+
+def score_range(lists: LossInput) -> float | Tensor:
+    """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
+    if lists.score_range is not None:  # read back with the checks on the CPU
+        return lists.score_range
+    scores, real = lists.scores.detach(), lists.mask
+    high = scores if real is None else torch.where(real, scores, -torch.inf)
+    low = scores if real is None else torch.where(real, scores, torch.inf)
+    return (high.amax().double() - low.amin().double()).clamp(min=0)
+
+
+def check_scale(
+    lists: LossInput, name: str, value: float, bound: float | Tensor, count: int
+) -> None:
+    """``name``'s bound on a loss's values or slopes stays finite, times the largest weight too.
+
+    `torch_ndcg._validation.check_finite_scale` names the hyper-parameter where its bound
+    overflows alone; where the largest weight (given and checked) takes it past, ``weight`` is
+    named (`torch_ndcg._validation.check_weight_scale`).
+    """
+    dtype = lists.scores.dtype
+    _validation.check_finite_scale(name, value, bound, dtype, count=count)
+    if lists.gain_scale is not None:
+        _validation.check_weight_scale(bound, lists.gain_scale, dtype, count=count)
+
+
+def reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:
+    """``"none"``: per list; ``"sum"``; ``"mean"`` over the lists in ``counted`` (0 if none).
+
+    See `torch_ndcg._pairwise.reduce_losses`.
+    """
+    return _pairwise.reduce_losses(per_list, counted, reduction, leading_shape)[0]

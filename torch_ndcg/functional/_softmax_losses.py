@@ -1,0 +1,267 @@
+"""Softmax cross-entropies of a list's scores against a target from its gains.
+
+The softmax loss (ListNet) takes the normalised gains as target, XE-NDCG (Bruch, WWW 2021) the
+normalised gains plus noise. Their targets come from the labels (and noise), not from `prepare`'s
+ideal DCG; ``weight`` multiplies each item's term.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+from torch_ndcg import _host, _kernels, _options, _validation
+from torch_ndcg._options import Gain, Reduction
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
+
+__all__ = ["softmax_loss", "xe_ndcg_loss"]
+
+SOFTMAX_CHECKS: Checks = {}  # the options every loss shares, but `k` and `discount`
+
+# Other libraries' names for the options of the softmax losses (they take no cut-off).
+_CROSS_ENTROPY_PORTED_NAMES = {
+    **{
+        name: hint
+        for name, hint in _validation.APPROX_PORTED_NAMES.items()
+        if name in ("padded_value_indicator", "label_gain", "eps")
+    },
+    "where": "`mask` (Rax's `where`)",
+    "label_fn": "`gain` (Rax's `label_fn=rax.utils.normalize_probabilities` is gain='linear')",
+    "objective_seed": "`generator` (LightGBM's `objective_seed`) or `noise`",
+}
+
+
+@_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+def softmax_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    gain: Gain = "exponential",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""Softmax cross-entropy with the list's normalised gains as target (ListNet, softmax loss).
+
+    Over the real items of a list, with the gains $G$ of the metric and weights $w$ (1 without
+    ``weight``):
+
+    $$
+    p_i = \frac{G_i}{\sum_j G_j}, \qquad
+    \ell = -\sum_i w_i \, p_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}.
+    $$
+
+    ListNet's top-one probabilities (Cao et al., ICML 2007) are ``gain=torch.exp``; with
+    ``gain="linear"`` it is TF-Ranking's ``SoftmaxLoss`` and Rax's ``softmax_loss`` with
+    normalised labels. Bruch, Wang, Bendersky & Najork (ICTIR 2019) show that with binary labels
+    it bounds MRR and nDCG: minimising it maximises a lower bound of both.
+
+    ``weight`` multiplies each item's term while the target stays the normalised unweighted
+    gains, so inverse-propensity weights do not cancel on a list with one click (Rax and
+    TF-Ranking multiply the labels by the weights before normalising them). Lists without a
+    positive gain (or only padding) have loss 0 and gradient 0; ``"mean"`` averages over the
+    other lists. Memory ``O(B L)``; nothing is read back on an accelerator.
+
+    Parity recipes (each proved in ``tests/test_softmax_losses.py``), on lists with a relevant
+    item:
+
+    - Rax: ``rax.softmax_loss(s, y, where=m, label_fn=rax.utils.normalize_probabilities)`` is
+      ``softmax_loss(s, y, mask=m, gain="linear")`` (Rax gives a list of zeros a uniform target);
+    - TF-Ranking: ``SoftmaxLoss`` (reduction ``SUM_BY_NONZERO_WEIGHTS``, its default) is
+      ``softmax_loss(s, y, gain="linear", ignore_index=-1, weight=S)`` with $S$ each list's
+      label sum on each of its items (TF-Ranking weights each list by its label sum; it gives
+      padded items the logit $\log 10^{-10}$, which we leave out of the softmax);
+    - allRank: ``listNet(s, y)`` is ``softmax_loss(s, y, gain=torch.exp, ignore_index=-1)``
+      (allRank adds $10^{-10}$ to the softmax inside its log).
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        weight: ``[..., L]`` non-negative, finite weights of the items' terms; ``None`` (the
+            default) is every weight 1.
+        gain: ``"exponential"`` (the default, $2^y - 1$), ``"linear"`` or a callable of the
+            labels with non-negative values.
+        reduction: ``"mean"`` (the default: over lists with a positive gain; 0 if none),
+            ``"sum"`` or ``"none"``.
+        ignore_index: label value that marks padded items (for example ``-1``).
+        validate_args: check the values (the default ``True``), as `lambdarank_loss`.
+
+    Returns:
+        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
+        ``preds``).
+
+    Raises:
+        ValueError: bad ``reduction`` or ``gain``, shape mismatch, NaN or infinite scores,
+            negative labels, a ``weight`` of another shape, with a negative, NaN or infinite
+            value, or so large that the loss could overflow (naming ``weight``).
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``; a keyword name from another library (``where``, ``label_fn``,
+            ``eps``, ...), naming ours.
+
+    Example:
+        One relevant item of two, scored 1 below the other: $\ell = \log(1 + e) = 1.3133$.
+
+        >>> import torch
+        >>> from torch_ndcg import softmax_loss
+        >>> softmax_loss(torch.tensor([0.0, 1.0]), torch.tensor([1, 0]))
+        tensor(1.3133)
+    """
+    options = _loss_input.check_options(
+        SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
+        validate_args=validate_args)
+    return _softmax(preds, target, mask, weight, options)
+
+
+@_validation.names_ported_keywords(_CROSS_ENTROPY_PORTED_NAMES)
+def xe_ndcg_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    noise: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    gain: Gain = "exponential",
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""XE-NDCG (Bruch, WWW 2021): softmax cross-entropy against noisy normalised gains.
+
+    Each real item draws $\gamma_i \sim U[0, 1)$; with the gains $G$ of the metric,
+
+    $$
+    \phi_i = G_i + 1 - \gamma_i, \qquad \rho_i = \frac{\phi_i}{\sum_j \phi_j}, \qquad
+    \ell = -\sum_i w_i \, \rho_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}.
+    $$
+
+    With the default exponential gain $\phi_i = 2^{y_i} - \gamma_i$, the target of the
+    paper ("An Alternative Cross Entropy Loss for Learning-to-Rank", arXiv 1911.09798) and of
+    LightGBM's ``rank_xendcg``; items of label 0 take part. Bruch shows that it is a convex
+    bound on nDCG, consistent with it. The gradient is this loss's own,
+    $q_i \sum_j w_j \rho_j - w_i \rho_i$ with $q = \operatorname{softmax}(s)$; LightGBM's
+    ``rank_xendcg`` adds higher-order terms to it for its trees, and truncates labels to
+    integers before $2^y$.
+
+    The noise is drawn at every call (from ``generator``, else torch's default generator)
+    or passed in (``noise``). Lists without a positive gain (or only padding) have loss 0 and
+    gradient 0, as in `softmax_loss`; LightGBM gives them the random target $1 - \gamma$ and
+    trains on it. ``weight`` multiplies each item's term, the target staying unweighted.
+    Memory ``O(B L)``; nothing is read back on an accelerator.
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
+        weight: ``[..., L]`` weights of the items' terms, as `softmax_loss`'s.
+        noise: ``[..., L]`` floating $\gamma$ in $[0, 1]$; ``None`` (the default) draws it.
+        generator: the ``torch.Generator`` (on ``preds``' device) the noise is drawn from;
+            ``None`` (the default): torch's default generator.
+        gain: ``"exponential"`` (the default), ``"linear"`` or a non-negative callable.
+        reduction: as `softmax_loss`.
+        ignore_index: as `softmax_loss`.
+        validate_args: as `softmax_loss`; also checks ``noise``'s values.
+
+    Returns:
+        As `softmax_loss`.
+
+    Raises:
+        ValueError: as `softmax_loss`; ``noise`` of another shape, or a value of a real item
+            outside $[0, 1]$.
+        TypeError: as `softmax_loss`; non-floating ``noise``.
+
+    Example:
+        One relevant item of two, scored 1 below the other, $\gamma = (0.5, 0.5)$: the target
+        is $\rho = (1.5, 0.5) / 2$, so $\ell = 0.75 \log(1 + e) + 0.25 \log(1 + e^{-1})
+        = 1.0633$.
+
+        >>> import torch
+        >>> from torch_ndcg import xe_ndcg_loss
+        >>> preds, target = torch.tensor([0.0, 1.0]), torch.tensor([1, 0])
+        >>> xe_ndcg_loss(preds, target, noise=torch.full((2,), 0.5))
+        tensor(1.0633)
+    """
+    options = _loss_input.check_options(
+        SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
+        validate_args=validate_args)
+    return _xe_ndcg(preds, target, mask, weight, options, (noise, generator))
+
+
+def _softmax(
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
+) -> Tensor:
+    """`softmax_loss` with checked ``options``, reduced: the target is the gains over their sum."""
+    lists = _loss_input.prepare(preds, target, mask, weight, options)
+    # The gains over the largest (1): their sum is at least 1 where one is positive.
+    scaled = lists.scaled_gains
+    return _cross_entropy(lists, scaled / scaled.sum(-1, keepdim=True).clamp(min=1), options)
+
+
+def _xe_ndcg(
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
+    draw: tuple[Tensor | None, torch.Generator | None],
+) -> Tensor:
+    r"""`xe_ndcg_loss` with checked ``options``, reduced.
+
+    ``draw`` is ``(noise, generator)`` as given: the noise $\gamma$, or (``None``) the generator
+    it is drawn from. The target is $\phi = G + 1 - \gamma$ over its sum, from the unweighted
+    gains $G$.
+    """
+    noise, generator = draw
+    _validation.check_generator("generator", generator)
+    checks = None
+    if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
+        _validation.check_preds_target(preds, target)
+        _validation.check_mask(mask, preds)
+        _validation.check_click_tensor("noise", noise, preds, kind="floating")
+        if options.validate_args and noise.numel() > 0:
+            real = _validation.real_items(target, mask, options.ignore_index)
+            found = noise.detach()
+            low, high = torch.aminmax(found if real is None else found.where(real, 0))
+            message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
+            checks = _validation.value_checks(
+                [((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
+            )
+    lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
+    acc, length = _options.accumulate_dtype(preds.device), preds.shape[-1]
+    gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
+    if noise is None:
+        noise = torch.rand(gains.shape, generator=generator, dtype=acc, device=gains.device)
+    gains = gains + 1 - _options.as_dtype(noise.detach().reshape(gains.shape), acc)
+    gains = gains if lists.mask is None else gains.where(lists.mask, 0)
+    targets = (gains / gains.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
+    return _cross_entropy(lists, targets.to(lists.scores.dtype), options)
+
+
+def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
+    r"""Cross-entropy of the scores' softmax against ``targets`` times the weights, reduced.
+
+    Padding is left out of the softmax; a term whose target is 0 is 0 (padding's log-softmax,
+    $-\infty$, never meets arithmetic).
+    """
+    scores, real = lists.scores, lists.mask
+    if options.validate_args and scores.numel() > 0:
+        # -log q_i is at most the score range + log L, so a list's loss is at most that
+        # times its largest weight (targets sum to 1), and its slopes at most the weight.
+        bound = _loss_input.score_range(lists) + math.log(scores.shape[-1])
+        dtype, largest = scores.dtype, torch.finfo(scores.dtype).max
+        message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
+        if isinstance(bound, Tensor):
+            _host.assert_on_device(bound < largest, message + "span too much; rescale them.")
+        elif not bound < largest:
+            raise ValueError(message + f"span {bound:.3g}; rescale them.")
+        if lists.gain_scale is not None:
+            _validation.check_weight_scale(bound + 1, lists.gain_scale, dtype)
+    if lists.weight is not None:
+        targets = _kernels.weighted_gains(targets, lists.weight, real)
+    log_q = (scores if real is None else scores.masked_fill(~real, -torch.inf)).log_softmax(-1)
+    per_list = torch.where(targets > 0, -targets * log_q, 0).sum(-1)
+    return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
