@@ -37,6 +37,7 @@ from torch_ndcg._options import (
     Cutoffs,
     ListOptions,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
     is_integer_tensor,
 )
@@ -377,10 +378,7 @@ def check_values(
         high_pred = torch.where(scored, preds, -torch.inf).amax()
     low, high = torch.aminmax(real_target)
     if not read_back:
-        for rule in rules:
-            ok = rule.ok(low_pred, high_pred, low, high)
-            assert_on_device(ok, rule.message.format(found=rule.on_device))
-        return None
+        return defer(rules(low_pred, high_pred, low, high))  # device-side assertions
     extremes = torch.stack([low_pred.double(), high_pred.double(), low.double(), high.double()])
 
     def judge(values: list[float]) -> CheckedValues:
@@ -389,10 +387,7 @@ def check_values(
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
-        for rule in rules:
-            if not rule.ok(low_pred, high_pred, low, high):
-                found = rule.found(low_pred, high_pred, low, high)
-                raise ValueError(rule.message.format(found=found))
+        _judge(rules(low_pred, high_pred, low, high), [])  # known: judged now
         if float_labels and label_like(low_pred, high_pred):
             # Were float labels passed first? Whole scores, some fractional label: one more read.
             real_preds = preds if scored is None else torch.where(scored, preds, 0)
@@ -434,8 +429,8 @@ def small_batch_holds(
     float_labels = target.is_floating_point()
     rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
     # A loop, not all() of a generator: fewer Python calls on the small hot paths.
-    for rule in rules:
-        if not rule.ok(low_pred, high_pred, low, high):
+    for check in rules(low_pred, high_pred, low, high):
+        if not check.ok:
             return False
     return not (float_labels and label_like(low_pred, high_pred))
 
@@ -467,25 +462,6 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-class _Rule(NamedTuple):
-    """One value check of `check_values`: its message, and how each side judges it.
-
-    Attributes:
-        message: the error, with ``{found}`` for what was found (or what was found in it).
-        ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
-            them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
-            from them read back as numbers, a bool.
-        found: on the host, from the extremes read back where they fail: the text that stands
-            for ``{found}`` (by default the largest label).
-        on_device: what the device-side assertion says was found (no value is read there).
-    """
-
-    message: str
-    ok: Callable[[Any, Any, Any, Any], Any]
-    found: Callable[[float, float, float, float], str] = lambda lp, hp, lo, hi: repr(hi)
-    on_device: str = "a value"
-
-
 def _value_rules(
     gain: str | None,
     preds_dtype: torch.dtype,
@@ -494,15 +470,18 @@ def _value_rules(
     ignore_index: int | None,
     finite_preds: bool,
     float_labels: bool,
-) -> list[_Rule]:
-    """The rules of `check_values` that apply to this input, in the order they are checked.
+) -> Callable[[Any, Any, Any, Any], list[Check]]:
+    """The checks of `check_values` that apply to this input, stated from its four extremes.
 
-    Scores of ``preds_dtype``, gains summed ``n_items`` at once; only a named ``gain`` (``None``
-    for a callable) has a limit and enters a message. One comparison a rule where the dtype
-    allows it (integer labels are never NaN or infinite). A length that torch.compile traces as
-    a symbol (dynamic lengths) is compared, never made a number (which would break the graph or
-    specialise it to one length): where the gain limit depends on it (float64 scores), the
-    message gives its formula, and labels are compared with the symbol itself.
+    The result takes ``(low_pred, high_pred, low, high)``: as tensors on the device (each
+    `Check` pending, for a device-side assertion) or as numbers read back (each known), and
+    states the checks in the order they are judged. Scores of ``preds_dtype``, gains summed
+    ``n_items`` at once; only a named ``gain`` (``None`` for a callable) has a limit and enters
+    a message. One comparison a check where the dtype allows it (integer labels are never NaN
+    or infinite). A length that torch.compile traces as a symbol (dynamic lengths) is compared,
+    never made a number (which would break the graph or specialise it to one length): where the
+    gain limit depends on it (float64 scores), the message gives its formula, and labels are
+    compared with the symbol itself.
     """
     # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
     # that the run did not retrieve.
@@ -512,83 +491,73 @@ def _value_rules(
         else " (if NaN marks judged documents not retrieved, as in the rows of `from_trec`, "
         "pass `retrieved=`, e.g. `retrieved=rows.retrieved`)"
     )
-    rules = [
-        _Rule(
-            f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}.",
-            lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-        )
-    ]
-    if finite_preds:
-        rules.append(
-            _Rule(
-                "Expected `preds` to be finite, but found {found}.",
-                # With no real score the smallest comes out above the largest: nothing to check.
-                lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
-                lambda lp, hp, lo, hi: repr(lp if math.isinf(lp) else hp),
-            )
-        )
-    if float_labels:
-        rules += [
-            _Rule(
-                "Expected `target` to contain no NaN, but found NaN labels.",
-                lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-            ),
-            _Rule(
-                "Expected `target` to be finite, but found {found}.",
-                lambda lp, hp, lo, hi: abs(hi) != torch.inf,
-            ),
-        ]
+    nan_scores = f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}."
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+    negative = f"Expected `target` to be non-negative{other_than}, but found {{found}}."
     padding_hint = (
         " (if -1 marks padding, as `pad_by_query` pads labels, give the lists' `mask` or "
         "pass `ignore_index`=-1)"
         if ignore_index is None
         else ""
     )
-    rules.append(
-        _Rule(
-            f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
-            lambda lp, hp, lo, hi: lo >= 0,
-            lambda lp, hp, lo, hi: f"the value {lo!r}" + (padding_hint if lo == -1 else ""),
-            "a negative label" + padding_hint,
-        )
-    )
-    if gain is None:
-        return rules
-    # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype (float64
-    # wherever the device has it): a label is allowed while gain(y) <= min(max(dtype),
-    # max(float64) / length). The length counts only where finite gains could sum past the
-    # accumulation dtype (float64 scores, or float32 sums on MPS): integer arithmetic there, so
-    # that a symbolic length gives a guard, not a number. The same limit in every entry point.
-    dtype = compute_dtype(preds_dtype)
-    largest_sum = torch.finfo(accumulate_dtype(device)).max
-    sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
-    largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
-    limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
-    # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
-    number = not (sums_bind and torch.compiler.is_compiling())
-    if number:
-        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-    else:
-        shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
-    advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
-
-    def within(low_pred: Any, high_pred: Any, low: Any, high: Any) -> Any:
-        if isinstance(high, Tensor) and number:
-            # Compared in the labels' dtype, against its largest value within the limit.
-            return high <= largest_value_at_most(limit, high.dtype)
-        return high <= limit  # read back, or against a traced symbol as it is
-
-    count = f"{n_items} " if isinstance(n_items, int) else ""
-    rules.append(
-        _Rule(
+    within: Callable[[Any], Any] | None = None
+    if gain is not None:
+        # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype
+        # (float64 wherever the device has it): a label is allowed while gain(y) <=
+        # min(max(dtype), max(float64) / length). The length counts only where finite gains
+        # could sum past the accumulation dtype (float64 scores, or float32 sums on MPS): integer
+        # arithmetic there, so that a symbolic length gives a guard, not a number. The same
+        # limit in every entry point.
+        dtype = compute_dtype(preds_dtype)
+        largest_sum = torch.finfo(accumulate_dtype(device)).max
+        sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
+        largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
+        limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
+        # Traced, a length-bound limit may be a symbol (dynamic lengths): never written out.
+        number = not (sums_bind and torch.compiler.is_compiling())
+        if number:
+            shown = (
+                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+            )
+        else:
+            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
+        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+        count = f"{n_items} " if isinstance(n_items, int) else ""
+        too_large = (
             f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
-            f"float64), but found {{found}}; {advice} the labels.",
-            within,
+            f"float64), but found {{found}}; {advice} the labels."
         )
-    )
-    return rules
+
+        def within(high: Any) -> Any:
+            if isinstance(high, Tensor) and number:
+                # Compared in the labels' dtype, against its largest value within the limit.
+                return high <= largest_value_at_most(limit, high.dtype)
+            return high <= limit  # read back, or against a traced symbol as it is
+
+    def checks(low_pred: Any, high_pred: Any, low: Any, high: Any) -> list[Check]:
+        read = not isinstance(low, Tensor)  # numbers read back: each check is known
+        stated = [Check((low_pred == low_pred) & (high_pred == high_pred), None, nan_scores)]
+        if finite_preds:
+            # With no real score the smallest comes out above the largest: nothing to check.
+            finite = ((low_pred > -math.inf) & (high_pred < math.inf)) | (low_pred > high_pred)
+            found = (low_pred if low_pred == -math.inf else high_pred) if read else None
+            stated.append(Check(finite, found, "Expected `preds` to be finite, but found {found}."))
+        if float_labels:
+            nan = "Expected `target` to contain no NaN, but found NaN labels."
+            stated.append(Check((low == low) & (high == high), None, nan))
+            infinite = "Expected `target` to be finite, but found {found}."
+            stated.append(Check(abs(high) != math.inf, high, infinite))
+        if not read:
+            found = "a negative label" + padding_hint
+        else:
+            found = f"the value {low!r}" + (padding_hint if low == -1 else "") if low < 0 else None
+        stated.append(Check(low >= 0, found, negative))
+        if within is not None:
+            stated.append(Check(within(high), high, too_large))
+        return stated
+
+    return checks
 
 
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
@@ -1123,26 +1092,16 @@ def check_rows(
     return real
 
 
-def raise_failed_checks(checks: list[tuple[Tensor, str]]) -> None:
-    """Raise the message of the first failed check.
-
-    ``checks`` are ``(bad, message)``: a bool scalar tensor, and a message that names no value
-    (and holds no braces). One read-back on the CPU; device-side assertions elsewhere
-    (`value_checks`).
-    """
-    resolve_checks(value_checks([(~bad, bad, message) for bad, message in checks]))
-
-
 def check_no_empty_target(empty: Tensor, noun: str) -> None:
     """Raise for ``empty_target_action="error"`` where a ``noun`` (list, query, user) is empty.
 
     ``empty`` (bool, any shape) marks those with no relevant item (ideal DCG 0). One read-back
-    on the CPU; a device-side assertion elsewhere (`raise_failed_checks`).
+    on the CPU; a device-side assertion elsewhere (`resolve_checks`).
     """
     message = (
         f"Found a {noun} with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
     )
-    raise_failed_checks([(empty.any(), message)])
+    resolve_checks([Check(~empty.any(), None, message)])
 
 
 def check_lists(
@@ -1179,55 +1138,85 @@ def check_lists(
 # --- Learning from clicks: weights, display positions, click values ---------------------------
 
 
-def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck | None:
-    """Checks ``(ok, found, message)`` of bool scalars ``ok`` on the device.
+class Check(NamedTuple):
+    """One value check, as every surface states it; `resolve_checks` judges them.
 
-    Where a read-back is allowed, a `DeferredCheck` raising ``ValueError(message)`` for the
-    first ``ok`` that is False, with ``{found}`` replaced by the value of ``found``; elsewhere
-    one device-side assertion each (``{found}`` reads "a value") and ``None``.
+    Attributes:
+        ok: whether the input passes it: a bool scalar tensor (still on the device: read
+            back, or asserted there) or a bool (known on the host).
+        found: what stands for ``{found}`` in ``message``: a text as it is, a number by its
+            ``repr``, a scalar tensor by its value read back (an integer without ``.0``);
+            where nothing is read back (an accelerator, ``torch.compile``) a tensor or
+            ``None`` reads "a value".
+        message: the ``ValueError``, with ``{found}`` where it names what was found.
     """
-    if not checks:
-        return None
-    if not _host.may_read_back(checks[0][0].device):
-        for ok, _, message in checks:
-            assert_on_device(ok, message.format(found="a value"))
-        return None
-    values = torch.stack(
-        [v.to(torch.float64) for ok, found, _ in checks for v in (ok, found)]
-    ).reshape(-1)
 
-    def judge(read: list[float]) -> None:
-        for index, (_, _, message) in enumerate(checks):
-            if not read[2 * index]:
-                found = read[2 * index + 1]  # integers named without a trailing ``.0``
-                shown = int(found) if math.isfinite(found) and found.is_integer() else found
-                raise ValueError(message.format(found=repr(shown)))
-
-    return DeferredCheck(values, judge)
+    ok: Tensor | bool
+    found: Tensor | float | str | None
+    message: str
 
 
-def resolve_checks(
-    first: DeferredCheck | None,
-    *others: DeferredCheck | None,
-    judged_before: DeferredCheck | None = None,
-) -> Any:
-    """Judge every check from one read-back of all their values; ``first``'s result.
+def _shown(found: Any, read: bool = False) -> str:
+    """``found`` as `Check.message` names it (``read``: a float read back from a tensor)."""
+    if isinstance(found, str):
+        return found
+    if found is None or isinstance(found, Tensor):
+        return "a value"
+    whole = read and math.isfinite(found) and found.is_integer()
+    return repr(int(found) if whole else found)
 
-    ``judged_before`` is judged first, then ``first``, then ``others``, so the errors of the
-    earlier ones win: the order in which the checks are made where they are device-side
-    assertions (the first to fail raises), so that both name the same error. ``None`` where
-    ``first`` is ``None``.
+
+def defer(checks: Sequence[Check]) -> DeferredCheck | None:
+    """``checks``, in order, as one `DeferredCheck` of their pending tensors.
+
+    Where a value may be read back (the CPU, eager) its judge raises the first failed
+    ``message`` and returns what each check found (with no tensor pending: judged now, and
+    ``None`` returned); elsewhere each pending check is a device-side assertion, a known
+    failure raises now, and ``None`` is returned.
     """
-    return resolve_all(judged_before, first, *others)[1]
+    pending = [ok for ok, _, _ in checks if isinstance(ok, Tensor)]
+    if pending and not _host.may_read_back(pending[0].device):
+        for ok, found, message in checks:
+            if isinstance(ok, Tensor):
+                assert_on_device(ok, message.format(found=_shown(found)))
+            elif not ok:
+                raise ValueError(message.format(found=_shown(found)))
+        return None
+    if not pending:
+        _judge(checks, [])
+        return None
+    values = [v for ok, found, _ in checks if isinstance(ok, Tensor) for v in (ok, found)]
+    stacked = torch.stack([as_dtype(value, torch.float64) for value in values])
+    return DeferredCheck(stacked, functools.partial(_judge, checks))
 
 
-def resolve_all(*checks: DeferredCheck | None) -> list[Any]:
+def _judge(checks: Sequence[Check], read: list[float]) -> list[Any]:
+    """What each of ``checks`` found, its pending values ``read`` back; raise the first failed."""
+    found_values, at = [], 0
+    for ok, found, message in checks:
+        from_tensor = isinstance(ok, Tensor)
+        if from_tensor:
+            ok, found, at = read[at], read[at + 1], at + 2
+        if not ok:
+            raise ValueError(message.format(found=_shown(found, from_tensor)))
+        found_values.append(found)
+    return found_values
+
+
+def resolve_checks(*checks: DeferredCheck | Sequence[Check] | None) -> list[Any]:
     """Judge ``checks`` in order from one read-back of all their values; each one's result.
 
-    ``None`` for a check that is ``None``.
+    The one resolver: statements of `Check` are deferred (`defer`) first. Judged in order, the
+    first to fail raises: the order of their device-side assertions, so that both name the
+    same error. ``None`` for a check that is ``None`` (or asserted on the device).
     """
-    read = _host.read_together([None if check is None else check.values for check in checks])
-    return [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
+    deferred = [c if c is None or isinstance(c, DeferredCheck) else defer(c) for c in checks]
+    read = _host.read_together([None if c is None else c.values for c in deferred])
+    return [None if c is None else c.judge(v) for c, v in zip(deferred, read, strict=True)]
+
+
+# The losses' names of `defer` and `resolve_checks` (their checks are `(ok, found, message)`).
+value_checks, resolve_all = defer, resolve_checks
 
 
 def check_click_tensor(
@@ -1265,31 +1254,24 @@ def check_weight(
         return None
     real_weight = weight if real is None else torch.where(real, weight, 0)
     low, high = torch.aminmax(real_weight.detach())  # both NaN where one is
-    checks = value_checks(
+    checks = defer(
         [
-            (low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
-            (high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
-            (low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
+            Check(low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
+            Check(high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
+            Check(low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
         ]
     )
-    if checks is None:
-        return None
-    judge = checks.judge
-
-    def largest(read: list[float]) -> float:
-        judge(read)
-        return read[3]  # the second check's value: the largest real weight
-
-    return DeferredCheck(checks.values, largest)
+    # Its result: what the second check found, the largest real weight.
+    return None if checks is None else DeferredCheck(checks.values, lambda r: checks.judge(r)[1])
 
 
-def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, Tensor, str]]:
+def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[Check]:
     """The value check that no ``values`` are ``bad``; it finds the bad one of largest magnitude.
 
     Gathered as a 0-d tensor (no read-back), 0 where none is bad.
     """
     found = torch.where(bad, values, 0).flatten()
-    return [(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
+    return [Check(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
 
 
 def check_positions(
@@ -1300,7 +1282,7 @@ def check_positions(
     *,
     validate_args: bool = True,
     of: str = "preds",
-) -> list[tuple[Tensor, Tensor, str]]:
+) -> list[Check]:
     """``positions`` is an integer tensor like ``like``; its value checks on real items.
 
     ``like`` is the argument ``of`` (``preds``), whose shape and device ``positions`` has
@@ -1325,7 +1307,7 @@ def check_positions(
 
 def check_binary(
     name: str, values: Tensor, real: Tensor | None
-) -> list[tuple[Tensor, Tensor, str]]:
+) -> list[Check]:
     """The value check that ``values`` are 0 or 1 on real items (none for bool tensors)."""
     if values.dtype == torch.bool or values.numel() == 0:
         return []
