@@ -28,6 +28,7 @@ from torch_ndcg import _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
+    CATALOG_PLACEHOLDER,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
@@ -1185,8 +1186,15 @@ def defer(checks: Sequence[Check]) -> DeferredCheck | None:
     if not pending:
         _judge(checks, [])
         return None
-    values = [v for ok, found, _ in checks if isinstance(ok, Tensor) for v in (ok, found)]
-    stacked = torch.stack([as_dtype(value, torch.float64) for value in values])
+    # Each pending check reads back its ``ok`` and what it found (``ok`` again where it is no
+    # tensor: nothing to read).
+    values = [
+        as_dtype(value, torch.float64)
+        for ok, found, _ in checks
+        if isinstance(ok, Tensor)
+        for value in (ok, found if isinstance(found, Tensor) else ok)
+    ]
+    stacked = torch.stack(values)
     return DeferredCheck(stacked, functools.partial(_judge, checks))
 
 
@@ -1194,9 +1202,9 @@ def _judge(checks: Sequence[Check], read: list[float]) -> list[Any]:
     """What each of ``checks`` found, its pending values ``read`` back; raise the first failed."""
     found_values, at = [], 0
     for ok, found, message in checks:
-        from_tensor = isinstance(ok, Tensor)
-        if from_tensor:
-            ok, found, at = read[at], read[at + 1], at + 2
+        from_tensor = isinstance(found, Tensor)
+        if isinstance(ok, Tensor):
+            ok, found, at = read[at], read[at + 1] if from_tensor else found, at + 2
         if not ok:
             raise ValueError(message.format(found=_shown(found, from_tensor)))
         found_values.append(found)
@@ -1305,9 +1313,7 @@ def check_positions(
     return _none_bad(bad, real_positions, message)
 
 
-def check_binary(
-    name: str, values: Tensor, real: Tensor | None
-) -> list[Check]:
+def check_binary(name: str, values: Tensor, real: Tensor | None) -> list[Check]:
     """The value check that ``values`` are 0 or 1 on real items (none for bool tensors)."""
     if values.dtype == torch.bool or values.numel() == 0:
         return []
@@ -1315,3 +1321,218 @@ def check_binary(
     bad = (real_values != 0) & (real_values != 1)
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
     return _none_bad(bad, real_values, message)
+
+
+# --- The catalog: embeddings, relevant and excluded items ---------------------------------------
+
+_INT64_MAX = torch.iinfo(torch.int64).max
+# What `relevant` and `exclude` may be, as their errors name it.
+_ITEM_KINDS = {
+    "relevant": "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids",
+    "exclude": (
+        "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
+    ),
+}
+
+
+def check_items(value: Any, name: str, users: int, n_items: int | None) -> bool:
+    """``relevant`` or ``exclude`` (``name``) of ``users`` users: whether it holds item ids.
+
+    Item ids: an integer ``[B, P]`` tensor; else a sparse COO/CSR ``[B, N]`` tensor (or a dense
+    bool one for ``exclude``) of ``n_items`` columns (``None``: any).
+    """
+    if not isinstance(value, Tensor):
+        raise TypeError(
+            f"Expected `{name}` as {_ITEM_KINDS[name]}, but got {type(value).__name__}."
+        )
+    if value.layout == torch.strided and not (name == "exclude" and value.dtype == torch.bool):
+        if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
+            got = f"{value.dtype} of shape {tuple(value.shape)}"
+            if name == "relevant":
+                one_id = value.dim() == 1 and is_integer_tensor(value)
+                how = "one item id per user as `relevant[:, None]`"
+                how = how if one_id else "a dense grade matrix as `relevant.to_sparse()`"
+                got = f"a dense {value.dtype} tensor of shape {tuple(value.shape)}; pass {how}"
+            raise TypeError(f"Expected `{name}` as {_ITEM_KINDS[name]}, but got {got}.")
+        if value.shape[0] != users:
+            raise ValueError(
+                f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
+            )
+        return True
+    if value.dim() != 2 or value.shape[0] != users or n_items not in (None, value.shape[1]):
+        expected = f"[{users}, {'N' if n_items is None else n_items}]"
+        raise ValueError(
+            f"Expected `{name}` of shape {expected} (users x catalog items), "
+            f"but got {tuple(value.shape)}."
+        )
+    if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
+        raise ValueError(
+            f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
+            f"but got the layout {value.layout}."
+        )
+    return False
+
+
+def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[Check]:
+    """The checks of ``[B, P]`` ascending ids: in ``[0, limit)``, each once per user.
+
+    Relevant ids (``both`` is ``None``; padding ``-1``) or excluded ids (padding the int64
+    maximum), whose ``both`` marks the relevant items among them: there must be none.
+    """
+    name = "relevant" if both is None else "excluded"
+    real = ordered.ge(0) if both is None else ordered.lt(_INT64_MAX)
+    outside = f"Expected the {name} item ids in [0, {limit}), but one is outside."
+    twice = f"Expected each {name} item once per user, but a user lists an item twice."
+    checks = [Check(~(real & ordered.ge(limit)).any(), None, outside)]
+    repeated = ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]
+    checks.append(Check(~repeated.any(), None, twice))
+    if both is not None:
+        message = (
+            "Expected no item both relevant and excluded, but a user has one: an excluded item "
+            "takes no rank, so it cannot be found."
+        )
+        checks.append(Check(~both.any(), None, message))
+    return checks
+
+
+def check_catalog_target(
+    target: tuple[Tensor, Tensor, Tensor | None],
+    finite: Tensor | None,
+    both: Tensor | None,
+    n_items: int | None,
+    gain: Any,
+) -> None:
+    """The value checks of a catalog target ``(ids, grades, excluded)``: one resolve.
+
+    ``finite`` marks the grades whose named ``gain`` is finite (``None``: a callable gain),
+    ``both`` the relevant entries (grade other than 0) that are excluded (``None``: nothing
+    excluded), padding or not; ids are in ``[0, n_items)`` (``None``: any id).
+    """
+    ids, grades, excluded = target
+    valid, limit = ids.ge(0), _INT64_MAX if n_items is None else n_items
+    checks = item_id_checks(ids.sort(dim=-1).values, limit)
+    negative = (
+        "Expected non-negative relevance grades without NaN, but got a negative or NaN grade."
+    )
+    checks.append(Check(~(valid & (grades.isnan() | grades.lt(0))).any(), None, negative))
+    if finite is not None:
+        overflow = (
+            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
+            "the grades or use `gain`='linear'."
+        )
+        checks.append(Check(~(valid & ~finite).any(), None, overflow))
+    if excluded is not None:
+        checks += item_id_checks(excluded, limit, None if both is None else both & valid)
+    resolve_checks(checks)
+
+
+def check_catalog(queries: Any, items: Any, score_fn: Any, relevant: Any, exclude: Any) -> None:
+    """``queries`` ``[B, d]`` and ``items`` ``[N, d]`` embeddings of one dtype and device.
+
+    Scored by a product where ``score_fn`` is ``None``: then of one width, on one device.
+    ``relevant`` and ``exclude`` lie on the device of ``queries``.
+    """
+    for name, value in (("queries", queries), ("items", items)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
+    if queries.dim() != 2 or items.dim() != 2:
+        raise ValueError(
+            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
+            f"{tuple(queries.shape)} and {tuple(items.shape)}."
+        )
+    if score_fn is None and queries.shape[-1] != items.shape[-1]:
+        raise ValueError(
+            "Expected `queries` and `items` of the same width d, but got "
+            f"{queries.shape[-1]} and {items.shape[-1]}."
+        )
+    if score_fn is None and queries.dtype != items.dtype:
+        raise TypeError(
+            "Expected `queries` and `items` of the same dtype, but got "
+            f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
+        )
+    if score_fn is None:  # a `score_fn` may take its chunks from another device
+        check_same_device("items", items, queries, "queries")
+    check_same_device("relevant", relevant, queries, "queries")
+    check_same_device("exclude", exclude, queries, "queries")
+
+
+def check_streaming(
+    n_items: int,
+    options: ListOptions,
+    chunk_size: Any,
+    memory_budget: Any,
+    item_offset: Any,
+    process_group: Any,
+) -> None:
+    """How a catalog of ``n_items`` (this rank's shard) streams: its sizes, offset and group."""
+    check_positive_int("item_offset", item_offset, allow_zero=True)
+    if item_offset and process_group is None:
+        raise ValueError(
+            f"Expected `item_offset` 0 without `process_group` (one process holds the whole "
+            f"catalog: `items[j]` is item j, and the ids of `relevant` and `exclude` are in "
+            f"[0, {n_items})), but got {item_offset}; with item shards on several ranks, "
+            "pass `process_group` (ids are then global, the shards tiling [0, N))."
+        )
+    if item_offset + n_items >= CATALOG_PLACEHOLDER:
+        raise ValueError(
+            f"Expected a catalog of fewer than {CATALOG_PLACEHOLDER} items, but `item_offset` "
+            f"{item_offset} + {n_items} items reach past it."
+        )
+    for name, size in (("chunk_size", chunk_size), ("memory_budget", memory_budget)):
+        if size is not None:
+            check_positive_int(name, size)
+    if process_group is not None and options.cutoffs.ks is None:
+        raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
+
+
+def check_block(block: Tensor, expected: tuple[int, int]) -> None:
+    """A block of scores that ``score_fn`` returned has the ``expected`` shape."""
+    if tuple(block.shape) != expected:
+        raise ValueError(
+            f"Expected `score_fn` to return scores of shape {expected}, "
+            f"but got {tuple(block.shape)}."
+        )
+
+
+def check_shards(spans: list[tuple[int, int]]) -> None:
+    """The ranks' ``(offset, size)`` item shards, in ascending order, tile ``[0, N)``."""
+    end = 0
+    for offset, size in spans:
+        if size and offset != end:
+            raise ValueError(
+                "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
+                f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
+            )
+        end += size
+
+
+def check_sparse(preds: Any, target: Tensor, exclude: Any, mask: Any, options: ListOptions) -> None:
+    """Dense ``[B, N]`` ``preds`` against a sparse ``target``, with ``mask`` and ``exclude``."""
+    if options.ignore_index is not None:
+        raise ValueError(
+            f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
+            f"but got {options.ignore_index!r}; mark items that take no rank with `exclude`."
+        )
+    if not isinstance(preds, Tensor) or not preds.is_floating_point():
+        raise TypeError(
+            f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}."
+        )
+    if preds.dim() != 2 or tuple(target.shape) != tuple(preds.shape):
+        raise ValueError(
+            "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
+            f"{tuple(preds.shape)} and {tuple(target.shape)}."
+        )
+    check_same_device("target", target, preds)
+    check_mask(mask, preds)
+    check_same_device("exclude", exclude, preds)
+
+
+def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
+    """``exclude`` with dense 2-D ``preds`` and ``target`` (and their ``mask``)."""
+    check_preds_target(preds, target)
+    check_mask(mask, preds)
+    check_same_device("exclude", exclude, preds)
+    if preds.ndim != 2:
+        raise ValueError(
+            f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(preds.shape)}."
+        )
