@@ -51,8 +51,9 @@ from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
 from torch_ndcg._fast_paths import group_maxima, group_members
-from torch_ndcg._options import CATALOG_PLACEHOLDER as PLACEHOLDER
-from torch_ndcg._options import ListOptions, accumulate_dtype
+from torch_ndcg._options import CATALOG_PLACEHOLDER, ListOptions, accumulate_dtype
+
+PLACEHOLDER = CATALOG_PLACEHOLDER  # an empty slot of the top K (see `torch_ndcg._options`)
 
 # Blocks whose survivors are merged into the top K at once (sooner if they are many): the
 # threshold then lags a few blocks, which lets a few more items survive, and the merge's

@@ -1157,6 +1157,10 @@ class Check(NamedTuple):
     message: str
 
 
+# A `Check`, or the ``(ok, found, message)`` tuple the losses state it as.
+Stated = Check | tuple[Tensor | bool, Any, str]
+
+
 def _shown(found: Any, read: bool = False) -> str:
     """``found`` as `Check.message` names it (``read``: a float read back from a tensor)."""
     if isinstance(found, str):
@@ -1167,7 +1171,7 @@ def _shown(found: Any, read: bool = False) -> str:
     return repr(int(found) if whole else found)
 
 
-def defer(checks: Sequence[Check]) -> DeferredCheck | None:
+def defer(checks: Sequence[Stated]) -> DeferredCheck | None:
     """``checks``, in order, as one `DeferredCheck` of their pending tensors.
 
     Where a value may be read back (the CPU, eager) its judge raises the first failed
@@ -1198,20 +1202,21 @@ def defer(checks: Sequence[Check]) -> DeferredCheck | None:
     return DeferredCheck(stacked, functools.partial(_judge, checks))
 
 
-def _judge(checks: Sequence[Check], read: list[float]) -> list[Any]:
+def _judge(checks: Sequence[Stated], read: list[float]) -> list[Any]:
     """What each of ``checks`` found, its pending values ``read`` back; raise the first failed."""
     found_values, at = [], 0
     for ok, found, message in checks:
         from_tensor = isinstance(found, Tensor)
+        passed: Any = ok
         if isinstance(ok, Tensor):
-            ok, found, at = read[at], read[at + 1] if from_tensor else found, at + 2
-        if not ok:
+            passed, found, at = read[at], read[at + 1] if from_tensor else found, at + 2
+        if not passed:
             raise ValueError(message.format(found=_shown(found, from_tensor)))
         found_values.append(found)
     return found_values
 
 
-def resolve_checks(*checks: DeferredCheck | Sequence[Check] | None) -> list[Any]:
+def resolve_checks(*checks: DeferredCheck | Sequence[Stated] | None) -> list[Any]:
     """Judge ``checks`` in order from one read-back of all their values; each one's result.
 
     The one resolver: statements of `Check` are deferred (`defer`) first. Judged in order, the
@@ -1535,4 +1540,88 @@ def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
     if preds.ndim != 2:
         raise ValueError(
             f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(preds.shape)}."
+        )
+
+
+# --- The paired tests' samples -------------------------------------------------------------------
+
+
+def _split_sample(name: str, sample: object) -> tuple[Any, Tensor | None]:
+    """``(values, ids)`` of a sample given as values alone or as a ``(values, ids)`` pair."""
+    if isinstance(sample, tuple):
+        if len(sample) != 2:
+            raise ValueError(
+                f"Expected `{name}` as values or a `(values, ids)` pair, but got a tuple of "
+                f"{len(sample)} items."
+            )
+        values, ids = sample
+        single = " (the result of a single query: a paired test needs 2 or more)"
+        check_query_ids(f"{name}[1]", ids, scalar_hint=single)
+        return values, ids
+    return sample, None
+
+
+def check_paired_samples(
+    a: object, b: object, unmatched_ids: Any, allowed: Sequence[str]
+) -> tuple[Any, Tensor | None, Any, Tensor | None]:
+    """Two samples of a paired test: ``(a_values, a_ids, b_values, b_ids)``, each checked.
+
+    Both with ids or both without; both dicts of one set of cut-offs or both tensors; each
+    column a 1-D floating tensor (`check_paired_values`), of one shape where there are no ids.
+    ``unmatched_ids`` is one of ``allowed``.
+    """
+    check_option("unmatched_ids", unmatched_ids, allowed, callable_ok=False)
+    a_values, a_ids = _split_sample("a", a)
+    b_values, b_ids = _split_sample("b", b)
+    if (a_ids is None) != (b_ids is None):
+        raise TypeError(
+            "Expected `a` and `b` both as `(values, ids)` pairs or both as values in the same "
+            f"query order, but got ids with {'`a`' if a_ids is not None else '`b`'} only."
+        )
+    if isinstance(a_values, Mapping) != isinstance(b_values, Mapping):
+        raise TypeError(
+            "Expected `a` and `b` both to be dicts of values per cut-off or both tensors, but got "
+            f"{type(a_values).__name__} and {type(b_values).__name__}."
+        )
+    if isinstance(a_values, Mapping) and set(a_values) != set(b_values):
+        raise ValueError(
+            "Expected `a` and `b` to have the same cut-offs, but got "
+            f"{sorted(a_values)} and {sorted(b_values)}."
+        )
+    names = list(a_values) if isinstance(a_values, Mapping) else [None]
+    for name in names:
+        first, second = (a_values, b_values) if name is None else (a_values[name], b_values[name])
+        check_paired_values("a", first, a_ids)
+        check_paired_values("b", second, b_ids, like=first)
+        if a_ids is None and first.shape != second.shape:
+            raise ValueError(
+                "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the "
+                f"same queries in the same order), but got {tuple(first.shape)} and "
+                f"{tuple(second.shape)}."
+            )
+    return a_values, a_ids, b_values, b_ids
+
+
+def check_paired_ids(
+    a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], unmatched_ids: str
+) -> None:
+    """Each sample's ``(sorted ids, which the other has)``: distinct ids, the same set of them.
+
+    Unless ``unmatched_ids="intersect"``, every id of one sample is in the other's.
+    """
+    for name, (ids, _) in (("a", a), ("b", b)):
+        if ids.numel() > 1 and bool((ids[1:] == ids[:-1]).any()):
+            repeated = ids[1:][ids[1:] == ids[:-1]][:5].tolist()
+            raise ValueError(
+                f"Expected the ids of `{name}` to be distinct (one value per query), but got "
+                f"repeated ids {repeated}."
+            )
+    (a_sorted, a_common), (b_sorted, b_common) = a, b
+    if unmatched_ids == "raise" and not bool(a_common.all() & b_common.all()):
+        only_a, only_b = a_sorted[~a_common], b_sorted[~b_common]
+        raise ValueError(
+            "Expected `a` and `b` to have the same query ids, but "
+            f"{only_a.numel()} are only in `a` (e.g. {only_a[:5].tolist()}) and "
+            f"{only_b.numel()} only in `b` (e.g. {only_b[:5].tolist()}); pass "
+            "`unmatched_ids`='intersect' to test on the queries both have."
         )

@@ -222,10 +222,7 @@ def list_values(
     ):
         values, extremes = _small_batch.small_ndcg(preds, target, options)
         if extremes is None or _validation.small_batch_holds(
-            extremes,
-            options.gain,
-            preds,
-            target,  # type: ignore[arg-type]
+            extremes, options.gain, preds, target  # type: ignore[arg-type]
         ):
             return values, None
     if retrieved is not None and _catalog.is_sparse(target):
