@@ -51,12 +51,10 @@ from torch import Tensor
 
 from torch_ndcg import _fast_paths, _host, _kernels
 from torch_ndcg._fast_paths import group_maxima, group_members
-from torch_ndcg._options import ListOptions, accumulate_dtype
+from torch_ndcg._options import CATALOG_PLACEHOLDER, ListOptions, accumulate_dtype
 
-# Index of an empty slot of the top K (and of an excluded candidate): above every item index,
-# so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort key
-# hold `PLACEHOLDER - index`, hence the bound on catalog sizes.
-PLACEHOLDER = (1 << 32) - 1
+PLACEHOLDER = CATALOG_PLACEHOLDER  # an empty slot of the top K (see `torch_ndcg._options`)
+
 # Blocks whose survivors are merged into the top K at once (sooner if they are many): the
 # threshold then lags a few blocks, which lets a few more items survive, and the merge's
 # fixed cost is paid a few times less often.

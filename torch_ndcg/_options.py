@@ -32,6 +32,10 @@ AggregationFn: TypeAlias = Callable[[Tensor], Tensor]
 AggregationName: TypeAlias = Literal["mean", "median", "min", "max"]
 Aggregated: TypeAlias = AggregationName | AggregationFn
 
+# Index of an empty slot of the catalog's top K (and of an excluded candidate): above every item
+# index, so that it ranks after every real item of equal score; the low 32 bits of a 64-bit sort
+# key hold `CATALOG_PLACEHOLDER - index`, hence the bound on catalog sizes.
+CATALOG_PLACEHOLDER = (1 << 32) - 1
 # The position of an item that was not shown: it takes no part in the clicked/unclicked pairs.
 NOT_SHOWN = -1
 

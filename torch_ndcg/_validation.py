@@ -28,6 +28,7 @@ from torch_ndcg import _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
+    CATALOG_PLACEHOLDER,
     DISCOUNT_NAMES,
     EMPTY_TARGET_ACTIONS,
     GAIN_NAMES,
@@ -37,6 +38,7 @@ from torch_ndcg._options import (
     Cutoffs,
     ListOptions,
     accumulate_dtype,
+    as_dtype,
     compute_dtype,
     is_integer_tensor,
 )
@@ -377,10 +379,7 @@ def check_values(
         high_pred = torch.where(scored, preds, -torch.inf).amax()
     low, high = torch.aminmax(real_target)
     if not read_back:
-        for rule in rules:
-            ok = rule.ok(low_pred, high_pred, low, high)
-            assert_on_device(ok, rule.message.format(found=rule.on_device))
-        return None
+        return defer(rules(low_pred, high_pred, low, high))  # device-side assertions
     extremes = torch.stack([low_pred.double(), high_pred.double(), low.double(), high.double()])
 
     def judge(values: list[float]) -> CheckedValues:
@@ -389,10 +388,7 @@ def check_values(
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
-        for rule in rules:
-            if not rule.ok(low_pred, high_pred, low, high):
-                found = rule.found(low_pred, high_pred, low, high)
-                raise ValueError(rule.message.format(found=found))
+        _judge(rules(low_pred, high_pred, low, high), [])  # known: judged now
         if float_labels and label_like(low_pred, high_pred):
             # Were float labels passed first? Whole scores, some fractional label: one more read.
             real_preds = preds if scored is None else torch.where(scored, preds, 0)
@@ -434,8 +430,8 @@ def small_batch_holds(
     float_labels = target.is_floating_point()
     rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
     # A loop, not all() of a generator: fewer Python calls on the small hot paths.
-    for rule in rules:
-        if not rule.ok(low_pred, high_pred, low, high):
+    for check in rules(low_pred, high_pred, low, high):
+        if not check.ok:
             return False
     return not (float_labels and label_like(low_pred, high_pred))
 
@@ -467,25 +463,6 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-class _Rule(NamedTuple):
-    """One value check of `check_values`: its message, and how each side judges it.
-
-    Attributes:
-        message: the error, with ``{found}`` for what was found (or what was found in it).
-        ok: whether the extremes ``(low_pred, high_pred, low, high)`` pass: on the device, from
-            them as tensors, a bool scalar tensor (for a device-side assertion); on the host,
-            from them read back as numbers, a bool.
-        found: on the host, from the extremes read back where they fail: the text that stands
-            for ``{found}`` (by default the largest label).
-        on_device: what the device-side assertion says was found (no value is read there).
-    """
-
-    message: str
-    ok: Callable[[Any, Any, Any, Any], Any]
-    found: Callable[[float, float, float, float], str] = lambda lp, hp, lo, hi: repr(hi)
-    on_device: str = "a value"
-
-
 def _value_rules(
     gain: str | None,
     preds_dtype: torch.dtype,
@@ -494,15 +471,18 @@ def _value_rules(
     ignore_index: int | None,
     finite_preds: bool,
     float_labels: bool,
-) -> list[_Rule]:
-    """The rules of `check_values` that apply to this input, in the order they are checked.
+) -> Callable[[Any, Any, Any, Any], list[Check]]:
+    """The checks of `check_values` that apply to this input, stated from its four extremes.
 
-    Scores of ``preds_dtype``, gains summed ``n_items`` at once; only a named ``gain`` (``None``
-    for a callable) has a limit and enters a message. One comparison a rule where the dtype
-    allows it (integer labels are never NaN or infinite). A length that torch.compile traces as
-    a symbol (dynamic lengths) is compared, never made a number (which would break the graph or
-    specialise it to one length): where the gain limit depends on it (float64 scores), the
-    message gives its formula, and labels are compared with the symbol itself.
+    The result takes ``(low_pred, high_pred, low, high)``: as tensors on the device (each
+    `Check` pending, for a device-side assertion) or as numbers read back (each known), and
+    states the checks in the order they are judged. Scores of ``preds_dtype``, gains summed
+    ``n_items`` at once; only a named ``gain`` (``None`` for a callable) has a limit and enters
+    a message. One comparison a check where the dtype allows it (integer labels are never NaN
+    or infinite). A length that torch.compile traces as a symbol (dynamic lengths) is compared,
+    never made a number (which would break the graph or specialise it to one length): where the
+    gain limit depends on it (float64 scores), the message gives its formula, and labels are
+    compared with the symbol itself.
     """
     # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
     # that the run did not retrieve.
@@ -512,83 +492,73 @@ def _value_rules(
         else " (if NaN marks judged documents not retrieved, as in the rows of `from_trec`, "
         "pass `retrieved=`, e.g. `retrieved=rows.retrieved`)"
     )
-    rules = [
-        _Rule(
-            f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}.",
-            lambda lp, hp, lo, hi: (lp == lp) & (hp == hp),
-        )
-    ]
-    if finite_preds:
-        rules.append(
-            _Rule(
-                "Expected `preds` to be finite, but found {found}.",
-                # With no real score the smallest comes out above the largest: nothing to check.
-                lambda lp, hp, lo, hi: ((lp > -torch.inf) & (hp < torch.inf)) | (lp > hp),
-                lambda lp, hp, lo, hi: repr(lp if math.isinf(lp) else hp),
-            )
-        )
-    if float_labels:
-        rules += [
-            _Rule(
-                "Expected `target` to contain no NaN, but found NaN labels.",
-                lambda lp, hp, lo, hi: (lo == lo) & (hi == hi),
-            ),
-            _Rule(
-                "Expected `target` to be finite, but found {found}.",
-                lambda lp, hp, lo, hi: abs(hi) != torch.inf,
-            ),
-        ]
+    nan_scores = f"Expected `preds` to contain no NaN, but found NaN scores{not_retrieved}."
     other_than = "" if ignore_index is None else f" other than `ignore_index`={ignore_index}"
+    negative = f"Expected `target` to be non-negative{other_than}, but found {{found}}."
     padding_hint = (
         " (if -1 marks padding, as `pad_by_query` pads labels, give the lists' `mask` or "
         "pass `ignore_index`=-1)"
         if ignore_index is None
         else ""
     )
-    rules.append(
-        _Rule(
-            f"Expected `target` to be non-negative{other_than}, but found {{found}}.",
-            lambda lp, hp, lo, hi: lo >= 0,
-            lambda lp, hp, lo, hi: f"the value {lo!r}" + (padding_hint if lo == -1 else ""),
-            "a negative label" + padding_hint,
-        )
-    )
-    if gain is None:
-        return rules
-    # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype (float64
-    # wherever the device has it): a label is allowed while gain(y) <= min(max(dtype),
-    # max(float64) / length). The length counts only where finite gains could sum past the
-    # accumulation dtype (float64 scores, or float32 sums on MPS): integer arithmetic there, so
-    # that a symbolic length gives a guard, not a number. The same limit in every entry point.
-    dtype = compute_dtype(preds_dtype)
-    largest_sum = torch.finfo(accumulate_dtype(device)).max
-    sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
-    largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
-    limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
-    # Traced, a length-bound limit may be a symbol (dynamic lengths): never formatted as a number.
-    number = not (sums_bind and torch.compiler.is_compiling())
-    if number:
-        shown = f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-    else:
-        shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
-    advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
-
-    def within(low_pred: Any, high_pred: Any, low: Any, high: Any) -> Any:
-        if isinstance(high, Tensor) and number:
-            # Compared in the labels' dtype, against its largest value within the limit.
-            return high <= largest_value_at_most(limit, high.dtype)
-        return high <= limit  # read back, or against a traced symbol as it is
-
-    count = f"{n_items} " if isinstance(n_items, int) else ""
-    rules.append(
-        _Rule(
+    within: Callable[[Any], Any] | None = None
+    if gain is not None:
+        # Gains are computed in `dtype` and a list's gains summed in the accumulation dtype
+        # (float64 wherever the device has it): a label is allowed while gain(y) <=
+        # min(max(dtype), max(float64) / length). The length counts only where finite gains
+        # could sum past the accumulation dtype (float64 scores, or float32 sums on MPS): integer
+        # arithmetic there, so that a symbolic length gives a guard, not a number. The same
+        # limit in every entry point.
+        dtype = compute_dtype(preds_dtype)
+        largest_sum = torch.finfo(accumulate_dtype(device)).max
+        sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
+        largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
+        limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
+        # Traced, a length-bound limit may be a symbol (dynamic lengths): never written out.
+        number = not (sums_bind and torch.compiler.is_compiling())
+        if number:
+            shown = (
+                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
+            )
+        else:
+            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
+        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+        count = f"{n_items} " if isinstance(n_items, int) else ""
+        too_large = (
             f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
-            f"float64), but found {{found}}; {advice} the labels.",
-            within,
+            f"float64), but found {{found}}; {advice} the labels."
         )
-    )
-    return rules
+
+        def within(high: Any) -> Any:
+            if isinstance(high, Tensor) and number:
+                # Compared in the labels' dtype, against its largest value within the limit.
+                return high <= largest_value_at_most(limit, high.dtype)
+            return high <= limit  # read back, or against a traced symbol as it is
+
+    def checks(low_pred: Any, high_pred: Any, low: Any, high: Any) -> list[Check]:
+        read = not isinstance(low, Tensor)  # numbers read back: each check is known
+        stated = [Check((low_pred == low_pred) & (high_pred == high_pred), None, nan_scores)]
+        if finite_preds:
+            # With no real score the smallest comes out above the largest: nothing to check.
+            finite = ((low_pred > -math.inf) & (high_pred < math.inf)) | (low_pred > high_pred)
+            found = (low_pred if low_pred == -math.inf else high_pred) if read else None
+            stated.append(Check(finite, found, "Expected `preds` to be finite, but found {found}."))
+        if float_labels:
+            nan = "Expected `target` to contain no NaN, but found NaN labels."
+            stated.append(Check((low == low) & (high == high), None, nan))
+            infinite = "Expected `target` to be finite, but found {found}."
+            stated.append(Check(abs(high) != math.inf, high, infinite))
+        if not read:
+            found = "a negative label" + padding_hint
+        else:
+            found = f"the value {low!r}" + (padding_hint if low == -1 else "") if low < 0 else None
+        stated.append(Check(low >= 0, found, negative))
+        if within is not None:
+            stated.append(Check(within(high), high, too_large))
+        return stated
+
+    return checks
 
 
 # Rule lists for up to this many input kinds (dtypes, list lengths, options) are kept.
@@ -1132,26 +1102,16 @@ def check_rows(
     return real
 
 
-def raise_failed_checks(checks: list[tuple[Tensor, str]]) -> None:
-    """Raise the message of the first failed check.
-
-    ``checks`` are ``(bad, message)``: a bool scalar tensor, and a message that names no value
-    (and holds no braces). One read-back on the CPU; device-side assertions elsewhere
-    (`value_checks`).
-    """
-    resolve_checks(value_checks([(~bad, bad, message) for bad, message in checks]))
-
-
 def check_no_empty_target(empty: Tensor, noun: str) -> None:
     """Raise for ``empty_target_action="error"`` where a ``noun`` (list, query, user) is empty.
 
     ``empty`` (bool, any shape) marks those with no relevant item (ideal DCG 0). One read-back
-    on the CPU; a device-side assertion elsewhere (`raise_failed_checks`).
+    on the CPU; a device-side assertion elsewhere (`resolve_checks`).
     """
     message = (
         f"Found a {noun} with no relevant item (ideal DCG = 0) and `empty_target_action`='error'."
     )
-    raise_failed_checks([(empty.any(), message)])
+    resolve_checks([Check(~empty.any(), None, message)])
 
 
 def check_lists(
@@ -1188,55 +1148,97 @@ def check_lists(
 # --- Learning from clicks: weights, display positions, click values ---------------------------
 
 
-def value_checks(checks: Sequence[tuple[Tensor, Tensor, str]]) -> DeferredCheck | None:
-    """Checks ``(ok, found, message)`` of bool scalars ``ok`` on the device.
+class Check(NamedTuple):
+    """One value check, as every surface states it; `resolve_checks` judges them.
 
-    Where a read-back is allowed, a `DeferredCheck` raising ``ValueError(message)`` for the
-    first ``ok`` that is False, with ``{found}`` replaced by the value of ``found``; elsewhere
-    one device-side assertion each (``{found}`` reads "a value") and ``None``.
+    Attributes:
+        ok: whether the input passes it: a bool scalar tensor (still on the device: read
+            back, or asserted there) or a bool (known on the host).
+        found: what stands for ``{found}`` in ``message``: a text as it is, a number by its
+            ``repr``, a scalar tensor by its value read back (an integer without ``.0``);
+            where nothing is read back (an accelerator, ``torch.compile``) a tensor or
+            ``None`` reads "a value".
+        message: the ``ValueError``, with ``{found}`` where it names what was found.
     """
-    if not checks:
-        return None
-    if not _host.may_read_back(checks[0][0].device):
-        for ok, _, message in checks:
-            assert_on_device(ok, message.format(found="a value"))
-        return None
-    values = torch.stack(
-        [v.to(torch.float64) for ok, found, _ in checks for v in (ok, found)]
-    ).reshape(-1)
 
-    def judge(read: list[float]) -> None:
-        for index, (_, _, message) in enumerate(checks):
-            if not read[2 * index]:
-                found = read[2 * index + 1]  # integers named without a trailing ``.0``
-                shown = int(found) if math.isfinite(found) and found.is_integer() else found
-                raise ValueError(message.format(found=repr(shown)))
-
-    return DeferredCheck(values, judge)
+    ok: Tensor | bool
+    found: Tensor | float | str | None
+    message: str
 
 
-def resolve_checks(
-    first: DeferredCheck | None,
-    *others: DeferredCheck | None,
-    judged_before: DeferredCheck | None = None,
-) -> Any:
-    """Judge every check from one read-back of all their values; ``first``'s result.
+# A `Check`, or the ``(ok, found, message)`` tuple the losses state it as.
+Stated = Check | tuple[Tensor | bool, Any, str]
 
-    ``judged_before`` is judged first, then ``first``, then ``others``, so the errors of the
-    earlier ones win: the order in which the checks are made where they are device-side
-    assertions (the first to fail raises), so that both name the same error. ``None`` where
-    ``first`` is ``None``.
+
+def _shown(found: Any, read: bool = False) -> str:
+    """``found`` as `Check.message` names it (``read``: a float read back from a tensor)."""
+    if isinstance(found, str):
+        return found
+    if found is None or isinstance(found, Tensor):
+        return "a value"
+    whole = read and math.isfinite(found) and found.is_integer()
+    return repr(int(found) if whole else found)
+
+
+def defer(checks: Sequence[Stated]) -> DeferredCheck | None:
+    """``checks``, in order, as one `DeferredCheck` of their pending tensors.
+
+    Where a value may be read back (the CPU, eager) its judge raises the first failed
+    ``message`` and returns what each check found (with no tensor pending: judged now, and
+    ``None`` returned); elsewhere each pending check is a device-side assertion, a known
+    failure raises now, and ``None`` is returned.
     """
-    return resolve_all(judged_before, first, *others)[1]
+    pending = [ok for ok, _, _ in checks if isinstance(ok, Tensor)]
+    if pending and not _host.may_read_back(pending[0].device):
+        for ok, found, message in checks:
+            if isinstance(ok, Tensor):
+                assert_on_device(ok, message.format(found=_shown(found)))
+            elif not ok:
+                raise ValueError(message.format(found=_shown(found)))
+        return None
+    if not pending:
+        _judge(checks, [])
+        return None
+    # Each pending check reads back its ``ok`` and what it found (``ok`` again where it is no
+    # tensor: nothing to read).
+    values = [
+        as_dtype(value, torch.float64)
+        for ok, found, _ in checks
+        if isinstance(ok, Tensor)
+        for value in (ok, found if isinstance(found, Tensor) else ok)
+    ]
+    stacked = torch.stack(values)
+    return DeferredCheck(stacked, functools.partial(_judge, checks))
 
 
-def resolve_all(*checks: DeferredCheck | None) -> list[Any]:
+def _judge(checks: Sequence[Stated], read: list[float]) -> list[Any]:
+    """What each of ``checks`` found, its pending values ``read`` back; raise the first failed."""
+    found_values, at = [], 0
+    for ok, found, message in checks:
+        from_tensor = isinstance(found, Tensor)
+        passed: Any = ok
+        if isinstance(ok, Tensor):
+            passed, found, at = read[at], read[at + 1] if from_tensor else found, at + 2
+        if not passed:
+            raise ValueError(message.format(found=_shown(found, from_tensor)))
+        found_values.append(found)
+    return found_values
+
+
+def resolve_checks(*checks: DeferredCheck | Sequence[Stated] | None) -> list[Any]:
     """Judge ``checks`` in order from one read-back of all their values; each one's result.
 
-    ``None`` for a check that is ``None``.
+    The one resolver: statements of `Check` are deferred (`defer`) first. Judged in order, the
+    first to fail raises: the order of their device-side assertions, so that both name the
+    same error. ``None`` for a check that is ``None`` (or asserted on the device).
     """
-    read = _host.read_together([None if check is None else check.values for check in checks])
-    return [None if c is None else c.judge(v) for c, v in zip(checks, read, strict=True)]
+    deferred = [c if c is None or isinstance(c, DeferredCheck) else defer(c) for c in checks]
+    read = _host.read_together([None if c is None else c.values for c in deferred])
+    return [None if c is None else c.judge(v) for c, v in zip(deferred, read, strict=True)]
+
+
+# The losses' names of `defer` and `resolve_checks` (their checks are `(ok, found, message)`).
+value_checks, resolve_all = defer, resolve_checks
 
 
 def check_click_tensor(
@@ -1274,31 +1276,24 @@ def check_weight(
         return None
     real_weight = weight if real is None else torch.where(real, weight, 0)
     low, high = torch.aminmax(real_weight.detach())  # both NaN where one is
-    checks = value_checks(
+    checks = defer(
         [
-            (low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
-            (high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
-            (low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
+            Check(low == low, low, "Expected `weight` to contain no NaN, but found {found}."),
+            Check(high < torch.inf, high, "Expected `weight` to be finite, but found {found}."),
+            Check(low >= 0, low, "Expected `weight` to be non-negative, but found {found}."),
         ]
     )
-    if checks is None:
-        return None
-    judge = checks.judge
-
-    def largest(read: list[float]) -> float:
-        judge(read)
-        return read[3]  # the second check's value: the largest real weight
-
-    return DeferredCheck(checks.values, largest)
+    # Its result: what the second check found, the largest real weight.
+    return None if checks is None else DeferredCheck(checks.values, lambda r: checks.judge(r)[1])
 
 
-def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[tuple[Tensor, Tensor, str]]:
+def _none_bad(bad: Tensor, values: Tensor, message: str) -> list[Check]:
     """The value check that no ``values`` are ``bad``; it finds the bad one of largest magnitude.
 
     Gathered as a 0-d tensor (no read-back), 0 where none is bad.
     """
     found = torch.where(bad, values, 0).flatten()
-    return [(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
+    return [Check(~bad.any(), found.gather(0, found.abs().argmax().reshape(1))[0], message)]
 
 
 def check_positions(
@@ -1309,7 +1304,7 @@ def check_positions(
     *,
     validate_args: bool = True,
     of: str = "preds",
-) -> list[tuple[Tensor, Tensor, str]]:
+) -> list[Check]:
     """``positions`` is an integer tensor like ``like``; its value checks on real items.
 
     ``like`` is the argument ``of`` (``preds``), whose shape and device ``positions`` has
@@ -1332,9 +1327,7 @@ def check_positions(
     return _none_bad(bad, real_positions, message)
 
 
-def check_binary(
-    name: str, values: Tensor, real: Tensor | None
-) -> list[tuple[Tensor, Tensor, str]]:
+def check_binary(name: str, values: Tensor, real: Tensor | None) -> list[Check]:
     """The value check that ``values`` are 0 or 1 on real items (none for bool tensors)."""
     if values.dtype == torch.bool or values.numel() == 0:
         return []
@@ -1342,3 +1335,302 @@ def check_binary(
     bad = (real_values != 0) & (real_values != 1)
     message = f"Expected `{name}` to be 0 or 1 (a click or none), but found {{found}}."
     return _none_bad(bad, real_values, message)
+
+
+# --- The catalog: embeddings, relevant and excluded items ---------------------------------------
+
+_INT64_MAX = torch.iinfo(torch.int64).max
+# What `relevant` and `exclude` may be, as their errors name it.
+_ITEM_KINDS = {
+    "relevant": "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids",
+    "exclude": (
+        "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
+    ),
+}
+
+
+def check_items(value: Any, name: str, users: int, n_items: int | None) -> bool:
+    """``relevant`` or ``exclude`` (``name``) of ``users`` users: whether it holds item ids.
+
+    Item ids: an integer ``[B, P]`` tensor; else a sparse COO/CSR ``[B, N]`` tensor (or a dense
+    bool one for ``exclude``) of ``n_items`` columns (``None``: any).
+    """
+    if not isinstance(value, Tensor):
+        raise TypeError(
+            f"Expected `{name}` as {_ITEM_KINDS[name]}, but got {type(value).__name__}."
+        )
+    if value.layout == torch.strided and not (name == "exclude" and value.dtype == torch.bool):
+        if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
+            got = f"{value.dtype} of shape {tuple(value.shape)}"
+            if name == "relevant":
+                one_id = value.dim() == 1 and is_integer_tensor(value)
+                how = "one item id per user as `relevant[:, None]`"
+                how = how if one_id else "a dense grade matrix as `relevant.to_sparse()`"
+                got = f"a dense {value.dtype} tensor of shape {tuple(value.shape)}; pass {how}"
+            raise TypeError(f"Expected `{name}` as {_ITEM_KINDS[name]}, but got {got}.")
+        if value.shape[0] != users:
+            raise ValueError(
+                f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
+            )
+        return True
+    if value.dim() != 2 or value.shape[0] != users or n_items not in (None, value.shape[1]):
+        expected = f"[{users}, {'N' if n_items is None else n_items}]"
+        raise ValueError(
+            f"Expected `{name}` of shape {expected} (users x catalog items), "
+            f"but got {tuple(value.shape)}."
+        )
+    if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
+        raise ValueError(
+            f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
+            f"but got the layout {value.layout}."
+        )
+    return False
+
+
+def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[Check]:
+    """The checks of ``[B, P]`` ascending ids: in ``[0, limit)``, each once per user.
+
+    Relevant ids (``both`` is ``None``; padding ``-1``) or excluded ids (padding the int64
+    maximum), whose ``both`` marks the relevant items among them: there must be none.
+    """
+    name = "relevant" if both is None else "excluded"
+    real = ordered.ge(0) if both is None else ordered.lt(_INT64_MAX)
+    outside = f"Expected the {name} item ids in [0, {limit}), but one is outside."
+    twice = f"Expected each {name} item once per user, but a user lists an item twice."
+    checks = [Check(~(real & ordered.ge(limit)).any(), None, outside)]
+    repeated = ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]
+    checks.append(Check(~repeated.any(), None, twice))
+    if both is not None:
+        message = (
+            "Expected no item both relevant and excluded, but a user has one: an excluded item "
+            "takes no rank, so it cannot be found."
+        )
+        checks.append(Check(~both.any(), None, message))
+    return checks
+
+
+def check_catalog_target(
+    target: tuple[Tensor, Tensor, Tensor | None],
+    finite: Tensor | None,
+    both: Tensor | None,
+    n_items: int | None,
+    gain: Any,
+) -> None:
+    """The value checks of a catalog target ``(ids, grades, excluded)``: one resolve.
+
+    ``finite`` marks the grades whose named ``gain`` is finite (``None``: a callable gain),
+    ``both`` the relevant entries (grade other than 0) that are excluded (``None``: nothing
+    excluded), padding or not; ids are in ``[0, n_items)`` (``None``: any id).
+    """
+    ids, grades, excluded = target
+    valid, limit = ids.ge(0), _INT64_MAX if n_items is None else n_items
+    checks = item_id_checks(ids.sort(dim=-1).values, limit)
+    negative = (
+        "Expected non-negative relevance grades without NaN, but got a negative or NaN grade."
+    )
+    checks.append(Check(~(valid & (grades.isnan() | grades.lt(0))).any(), None, negative))
+    if finite is not None:
+        overflow = (
+            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
+            "the grades or use `gain`='linear'."
+        )
+        checks.append(Check(~(valid & ~finite).any(), None, overflow))
+    if excluded is not None:
+        checks += item_id_checks(excluded, limit, None if both is None else both & valid)
+    resolve_checks(checks)
+
+
+def check_catalog(queries: Any, items: Any, score_fn: Any, relevant: Any, exclude: Any) -> None:
+    """``queries`` ``[B, d]`` and ``items`` ``[N, d]`` embeddings of one dtype and device.
+
+    Scored by a product where ``score_fn`` is ``None``: then of one width, on one device.
+    ``relevant`` and ``exclude`` lie on the device of ``queries``.
+    """
+    for name, value in (("queries", queries), ("items", items)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
+    if queries.dim() != 2 or items.dim() != 2:
+        raise ValueError(
+            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
+            f"{tuple(queries.shape)} and {tuple(items.shape)}."
+        )
+    if score_fn is None and queries.shape[-1] != items.shape[-1]:
+        raise ValueError(
+            "Expected `queries` and `items` of the same width d, but got "
+            f"{queries.shape[-1]} and {items.shape[-1]}."
+        )
+    if score_fn is None and queries.dtype != items.dtype:
+        raise TypeError(
+            "Expected `queries` and `items` of the same dtype, but got "
+            f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
+        )
+    if score_fn is None:  # a `score_fn` may take its chunks from another device
+        check_same_device("items", items, queries, "queries")
+    check_same_device("relevant", relevant, queries, "queries")
+    check_same_device("exclude", exclude, queries, "queries")
+
+
+def check_streaming(
+    n_items: int,
+    options: ListOptions,
+    chunk_size: Any,
+    memory_budget: Any,
+    item_offset: Any,
+    process_group: Any,
+) -> None:
+    """How a catalog of ``n_items`` (this rank's shard) streams: its sizes, offset and group."""
+    check_positive_int("item_offset", item_offset, allow_zero=True)
+    if item_offset and process_group is None:
+        raise ValueError(
+            f"Expected `item_offset` 0 without `process_group` (one process holds the whole "
+            f"catalog: `items[j]` is item j, and the ids of `relevant` and `exclude` are in "
+            f"[0, {n_items})), but got {item_offset}; with item shards on several ranks, "
+            "pass `process_group` (ids are then global, the shards tiling [0, N))."
+        )
+    if item_offset + n_items >= CATALOG_PLACEHOLDER:
+        raise ValueError(
+            f"Expected a catalog of fewer than {CATALOG_PLACEHOLDER} items, but `item_offset` "
+            f"{item_offset} + {n_items} items reach past it."
+        )
+    for name, size in (("chunk_size", chunk_size), ("memory_budget", memory_budget)):
+        if size is not None:
+            check_positive_int(name, size)
+    if process_group is not None and options.cutoffs.ks is None:
+        raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
+
+
+def check_block(block: Tensor, expected: tuple[int, int]) -> None:
+    """A block of scores that ``score_fn`` returned has the ``expected`` shape."""
+    if tuple(block.shape) != expected:
+        raise ValueError(
+            f"Expected `score_fn` to return scores of shape {expected}, "
+            f"but got {tuple(block.shape)}."
+        )
+
+
+def check_shards(spans: list[tuple[int, int]]) -> None:
+    """The ranks' ``(offset, size)`` item shards, in ascending order, tile ``[0, N)``."""
+    end = 0
+    for offset, size in spans:
+        if size and offset != end:
+            raise ValueError(
+                "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
+                f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
+            )
+        end += size
+
+
+def check_sparse(preds: Any, target: Tensor, exclude: Any, mask: Any, options: ListOptions) -> None:
+    """Dense ``[B, N]`` ``preds`` against a sparse ``target``, with ``mask`` and ``exclude``."""
+    if options.ignore_index is not None:
+        raise ValueError(
+            f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
+            f"but got {options.ignore_index!r}; mark items that take no rank with `exclude`."
+        )
+    if not isinstance(preds, Tensor) or not preds.is_floating_point():
+        raise TypeError(
+            f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}."
+        )
+    if preds.dim() != 2 or tuple(target.shape) != tuple(preds.shape):
+        raise ValueError(
+            "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
+            f"{tuple(preds.shape)} and {tuple(target.shape)}."
+        )
+    check_same_device("target", target, preds)
+    check_mask(mask, preds)
+    check_same_device("exclude", exclude, preds)
+
+
+def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
+    """``exclude`` with dense 2-D ``preds`` and ``target`` (and their ``mask``)."""
+    check_preds_target(preds, target)
+    check_mask(mask, preds)
+    check_same_device("exclude", exclude, preds)
+    if preds.ndim != 2:
+        raise ValueError(
+            f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(preds.shape)}."
+        )
+
+
+# --- The paired tests' samples -------------------------------------------------------------------
+
+
+def _split_sample(name: str, sample: object) -> tuple[Any, Tensor | None]:
+    """``(values, ids)`` of a sample given as values alone or as a ``(values, ids)`` pair."""
+    if isinstance(sample, tuple):
+        if len(sample) != 2:
+            raise ValueError(
+                f"Expected `{name}` as values or a `(values, ids)` pair, but got a tuple of "
+                f"{len(sample)} items."
+            )
+        values, ids = sample
+        single = " (the result of a single query: a paired test needs 2 or more)"
+        check_query_ids(f"{name}[1]", ids, scalar_hint=single)
+        return values, ids
+    return sample, None
+
+
+def check_paired_samples(
+    a: object, b: object, unmatched_ids: Any, allowed: Sequence[str]
+) -> tuple[Any, Tensor | None, Any, Tensor | None]:
+    """Two samples of a paired test: ``(a_values, a_ids, b_values, b_ids)``, each checked.
+
+    Both with ids or both without; both dicts of one set of cut-offs or both tensors; each
+    column a 1-D floating tensor (`check_paired_values`), of one shape where there are no ids.
+    ``unmatched_ids`` is one of ``allowed``.
+    """
+    check_option("unmatched_ids", unmatched_ids, allowed, callable_ok=False)
+    a_values, a_ids = _split_sample("a", a)
+    b_values, b_ids = _split_sample("b", b)
+    if (a_ids is None) != (b_ids is None):
+        raise TypeError(
+            "Expected `a` and `b` both as `(values, ids)` pairs or both as values in the same "
+            f"query order, but got ids with {'`a`' if a_ids is not None else '`b`'} only."
+        )
+    if isinstance(a_values, Mapping) != isinstance(b_values, Mapping):
+        raise TypeError(
+            "Expected `a` and `b` both to be dicts of values per cut-off or both tensors, but got "
+            f"{type(a_values).__name__} and {type(b_values).__name__}."
+        )
+    if isinstance(a_values, Mapping) and set(a_values) != set(b_values):
+        raise ValueError(
+            "Expected `a` and `b` to have the same cut-offs, but got "
+            f"{sorted(a_values)} and {sorted(b_values)}."
+        )
+    names = list(a_values) if isinstance(a_values, Mapping) else [None]
+    for name in names:
+        first, second = (a_values, b_values) if name is None else (a_values[name], b_values[name])
+        check_paired_values("a", first, a_ids)
+        check_paired_values("b", second, b_ids, like=first)
+        if a_ids is None and first.shape != second.shape:
+            raise ValueError(
+                "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the "
+                f"same queries in the same order), but got {tuple(first.shape)} and "
+                f"{tuple(second.shape)}."
+            )
+    return a_values, a_ids, b_values, b_ids
+
+
+def check_paired_ids(
+    a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], unmatched_ids: str
+) -> None:
+    """Each sample's ``(sorted ids, which the other has)``: distinct ids, the same set of them.
+
+    Unless ``unmatched_ids="intersect"``, every id of one sample is in the other's.
+    """
+    for name, (ids, _) in (("a", a), ("b", b)):
+        if ids.numel() > 1 and bool((ids[1:] == ids[:-1]).any()):
+            repeated = ids[1:][ids[1:] == ids[:-1]][:5].tolist()
+            raise ValueError(
+                f"Expected the ids of `{name}` to be distinct (one value per query), but got "
+                f"repeated ids {repeated}."
+            )
+    (a_sorted, a_common), (b_sorted, b_common) = a, b
+    if unmatched_ids == "raise" and not bool(a_common.all() & b_common.all()):
+        only_a, only_b = a_sorted[~a_common], b_sorted[~b_common]
+        raise ValueError(
+            "Expected `a` and `b` to have the same query ids, but "
+            f"{only_a.numel()} are only in `a` (e.g. {only_a[:5].tolist()}) and "
+            f"{only_b.numel()} only in `b` (e.g. {only_b[:5].tolist()}); pass "
+            "`unmatched_ids`='intersect' to test on the queries both have."
+        )

@@ -1,6 +1,5 @@
 """nDCG against a whole catalog: sparse relevance, excluded items, scores streamed in blocks."""
 
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -22,13 +21,6 @@ DEFAULT_BLOCK_BYTES = 8 << 20
 # the cache; the selection then reads each block once while it is still in cache.
 DEFAULT_CHUNK = 2048
 _INT64_MAX = torch.iinfo(torch.int64).max
-# What `relevant` and `exclude` may be, as their errors name it.
-_KINDS = {
-    "relevant": "a sparse [B, N] tensor of grades or an integer [B, P] tensor of item ids",
-    "exclude": (
-        "a bool [B, N] tensor, a sparse [B, N] tensor or an integer [B, E] tensor of item ids"
-    ),
-}
 
 
 class CatalogTarget(NamedTuple):
@@ -56,34 +48,9 @@ def _item_ids(
     be reported, never summed) sorted by item id, and their values (one read-back); an integer
     ``[B, P]`` tensor gives its item ids (negative: padding) and ``None``.
     """
-    if not isinstance(value, Tensor):
-        raise TypeError(f"Expected `{name}` as {_KINDS[name]}, but got {type(value).__name__}.")
-    if value.layout == torch.strided and not (name == "exclude" and value.dtype == torch.bool):
-        if value.is_floating_point() or value.dtype == torch.bool or value.dim() != 2:
-            got = f"{value.dtype} of shape {tuple(value.shape)}"
-            if name == "relevant":
-                one_id = value.dim() == 1 and _options.is_integer_tensor(value)
-                how = "one item id per user as `relevant[:, None]`"
-                how = how if one_id else "a dense grade matrix as `relevant.to_sparse()`"
-                got = f"a dense {value.dtype} tensor of shape {tuple(value.shape)}; pass {how}"
-            raise TypeError(f"Expected `{name}` as {_KINDS[name]}, but got {got}.")
-        if value.shape[0] != users:
-            raise ValueError(
-                f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
-            )
+    if _validation.check_items(value, name, users, n_items):
         ids = value.to(torch.int64).clamp(min=-1)
         return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
-    if value.dim() != 2 or value.shape[0] != users or n_items not in (None, value.shape[1]):
-        expected = f"[{users}, {'N' if n_items is None else n_items}]"
-        raise ValueError(
-            f"Expected `{name}` of shape {expected} (users x catalog items), "
-            f"but got {tuple(value.shape)}."
-        )
-    if value.layout not in (torch.strided, torch.sparse_coo, torch.sparse_csr):
-        raise ValueError(
-            f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
-            f"but got the layout {value.layout}."
-        )
     # A bool `exclude` holds its True items; CSR converts with every stored entry.
     entries = value.to_sparse(layout=torch.sparse_coo)
     (rows, cols), values = entries._indices(), entries._values()
@@ -139,27 +106,6 @@ def catalog_target(
     return target._replace(excluded=both.sort(dim=-1).values)
 
 
-def _id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[tuple[Tensor, str]]:
-    """The checks of ``[B, P]`` ascending ids: in ``[0, limit)``, each once per user.
-
-    Relevant ids (``both`` is ``None``; padding ``-1``) or excluded ids (padding the int64
-    maximum), whose ``both`` marks the relevant items among them: there must be none.
-    """
-    name = "relevant" if both is None else "excluded"
-    real = ordered.ge(0) if both is None else ordered.lt(_INT64_MAX)
-    outside = f"Expected the {name} item ids in [0, {limit}), but one is outside."
-    twice = f"Expected each {name} item once per user, but a user lists an item twice."
-    checks = [((real & ordered.ge(limit)).any(), outside)]
-    checks.append(((ordered[:, 1:].eq(ordered[:, :-1]) & real[:, 1:]).any(), twice))
-    if both is not None:
-        message = (
-            "Expected no item both relevant and excluded, but a user has one: an excluded item "
-            "takes no rank, so it cannot be found."
-        )
-        checks.append((both.any(), message))
-    return checks
-
-
 def check_target(target: CatalogTarget, n_items: int | None, options: ListOptions) -> None:
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
@@ -170,23 +116,11 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     if not options.validate_args:
         return
     (ids, grades, excluded), gain = target, options.gain
-    valid, limit = ids.ge(0), _INT64_MAX if n_items is None else n_items
-    checks = _id_checks(ids.sort(dim=-1).values, limit)
-    negative = (
-        "Expected non-negative relevance grades without NaN, but got a negative or NaN grade."
-    )
-    checks.append(((valid & (grades.isnan() | grades.lt(0))).any(), negative))
-    if not callable(gain):
-        overflow = (
-            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
-            "the grades or use `gain`='linear'."
-        )
-        checks.append(((valid & ~_kernels.gains(grades, gain).isfinite()).any(), overflow))
-    if excluded is not None:
-        # A stored grade of 0 is no relevant item (as a dense target's label 0).
-        found = _catalog.excluded(ids.clamp(min=0), excluded) & valid & grades.ne(0)
-        checks += _id_checks(excluded, limit, found)
-    _validation.raise_failed_checks(checks)
+    finite = None if callable(gain) else _kernels.gains(grades, gain).isfinite()
+    both = None
+    if excluded is not None:  # a stored grade of 0 is no relevant item (as a dense label 0)
+        both = _catalog.excluded(ids.clamp(min=0), excluded) & grades.ne(0)
+    _validation.check_catalog_target(target, finite, both, n_items, gain)
 
 
 def gather_shards(
@@ -215,15 +149,8 @@ def gather_shards(
         ]
         states.append(_catalog.TopState(*values[:-1]))
     spans = sorted((int(one[0, -1]), int(one[0, -2])) for one in gathered) if users else []
-    end = 0
-    for offset, size in spans:
-        if size and offset != end:
-            raise ValueError(
-                "Expected the ranks' item shards (`item_offset`, len(`items`)) to tile the "
-                f"catalog without gap or overlap, but got (offset, size) pairs {spans}."
-            )
-        end += size
-    return _catalog.merge_states(states), (end if users else n_items)
+    _validation.check_shards(spans)
+    return _catalog.merge_states(states), (sum(size for _, size in spans) if users else n_items)
 
 
 def catalog_values(
@@ -280,11 +207,6 @@ def catalog_values(
     value, ideal = _catalog.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
     listed = None if target.excluded is None else state.index[:, :1].ne(_catalog.PLACEHOLDER)
     return value, ideal, listed
-
-
-def _check_int(name: str, value: Any, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"Expected `{name}` to be an int >= {minimum}, but got {value!r}.")
 
 
 def normalized(
@@ -442,47 +364,11 @@ def catalog_ndcg_values(
     ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
     streaming arguments (those of `catalog_ndcg`) are checked here.
     """
-    for name, value in (("queries", queries), ("items", items)):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"Expected `{name}` to be a tensor, but got {type(value).__name__}.")
-    if queries.dim() != 2 or items.dim() != 2:
-        raise ValueError(
-            "Expected `queries` [B, d] and `items` [N, d], but got shapes "
-            f"{tuple(queries.shape)} and {tuple(items.shape)}."
-        )
-    _check_int("item_offset", item_offset, minimum=0)
-    if item_offset and process_group is None:
-        raise ValueError(
-            f"Expected `item_offset` 0 without `process_group` (one process holds the whole "
-            f"catalog: `items[j]` is item j, and the ids of `relevant` and `exclude` are in "
-            f"[0, {items.shape[0]})), but got {item_offset}; with item shards on several ranks, "
-            "pass `process_group` (ids are then global, the shards tiling [0, N))."
-        )
-    if item_offset + items.shape[0] >= _catalog.PLACEHOLDER:
-        raise ValueError(
-            f"Expected a catalog of fewer than {_catalog.PLACEHOLDER} items, but `item_offset` "
-            f"{item_offset} + {items.shape[0]} items reach past it."
-        )
-    for name, size in (("chunk_size", chunk_size), ("memory_budget", memory_budget)):
-        if size is not None:
-            _check_int(name, size, minimum=1)
-    if score_fn is None and queries.shape[-1] != items.shape[-1]:
-        raise ValueError(
-            "Expected `queries` and `items` of the same width d, but got "
-            f"{queries.shape[-1]} and {items.shape[-1]}."
-        )
-    if score_fn is None and queries.dtype != items.dtype:
-        raise TypeError(
-            "Expected `queries` and `items` of the same dtype, but got "
-            f"{queries.dtype} and {items.dtype} (convert one, e.g. `items.to(queries.dtype)`)."
-        )
-    if score_fn is None:  # a `score_fn` may take its chunks from another device
-        _validation.check_same_device("items", items, queries, "queries")
-    _validation.check_same_device("relevant", relevant, queries, "queries")
-    _validation.check_same_device("exclude", exclude, queries, "queries")
+    _validation.check_catalog(queries, items, score_fn, relevant, exclude)
+    _validation.check_streaming(
+        items.shape[0], options, chunk_size, memory_budget, item_offset, process_group
+    )
     sharded = process_group is not None
-    if sharded and options.cutoffs.ks is None:
-        raise ValueError("Expected an int `k` (or a sequence) with `process_group`, but got None.")
     n_items, dtype = items.shape[0], _options.compute_dtype(queries.dtype)
     # Ids are checked against a shard's size only once the catalog's is known (gathered).
     shape = (queries.shape[0], None if sharded else n_items)
@@ -497,12 +383,7 @@ def catalog_ndcg_values(
         if score_fn is None:
             return query_block @ item_chunk.T
         block = score_fn(query_block, item_chunk)
-        expected = (query_block.shape[0], item_chunk.shape[0])
-        if tuple(block.shape) != expected:
-            raise ValueError(
-                f"Expected `score_fn` to return scores of shape {expected}, "
-                f"but got {tuple(block.shape)}."
-            )
+        _validation.check_block(block, (query_block.shape[0], item_chunk.shape[0]))
         return block
 
     value, ideal, _ = catalog_values(
@@ -543,23 +424,7 @@ def sparse_values(
         ``None``: every user), as the lists' mask says of a dense target: a row of padding and
         excluded items only is no list.
     """
-    if options.ignore_index is not None:
-        raise ValueError(
-            f"Expected no `ignore_index` with a sparse target (absent entries are 0), "
-            f"but got {options.ignore_index!r}; mark items that take no rank with `exclude`."
-        )
-    if not isinstance(preds, Tensor) or not preds.is_floating_point():
-        raise TypeError(
-            f"Expected floating `preds`, but got {getattr(preds, 'dtype', type(preds))}."
-        )
-    if preds.dim() != 2 or tuple(target.shape) != tuple(preds.shape):
-        raise ValueError(
-            "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
-            f"{tuple(preds.shape)} and {tuple(target.shape)}."
-        )
-    _validation.check_same_device("target", target, preds)
-    _validation.check_mask(mask, preds)
-    _validation.check_same_device("exclude", exclude, preds)
+    _validation.check_sparse(preds, target, exclude, mask, options)
     shape, dtype = (preds.shape[0], preds.shape[1]), _options.compute_dtype(preds.dtype)
     catalog = catalog_target(target, exclude, mask, shape, dtype, preds.device, options)
     value, ideal, rows = catalog_values(
@@ -578,13 +443,8 @@ def dense_mask_with_exclusions(
     ``mask`` or ``options.ignore_index``, may be excluded too), never on an accelerator.
     ``options`` are checked; the types and shapes of the tensors are checked here.
     """
-    _validation.check_preds_target(preds, target)
-    _validation.check_mask(mask, preds)
-    _validation.check_same_device("exclude", exclude, preds)
-    shape = target.shape
-    if len(shape) != 2:
-        raise ValueError(f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(shape)}.")
-    users, n_items = shape
+    _validation.check_exclusions(preds, target, mask, exclude)
+    users, n_items = target.shape
     ids = excluded_ids(exclude, users, n_items).to(target.device)
     # Padding (the int64 maximum) and ids past the catalog (unchecked) fall in a spare column.
     ranked = torch.ones(users, n_items + 1, dtype=torch.bool, device=ids.device)
@@ -593,7 +453,7 @@ def dense_mask_with_exclusions(
         # Padding is no item, relevant or not, whatever its label.
         real_items = _validation.real_items(target, mask, options.ignore_index)
         relevant = target.ne(0) if real_items is None else target.ne(0) & real_items
-        _validation.raise_failed_checks(_id_checks(ids, n_items, relevant & ~ranked))
+        _validation.resolve_checks(_validation.item_id_checks(ids, n_items, relevant & ~ranked))
     return ranked if mask is None else ranked & mask
 
 

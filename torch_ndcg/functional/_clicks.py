@@ -42,8 +42,7 @@ def examination_probability(positions: Tensor, *, eta: float = 1.0) -> Tensor:
         tensor([1.0000, 0.5000, 0.2500, 0.0000])
     """
     _validation.check_positive("eta", eta, allow_zero=True)
-    position_checks = _validation.check_positions(positions, None, None, None)
-    _validation.resolve_checks(_validation.value_checks(position_checks))
+    _validation.resolve_checks(_validation.check_positions(positions, None, None, None))
     shown = positions != _options.NOT_SHOWN
     return torch.where(shown, _examined(positions, eta, torch.get_default_dtype()), 0)
 
@@ -153,14 +152,14 @@ def simulate_clicks(
     label_message = (
         f"Expected `target` to be in [0, {max_label}] (`max_label`), but found {{found}}."
     )
-    checks.append((low >= 0, low, label_message))
-    checks.append((high <= max_label, high, label_message))
+    checks.append(_validation.Check(low >= 0, low, label_message))
+    checks.append(_validation.Check(high <= max_label, high, label_message))
     if examination is not None:
         low_p, high_p = torch.aminmax(examination)
         message = "Expected `examination` to hold probabilities in [0, 1], but found {found}."
-        checks.append((low_p >= 0, low_p, message))
-        checks.append((high_p <= 1, high_p, message))
-    _validation.resolve_checks(_validation.value_checks(checks))
+        checks.append(_validation.Check(low_p >= 0, low_p, message))
+        checks.append(_validation.Check(high_p <= 1, high_p, message))
+    _validation.resolve_checks(checks)
 
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read

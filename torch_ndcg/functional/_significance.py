@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Literal, TypeAlias, get_args
 
 import torch
 from torch import Tensor
@@ -223,21 +223,6 @@ class PairedTestResult:
         return 2
 
 
-def _split_sample(name: str, sample: object) -> tuple[Any, Tensor | None]:
-    """``(values, ids)`` of a sample given as values alone or as a ``(values, ids)`` pair."""
-    if isinstance(sample, tuple):
-        if len(sample) != 2:
-            raise ValueError(
-                f"Expected `{name}` as values or a `(values, ids)` pair, but got a tuple of "
-                f"{len(sample)} items."
-            )
-        values, ids = sample
-        single = " (the result of a single query: a paired test needs 2 or more)"
-        _validation.check_query_ids(f"{name}[1]", ids, scalar_hint=single)
-        return values, ids
-    return sample, None
-
-
 def _paired_columns(
     a: object, b: object, unmatched_ids: UnmatchedIds
 ) -> dict[str | None, tuple[Tensor, Tensor]]:
@@ -246,63 +231,22 @@ def _paired_columns(
     Pairs by id when both samples carry ids: each side sorted by id, the common ids kept
     (an error if the id sets differ, unless ``unmatched_ids="intersect"``).
     """
-    _validation.check_option(
-        "unmatched_ids", unmatched_ids, get_args(UnmatchedIds), callable_ok=False
+    a_values, a_ids, b_values, b_ids = _validation.check_paired_samples(
+        a, b, unmatched_ids, get_args(UnmatchedIds)
     )
-    a_values, a_ids = _split_sample("a", a)
-    b_values, b_ids = _split_sample("b", b)
-    if (a_ids is None) != (b_ids is None):
-        raise TypeError(
-            "Expected `a` and `b` both as `(values, ids)` pairs or both as values in the same "
-            f"query order, but got ids with {'`a`' if a_ids is not None else '`b`'} only."
-        )
-    if isinstance(a_values, Mapping) != isinstance(b_values, Mapping):
-        raise TypeError(
-            "Expected `a` and `b` both to be dicts of values per cut-off or both tensors, but got "
-            f"{type(a_values).__name__} and {type(b_values).__name__}."
-        )
-    if isinstance(a_values, Mapping):
-        if set(a_values) != set(b_values):
-            raise ValueError(
-                "Expected `a` and `b` to have the same cut-offs, but got "
-                f"{sorted(a_values)} and {sorted(b_values)}."
-            )
-        columns: dict[str | None, tuple[Tensor, Tensor]] = {
-            name: (a_values[name], b_values[name]) for name in a_values
-        }
-    else:
-        columns = {None: (a_values, b_values)}
-    for first, second in columns.values():
-        _validation.check_paired_values("a", first, a_ids)
-        _validation.check_paired_values("b", second, b_ids, like=first)
-        if a_ids is None and first.shape != second.shape:
-            raise ValueError(
-                "Expected `a` and `b` to be 1-D tensors of one shape (a value per query, the "
-                f"same queries in the same order), but got {tuple(first.shape)} and "
-                f"{tuple(second.shape)}."
-            )
+    columns: dict[str | None, tuple[Tensor, Tensor]] = (
+        {name: (a_values[name], b_values[name]) for name in a_values}
+        if isinstance(a_values, Mapping)
+        else {None: (a_values, b_values)}
+    )
     if a_ids is None or b_ids is None:
         return columns
     # Positions in `a` and in `b` of the ids both have, in ascending id order.
     a_sorted, a_order = a_ids.sort()
     b_sorted, b_order = b_ids.sort()
-    for name, ids in (("a", a_sorted), ("b", b_sorted)):
-        if ids.numel() > 1 and bool((ids[1:] == ids[:-1]).any()):
-            repeated = ids[1:][ids[1:] == ids[:-1]][:5].tolist()
-            raise ValueError(
-                f"Expected the ids of `{name}` to be distinct (one value per query), but got "
-                f"repeated ids {repeated}."
-            )
     a_common = torch.isin(a_sorted, b_sorted)
     b_common = torch.isin(b_sorted, a_sorted)
-    if unmatched_ids == "raise" and not bool(a_common.all() & b_common.all()):
-        only_a, only_b = a_sorted[~a_common], b_sorted[~b_common]
-        raise ValueError(
-            "Expected `a` and `b` to have the same query ids, but "
-            f"{only_a.numel()} are only in `a` (e.g. {only_a[:5].tolist()}) and "
-            f"{only_b.numel()} only in `b` (e.g. {only_b[:5].tolist()}); pass "
-            "`unmatched_ids`='intersect' to test on the queries both have."
-        )
+    _validation.check_paired_ids((a_sorted, a_common), (b_sorted, b_common), unmatched_ids)
     a_order, b_order = a_order[a_common], b_order[b_common]
     return {name: (first[a_order], second[b_order]) for name, (first, second) in columns.items()}
 
