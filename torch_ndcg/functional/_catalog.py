@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog, _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
@@ -164,7 +164,7 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
     Only with ``options.validate_args``. Ids outside ``[0, N)``, an id listed twice for a user,
-    negative or NaN grades, an overflowing exponential gain, and an item both relevant (a grade
+    negative or NaN grades, a grade without a finite gain, and an item both relevant (a grade
     other than 0) and excluded are errors.
     """
     if not options.validate_args:
@@ -176,10 +176,11 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
         "Expected non-negative relevance grades without NaN, but got a negative or NaN grade."
     )
     checks.append(((valid & (grades.isnan() | grades.lt(0))).any(), negative))
-    if not callable(gain):
+    if _gains.declared(gain):
+        named_as, _, advice = _gains.limit_words(gain, None, False)
         overflow = (
-            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
-            "the grades or use `gain`='linear'."
+            f"Expected grades with a finite gain (`gain`{named_as}), but a grade has none; "
+            f"{advice} the grades."
         )
         checks.append(((valid & ~_kernels.gains(grades, gain).isfinite()).any(), overflow))
     if excluded is not None:

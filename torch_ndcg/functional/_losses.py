@@ -22,6 +22,7 @@ from torch import Tensor
 
 from torch_ndcg import (
     _fast_paths,
+    _gains,
     _host,
     _kernels,
     _options,
@@ -167,7 +168,7 @@ def _prepare(
     kmax = length if options.k is None else min(options.k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
-    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and _gains.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
@@ -221,7 +222,7 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     if not (
         options.validate_args
         and options.ignore_index is None
-        and isinstance(options.gain, str)
+        and _gains.named(options.gain)
         and small_cpu_pair(preds, target)
         and preds.dtype in SCORE_DTYPES
         and not target.is_floating_point()  # float labels may call for the swap hint
@@ -1136,7 +1137,9 @@ def _unbiased_lambdarank(
     # callable discount 0 at the top makes it 0 on a list with one click: there the clicks of
     # the items shown tell them apart.
     counted = lists.has_relevant
-    if options.reduction == "mean" and (callable(options.gain) or callable(options.discount)):
+    if options.reduction == "mean" and (
+        not _gains.named(options.gain) or callable(options.discount)
+    ):
         counted = shown_bins.masked_fill(unclicked, 0).any(dim=-1)
     return _reduce(per_list, counted, options.reduction, lists.leading_shape)
 
@@ -1569,7 +1572,7 @@ def _pl_rank(lists: _LossInput, options: LossOptions) -> Tensor:
             order,
             slot,
             linear=linear and acc == torch.float64,
-            signed=callable(options.gain) or callable(options.discount),  # else not negative
+            signed=not _gains.declared(options.gain) or callable(options.discount),  # else >= 0
         )
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
         estimate.scatter_add_(-1, order, following)
