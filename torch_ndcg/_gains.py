@@ -21,7 +21,6 @@ nothing else: a new named gain is a row of `_NAMED` and its literal in
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -73,16 +72,11 @@ def indexed(gain: Gain) -> bool:
     return isinstance(gain, tuple)
 
 
-@functools.lru_cache(maxsize=64)
-def _non_decreasing(table: tuple[float, ...]) -> bool:
-    return all(low <= high for low, high in itertools.pairwise(table))
-
-
 def monotone(gain: Gain) -> bool:
     """Whether the gain never decreases with the label: then the ideal order is the label order."""
     if isinstance(gain, str):
         return True
-    return isinstance(gain, tuple) and _non_decreasing(gain)
+    return isinstance(gain, tuple) and all(low <= high for low, high in itertools.pairwise(gain))
 
 
 def largest_label(gain: Gain, largest_gain: Any) -> Any:

@@ -296,7 +296,7 @@ def ideal_dcg(
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
         ks: cut-offs.
         kmax: number of ranks the cut-offs need.
-        gain: gain name or callable.
+        gain: a checked gain (`torch_ndcg._gains`).
         discount: discount name or callable.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
