@@ -57,6 +57,11 @@ _NAMED: dict[str, _Named] = {
 }
 
 
+def elementwise(gain: Any) -> bool:
+    """A name or a callable, taken as given; any other ``gain`` is checked as a table."""
+    return isinstance(gain, str) or callable(gain)
+
+
 def named(gain: Gain) -> TypeGuard[GainName]:
     """A built-in name: the small paths take only these (their checks are the label range's)."""
     return isinstance(gain, str)

@@ -73,7 +73,7 @@ def check_gain(gain: Any) -> Any:
     A table (LightGBM's and XGBoost's ``label_gain``: label i gains ``gain[i]``) is a list,
     tuple, 1-D tensor or array of at least one finite, non-negative number.
     """
-    if isinstance(gain, str) or callable(gain):
+    if _gains.elementwise(gain):
         check_option("gain", gain, GAIN_NAMES, callable_ok=True)
         return gain
     try:
