@@ -58,7 +58,7 @@ PORTED = [
     ("eval_at", LOSSES, r"did you mean `k` \(LightGBM's `eval_at`; one int\)"),
     ("ignore_ties", METRICS, r"did you mean `ties`='first' for scikit-learn's `ignore_ties=True`"),
     ("padded_value_indicator", METRICS + LOSSES, r"did you mean `ignore_index` \(allRank's"),
-    ("label_gain", METRICS + LOSSES, r"did you mean a callable `gain`"),
+    ("label_gain", METRICS + LOSSES, r"did you mean `gain`, which takes a sequence of per-label"),
     ("eps", LOSSES, r"did you mean nothing: no epsilon is needed"),
     ("weighing_scheme", LAMBDARANK, r"did you mean `weighting` \(allRank's lambdaRank_scheme"),
     ("alpha", APPROX, r"did you mean `temperature`=1/alpha"),

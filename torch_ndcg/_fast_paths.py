@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels
+from torch_ndcg import _gains, _host, _kernels
 from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
@@ -362,7 +362,7 @@ def dcg_and_ideal(
     read_back = _host.may_read_back(preds.device)
     long = read_back and long_rows(length, kmax)
     count_labels = (  # never long rows: they are longer than `COUNT_LABELS_UP_TO`
-        not callable(options.gain)
+        _gains.monotone(options.gain)
         and preds.numel() > COUNT_LABELS_PAST
         and length <= COUNT_LABELS_UP_TO
     )

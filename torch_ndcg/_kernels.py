@@ -28,23 +28,9 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _tables
+from torch_ndcg import _gains, _tables
+from torch_ndcg._gains import gains as gains
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype, as_dtype
-
-
-def gains(target: Tensor, gain: Gain) -> Tensor:
-    r"""Gain of each label: $2^y - 1$, $y$ or ``gain(y)``.
-
-    Args:
-        target: relevance labels, floating.
-        gain: ``"exponential"``, ``"linear"`` or an element-wise callable.
-
-    Returns:
-        A tensor of the shape of ``target``.
-    """
-    if callable(gain):
-        return gain(target)
-    return torch.exp2(target) - 1 if gain == "exponential" else target
 
 
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:
@@ -240,9 +226,9 @@ def ideal_ranked_gains(
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
-    The built-in gains never decrease with the label, so the ideal order is the label order and
+    A monotone gain (`torch_ndcg._gains.monotone`) gives the ideal order as the label order, and
     the top ``kmax`` labels are selected in the labels' own dtype (cheaper for integer labels);
-    a callable gain is ranked by the gains themselves (``item_gains``, required then), and so
+    any other gain is ranked by the gains themselves (``item_gains``, required then), and so
     are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
     Padding takes the dtype's smallest value, below every valid label or gain.
@@ -295,7 +281,7 @@ def ideal_dcg(
 
     $\mathrm{IDCG@}k = \sum_{r \le k} g(y^*_{(r)}) \, d(r)$ over the real items' labels
     sorted descending (`ideal_ranked_gains`, their top selected by ``select``). Reads nothing
-    back. With ``levels`` (integer labels in ``[0, levels)`` on real items and a named gain,
+    back. With ``levels`` (integer labels in ``[0, levels)`` on real items and a monotone gain,
     non-decreasing, so that the ideal order is the label order) it comes from the count of each
     label instead, with no sort: in the ideal order the items with label $\ge v$ take ranks
     $1..n_{\ge v}$, so with $D_k(m) = \sum_{r \le \min(m, k)} d(r)$:
@@ -310,7 +296,7 @@ def ideal_dcg(
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
         ks: cut-offs.
         kmax: number of ranks the cut-offs need.
-        gain: gain name or callable.
+        gain: a checked gain (`torch_ndcg._gains`).
         discount: discount name or callable.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
@@ -321,7 +307,7 @@ def ideal_dcg(
         ``[N, len(ks)]`` in the accumulation dtype.
     """
     if levels is None:
-        if callable(gain) and item_gains is None:
+        if not _gains.monotone(gain) and item_gains is None:
             item_gains = list_gains(target, mask, gain, dtype)
         ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype, select)
         return cumulative_dcg(ideal_gains, ks, discount)
@@ -356,14 +342,14 @@ def normalize(
     """Divide DCG by ideal DCG; lists whose ideal DCG is 0 get 0 (``"neg"``), 1 (``"pos"``) or NaN.
 
     ``"error"`` must be checked by the caller before; here it behaves like ``"neg"``. With a
-    named gain (never negative) nDCG cannot exceed 1; the ideal DCG from label counts sums in
+    declared gain (never negative) nDCG cannot exceed 1; the ideal DCG from label counts sums in
     another order than the DCG, so a perfect ranking may come out a rounding error above 1,
     which is clamped away.
     """
     fill = _EMPTY_VALUES.get(empty_target_action, 0.0)
-    if callable(gain):
+    if not _gains.declared(gain):
         return torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
-    # Named gains are never negative: the DCG is at most the ideal DCG, so a quotient is
+    # Declared gains are never negative: the DCG is at most the ideal DCG, so a quotient is
     # infinite or NaN only where the ideal DCG is 0 (x / 0), and only those take the fill.
     return (dcg / ideal).nan_to_num_(fill, fill, fill).clamp_(max=1.0)
 

@@ -10,7 +10,7 @@ internals take them and check nothing again, so an ``update`` checks only its te
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, get_args
 
@@ -22,7 +22,8 @@ DiscountFn: TypeAlias = Callable[[Tensor], Tensor]
 ScoreFn: TypeAlias = Callable[[Tensor, Tensor], Tensor]
 GainName: TypeAlias = Literal["exponential", "linear"]
 DiscountName: TypeAlias = Literal["log2", "jarvelin"]
-Gain: TypeAlias = GainName | GainFn
+# A sequence is a table of per-label gains (LightGBM's `label_gain`), checked into a tuple.
+Gain: TypeAlias = GainName | GainFn | Sequence[float]
 Discount: TypeAlias = DiscountName | DiscountFn
 Ties: TypeAlias = Literal["average", "first"]
 EmptyTargetAction: TypeAlias = Literal["neg", "pos", "skip", "error"]

@@ -47,7 +47,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels
+from torch_ndcg import _gains, _host, _kernels
 from torch_ndcg._fast_paths import SMALL_ELEMENTS
 from torch_ndcg._options import ListOptions
 
@@ -84,7 +84,7 @@ def takes_small_path(preds: Any, target: Any, options: ListOptions) -> bool:
     return (
         small_cpu_pair(preds, target)
         and not torch.is_autocast_enabled("cpu")
-        and isinstance(options.gain, str)
+        and _gains.named(options.gain)
         and isinstance(options.discount, str)
         and options.ties == "average"
         and options.empty_target_action != "error"

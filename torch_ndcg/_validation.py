@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host
+from torch_ndcg import _gains, _host
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
@@ -67,6 +67,34 @@ def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: 
     choices = ", ".join(repr(a) for a in allowed)
     extra = " or a callable" if callable_ok else ""
     raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
+
+
+def check_gain(gain: Any) -> Any:
+    """``gain`` checked: a name or a callable as given, a table of per-label gains as a tuple.
+
+    A table (LightGBM's and XGBoost's ``label_gain``: label i gains ``gain[i]``) is a list,
+    tuple, 1-D tensor or array of at least one finite, non-negative number.
+    """
+    if _gains.elementwise(gain):
+        check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+        return gain
+    try:
+        table = torch.as_tensor(gain, dtype=torch.float64, device="cpu")
+    except (TypeError, ValueError, RuntimeError):
+        table = None
+    if table is None or table.ndim != 1 or table.numel() == 0:
+        raise ValueError(
+            "Expected `gain` to be 'exponential', 'linear', a callable or a non-empty 1-D "
+            f"sequence of per-label gains (label i gains `gain`[i]), but got {gain!r}."
+        )
+    entries = tuple(table.tolist())
+    if not all(0 <= entry < math.inf for entry in entries):  # NaN fails too
+        raise ValueError(
+            "Expected `gain` as a table of per-label gains to hold finite, non-negative "
+            "numbers, but got "
+            f"{next(e for e in entries if not 0 <= e < math.inf)!r} in {list(entries)!r}."
+        )
+    return entries
 
 
 def check_distinct_k(k: Any, ks: tuple[int, ...] | None) -> None:
@@ -118,7 +146,7 @@ def check_list_options(
     are kept (see `_plain_key`), so bad ones raise at every call.
     """
     options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-    key = _plain_key(options)
+    key = None if isinstance(gain, Tensor) else _plain_key(options)  # a tensor hashes by id
     try:
         found = _kept_options.get(key) if key is not None else None
     except TypeError:  # an unhashable option: not kept
@@ -127,14 +155,14 @@ def check_list_options(
         return found
     cutoffs = Cutoffs(check_k(k), k is not None and not isinstance(k, numbers.Integral))
     check_bool("validate_args", validate_args)
-    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    gain = check_gain(gain)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_option("ties", ties, TIES_NAMES, callable_ok=False)
     check_option(
         "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
     )
     check_ignore_index(ignore_index)
-    config = ListOptions(cutoffs, *options[1:])
+    config = ListOptions(cutoffs, gain, *options[2:])
     if key is not None:
         if len(_kept_options) >= _KEPT_OPTION_SETS:
             _kept_options.clear()
@@ -365,9 +393,9 @@ def check_values(
     float_labels = real_target.is_floating_point()
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
-    named = gain if isinstance(gain, str) else None
+    declared = gain if _gains.declared(gain) else None
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
-        named, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
+        declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
     )
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
@@ -378,17 +406,27 @@ def check_values(
         low_pred = torch.where(scored, preds, torch.inf).amin()
         high_pred = torch.where(scored, preds, -torch.inf).amax()
     low, high = torch.aminmax(real_target)
+    # A table of gains is indexed by the labels: float labels must be whole numbers.
+    fraction = _gains.indexed(gain) and float_labels and (real_target != real_target.trunc())
     if not read_back:
-        return defer(rules(low_pred, high_pred, low, high))  # device-side assertions
-    extremes = torch.stack([low_pred.double(), high_pred.double(), low.double(), high.double()])
+        deferred = defer(rules(low_pred, high_pred, low, high))  # device-side assertions
+        if fraction is not False:
+            assert_on_device(~fraction.any(), _FRACTIONAL.format(found="a fractional label"))
+        return deferred
+    values = [low_pred.double(), high_pred.double(), low.double(), high.double()]
+    if fraction is not False:  # the largest fractional label, read with the extremes
+        values.append(torch.where(fraction, real_target, -torch.inf).amax().double())
+    extremes = torch.stack(values)
 
     def judge(values: list[float]) -> CheckedValues:
-        low_pred, high_pred, low, high = values
+        low_pred, high_pred, low, high = values[:4]
         if not float_labels:
             low, high = int(low), int(high)
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
         _judge(rules(low_pred, high_pred, low, high), [])  # known: judged now
+        if len(values) > 4 and values[4] > -math.inf:
+            raise ValueError(_FRACTIONAL.format(found=f"the label {values[4]!r}"))
         if float_labels and label_like(low_pred, high_pred):
             # Were float labels passed first? Whole scores, some fractional label: one more read.
             real_preds = preds if scored is None else torch.where(scored, preds, 0)
@@ -405,6 +443,11 @@ def check_values(
 
     return DeferredCheck(extremes, judge)
 
+
+_FRACTIONAL = (
+    "Expected whole-number `target` labels with `gain` a table of per-label gains (label i "
+    "gains `gain`[i]), but found {found}."
+)
 
 # Scores that are whole numbers in [0, this] look like graded labels (LETOR grades go to 4,
 # Yahoo's to 4, MSLR's to 4; a few data sets to 31).
@@ -464,7 +507,7 @@ def _frames_to_the_caller() -> int:
 
 
 def _value_rules(
-    gain: str | None,
+    gain: Any,
     preds_dtype: torch.dtype,
     n_items: int,
     device: torch.device,
@@ -477,12 +520,12 @@ def _value_rules(
     The result takes ``(low_pred, high_pred, low, high)``: as tensors on the device (each
     `Check` pending, for a device-side assertion) or as numbers read back (each known), and
     states the checks in the order they are judged. Scores of ``preds_dtype``, gains summed
-    ``n_items`` at once; only a named ``gain`` (``None`` for a callable) has a limit and enters
-    a message. One comparison a check where the dtype allows it (integer labels are never NaN
-    or infinite). A length that torch.compile traces as a symbol (dynamic lengths) is compared,
-    never made a number (which would break the graph or specialise it to one length): where the
-    gain limit depends on it (float64 scores), the message gives its formula, and labels are
-    compared with the symbol itself.
+    ``n_items`` at once; only a declared ``gain`` (a name or a table; ``None`` for a callable)
+    has a limit and enters a message. One comparison a check where the dtype allows it (integer
+    labels are never NaN or infinite). A length that torch.compile traces as a symbol (dynamic
+    lengths) is compared, never made a number (which would break the graph or specialise it to
+    one length): where the gain limit depends on it (float64 scores), the message gives its
+    formula, and labels are compared with the symbol itself.
     """
     # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
     # that the run did not retrieve.
@@ -513,19 +556,13 @@ def _value_rules(
         largest_sum = torch.finfo(accumulate_dtype(device)).max
         sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
         largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
-        limit = largest_gain if gain == "linear" else math.log2(largest_gain + 1)  # 2^y - 1 <= it
+        limit = _gains.largest_label(gain, largest_gain)
         # Traced, a length-bound limit may be a symbol (dynamic lengths): never written out.
         number = not (sums_bind and torch.compiler.is_compiling())
-        if number:
-            shown = (
-                f"{math.floor(limit * 100) / 100:.2f}" if gain == "exponential" else f"{limit:.6g}"
-            )
-        else:
-            shown = "log2(max(float64) / L + 1)" if gain == "exponential" else "max(float64) / L"
-        advice = "use `gain`='linear' or rescale" if gain == "exponential" else "rescale"
+        named_as, shown, advice = _gains.limit_words(gain, limit, number)
         count = f"{n_items} " if isinstance(n_items, int) else ""
         too_large = (
-            f"Expected `target` values of at most {shown} with `gain`={gain!r} (each gain "
+            f"Expected `target` values of at most {shown} with `gain`{named_as} (each gain "
             f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
             f"float64), but found {{found}}; {advice} the labels."
         )
@@ -598,15 +635,15 @@ def check_loss_k(k: Any) -> int | None:
 
 def check_loss_options(
     k: Any, gain: Any, discount: Any, reduction: Any, ignore_index: Any, validate_args: Any
-) -> int | None:
-    """The options every loss shares, checked (after its own): ``k`` as checked."""
+) -> tuple[int | None, Any]:
+    """The options every loss shares, checked (after its own): ``k`` and ``gain`` as checked."""
     check_option("reduction", reduction, REDUCTIONS, callable_ok=False)
     checked_k = check_loss_k(k)
-    check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+    checked_gain = check_gain(gain)
     check_option("discount", discount, DISCOUNT_NAMES, callable_ok=True)
     check_ignore_index(ignore_index)
     check_bool("validate_args", validate_args)
-    return checked_k
+    return checked_k, checked_gain
 
 
 def check_fraction(name: str, value: Any) -> Any:
@@ -692,9 +729,7 @@ def _ported_names(cutoff: str, **others: str) -> dict[str, str]:
     return {
         **{name: f"`k` ({peer} `{name}`; {cutoff})" for name, peer in _CUTOFF_NAMES.items()},
         "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
-        "label_gain": (
-            "a callable `gain` (LightGBM's `label_gain`: `gain`=lambda y: table[y.long()])"
-        ),
+        "label_gain": "`gain`, which takes a sequence of per-label gains (LightGBM's `label_gain`)",
         **others,
     }
 
@@ -1418,7 +1453,7 @@ def check_catalog_target(
 ) -> None:
     """The value checks of a catalog target ``(ids, grades, excluded)``: one resolve.
 
-    ``finite`` marks the grades whose named ``gain`` is finite (``None``: a callable gain),
+    ``finite`` marks the grades whose declared ``gain`` is finite (``None``: a callable gain),
     ``both`` the relevant entries (grade other than 0) that are excluded (``None``: nothing
     excluded), padding or not; ids are in ``[0, n_items)`` (``None``: any id).
     """
@@ -1430,9 +1465,10 @@ def check_catalog_target(
     )
     checks.append(Check(~(valid & (grades.isnan() | grades.lt(0))).any(), None, negative))
     if finite is not None:
+        named_as, _, advice = _gains.limit_words(gain, None, False)
         overflow = (
-            f"Expected grades whose {gain} gain is finite, but a grade overflows; rescale "
-            "the grades or use `gain`='linear'."
+            f"Expected grades with a finite gain (`gain`{named_as}), but a grade has none; "
+            f"{advice} the grades."
         )
         checks.append(Check(~(valid & ~finite).any(), None, overflow))
     if excluded is not None:

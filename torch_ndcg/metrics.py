@@ -94,8 +94,8 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
             passed on to it.
 
     Keyword Args:
-        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` or an element-wise
-            callable.
+        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"``, an element-wise
+            callable, or a sequence of per-label gains (LightGBM's ``label_gain``; as `ndcg`).
         discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of the 1-based ranks.
         ties: ``"average"`` (McSherry–Najork, the default) or ``"first"`` (order of appearance
             in the row).

@@ -36,6 +36,8 @@ assert_type(ndcg(p, t, mask=t > 0, exclude=None, k=[1, 3], gain="linear", ties="
 assert_type(tn.dcg(p, t, mask=None, k=2, discount=lambda r: 1 / r, ignore_index=-1), Tensor)
 assert_type(retrieval_ndcg(p, t, t.long(), k=2, empty_target_action="skip"), tuple[Tensor, Tensor])
 assert_type(tn.catalog_ndcg(p, p, t.long(), k=2, chunk_size=64, gain="linear"), Tensor)
+assert_type(ndcg(p, t, k=2, gain=[0, 1, 3, 7]), Tensor)
+assert_type(tn.lambdarank_loss(p, t, gain=(0.0, 1.0, 3.0)), Tensor)
 NDCG(k=3, ties="first", sync_on_compute=False).update_catalog(p, p, t.long(), item_offset=0)
 RetrievalNDCG(k=3, bootstrap_resamples=10, bootstrap_seed=1, validate_args=False)
 assert_type(tn.lambdarank_loss(p, t, mask=None, weight=p, sigma=2.0, weighting="ndcg2"), Tensor)

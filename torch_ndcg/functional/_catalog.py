@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog, _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
@@ -110,13 +110,13 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     """The value checks of a catalog target; one read-back on the CPU, device asserts elsewhere.
 
     Only with ``options.validate_args``. Ids outside ``[0, N)``, an id listed twice for a user,
-    negative or NaN grades, an overflowing exponential gain, and an item both relevant (a grade
+    negative or NaN grades, a grade without a finite gain, and an item both relevant (a grade
     other than 0) and excluded are errors.
     """
     if not options.validate_args:
         return
     (ids, grades, excluded), gain = target, options.gain
-    finite = None if callable(gain) else _kernels.gains(grades, gain).isfinite()
+    finite = _kernels.gains(grades, gain).isfinite() if _gains.declared(gain) else None
     both = None
     if excluded is not None:  # a stored grade of 0 is no relevant item (as a dense label 0)
         both = _catalog.excluded(ids.clamp(min=0), excluded) & grades.ne(0)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _host, _kernels, _options, _pairwise, _validation
+from torch_ndcg import _fast_paths, _gains, _host, _kernels, _options, _pairwise, _validation
 from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
 # The options only a loss takes, each with its check (called with the name and the value, it
@@ -57,7 +57,7 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
             given[name] = checked
     given.setdefault("k", 1)
     given.setdefault("discount", "log2")
-    given["k"] = _validation.check_loss_options(
+    given["k"], given["gain"] = _validation.check_loss_options(
         given["k"], given["gain"], given["discount"], given["reduction"], given["ignore_index"],
         given["validate_args"],
     )
@@ -157,7 +157,7 @@ def prepare(
     kmax = length if options.k is None else min(options.k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
-    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and not callable(gain):
+    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and _gains.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
@@ -211,7 +211,7 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     if not (
         options.validate_args
         and options.ignore_index is None
-        and isinstance(options.gain, str)
+        and _gains.named(options.gain)
         and small_cpu_pair(preds, target)
         and preds.dtype in SCORE_DTYPES
         and not target.is_floating_point()  # float labels may call for the swap hint

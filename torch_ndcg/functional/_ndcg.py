@@ -64,8 +64,10 @@ def dcg(
             Default ``None``.
         k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` (the
             default) for the whole list. A ``k`` larger than the list means the whole list.
-        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` ($y$) or an
-            element-wise callable of the float labels.
+        gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` ($y$), an
+            element-wise callable of the float labels, or a sequence of per-label gains
+            (LightGBM's and XGBoost's ``label_gain``: label $i$ gains ``gain[i]``; labels must
+            then be whole numbers below its length).
         discount: ``"log2"`` ($1/\log_2(1 + r)$, the default), ``"jarvelin"``
             ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
         ties: ``"average"`` (the default) or ``"first"``.
@@ -100,6 +102,8 @@ def dcg(
         >>> dcg(preds, target, gain="linear")
         tensor(6.1487)
         >>> dcg(preds, target, k=[1, 3], gain="linear")
+        tensor([3.0000, 5.7619])
+        >>> dcg(preds, target, k=[1, 3], gain=[0, 1, 2, 3])  # a table: here the linear gain
         tensor([3.0000, 5.7619])
     """
     checked = _validation.check_list_options(

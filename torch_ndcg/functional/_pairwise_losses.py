@@ -84,7 +84,8 @@ def lambdarank_loss(
         sigma: positive slope $\sigma$ of the logistic loss; default 1.
         weighting: ``"lambdarank"`` (the default), ``"ndcg2"`` or ``"ndcg2pp"``.
         mu: non-negative weight of the NDCG-Loss2 term in ``"ndcg2pp"``; default 10.
-        gain: ``"exponential"`` (the default), ``"linear"`` or an element-wise callable.
+        gain: ``"exponential"`` (the default), ``"linear"``, an element-wise callable, or a
+            sequence of per-label gains (LightGBM's ``label_gain``: label i gains ``gain[i]``).
         discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of 1-based float
             ranks (differentiable for `approx_ndcg_loss`).
         reduction: ``"mean"`` (the default: over lists with a relevant item; 0 if none),

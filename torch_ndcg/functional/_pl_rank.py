@@ -3,7 +3,7 @@
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels, _options, _validation
+from torch_ndcg import _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -257,7 +257,7 @@ def _pl_rank(
             order,
             slot,
             linear=linear and acc == torch.float64,
-            signed=callable(options.gain) or callable(options.discount),  # else not negative
+            signed=not _gains.declared(options.gain) or callable(options.discount),  # else not negative
         )
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
         estimate.scatter_add_(-1, order, following)

@@ -85,8 +85,8 @@ def softmax_loss(
         mask: ``[..., L]`` bool, ``True`` for real items; padded items take no part.
         weight: ``[..., L]`` non-negative, finite weights of the items' terms; ``None`` (the
             default) is every weight 1.
-        gain: ``"exponential"`` (the default, $2^y - 1$), ``"linear"`` or a callable of the
-            labels with non-negative values.
+        gain: ``"exponential"`` (the default, $2^y - 1$), ``"linear"``, a callable of the
+            labels with non-negative values, or a sequence of non-negative per-label gains.
         reduction: ``"mean"`` (the default: over lists with a positive gain; 0 if none),
             ``"sum"`` or ``"none"``.
         ignore_index: label value that marks padded items (for example ``-1``).
@@ -165,7 +165,8 @@ def xe_ndcg_loss(
         noise: ``[..., L]`` floating $\gamma$ in $[0, 1]$; ``None`` (the default) draws it.
         generator: the ``torch.Generator`` (on ``preds``' device) the noise is drawn from;
             ``None`` (the default): torch's default generator.
-        gain: ``"exponential"`` (the default), ``"linear"`` or a non-negative callable.
+        gain: ``"exponential"`` (the default), ``"linear"``, a non-negative callable or a
+            sequence of per-label gains.
         reduction: as `softmax_loss`.
         ignore_index: as `softmax_loss`.
         validate_args: as `softmax_loss`; also checks ``noise``'s values.
