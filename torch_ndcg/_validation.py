@@ -1201,10 +1201,6 @@ class Check(NamedTuple):
     message: str
 
 
-# A `Check`, or the ``(ok, found, message)`` tuple the losses state it as.
-Stated = Check | tuple[Tensor | bool, Any, str]
-
-
 def _shown(found: Any, read: bool = False) -> str:
     """``found`` as `Check.message` names it (``read``: a float read back from a tensor)."""
     if isinstance(found, str):
@@ -1215,7 +1211,7 @@ def _shown(found: Any, read: bool = False) -> str:
     return repr(int(found) if whole else found)
 
 
-def defer(checks: Sequence[Stated]) -> DeferredCheck | None:
+def defer(checks: Sequence[Check]) -> DeferredCheck | None:
     """``checks``, in order, as one `DeferredCheck` of their pending tensors.
 
     Where a value may be read back (the CPU, eager) its judge raises the first failed
@@ -1246,7 +1242,7 @@ def defer(checks: Sequence[Stated]) -> DeferredCheck | None:
     return DeferredCheck(stacked, functools.partial(_judge, checks))
 
 
-def _judge(checks: Sequence[Stated], read: list[float]) -> list[Any]:
+def _judge(checks: Sequence[Check], read: list[float]) -> list[Any]:
     """What each of ``checks`` found, its pending values ``read`` back; raise the first failed."""
     found_values, at = [], 0
     for ok, found, message in checks:
@@ -1260,7 +1256,7 @@ def _judge(checks: Sequence[Stated], read: list[float]) -> list[Any]:
     return found_values
 
 
-def resolve_checks(*checks: DeferredCheck | Sequence[Stated] | None) -> list[Any]:
+def resolve_checks(*checks: DeferredCheck | Sequence[Check] | None) -> list[Any]:
     """Judge ``checks`` in order from one read-back of all their values; each one's result.
 
     The one resolver: statements of `Check` are deferred (`defer`) first. Judged in order, the
@@ -1272,8 +1268,6 @@ def resolve_checks(*checks: DeferredCheck | Sequence[Stated] | None) -> list[Any
     return [None if c is None else c.judge(v) for c, v in zip(deferred, read, strict=True)]
 
 
-# The losses' names of `defer` and `resolve_checks` (their checks are `(ok, found, message)`).
-value_checks, resolve_all = defer, resolve_checks
 
 
 def check_click_tensor(

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _gains, _kernels, _options, _validation
+from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._pairwise_losses import LAMBDARANK_CHECKS, lambda_pairs
@@ -46,7 +47,11 @@ class ClickBiases(NamedTuple):
 
 
 def _unbiased_lambdarank(
-    preds: Tensor, clicks: Tensor, positions: Tensor, mask: Tensor | None, options: LossOptions,
+    preds: Tensor,
+    clicks: Tensor,
+    positions: Tensor,
+    mask: Tensor | None,
+    options: LossOptions,
     biases: ClickBiases,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.forward` with checked ``options``.
@@ -71,7 +76,7 @@ def _unbiased_lambdarank(
         extra += _validation.check_binary("clicks", clicks, real)
     shown = positions != _options.NOT_SHOWN
     taken = shown if real is None else real & shown
-    checks = _validation.value_checks(extra)  # None where there is none
+    checks = _validation.defer(extra)  # None where there is none
     lists = _loss_input.prepare(preds, clicks, taken, None, options, checks)
     n, length = options.num_positions, preds.shape[-1]
     # Each item's bin: 1 + its position if clicked, n + 2 + its position if not. Items not
@@ -117,13 +122,18 @@ def _unbiased_lambdarank(
     # callable discount 0 at the top makes it 0 on a list with one click: there the clicks of
     # the items shown tell them apart.
     counted = lists.has_relevant
-    if options.reduction == "mean" and (not _gains.named(options.gain) or callable(options.discount)):
+    named = _gains.named(options.gain) and not callable(options.discount)
+    if options.reduction == "mean" and not named:
         counted = shown_bins.masked_fill(unclicked, 0).any(dim=-1)
     return _loss_input.reduce(per_list, counted, options.reduction, lists.leading_shape)
 
 
 def _aggregated_unbiased_lambdarank(
-    preds: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None, options: LossOptions,
+    preds: Tensor,
+    clicks: Tensor,
+    views: Tensor,
+    mask: Tensor | None,
+    options: LossOptions,
     biases: ClickBiases,
 ) -> Tensor:
     """`torch_ndcg.UnbiasedLambdaRankLoss.aggregated` with checked ``options``."""
@@ -179,9 +189,7 @@ def _aggregated_unbiased_lambdarank(
             else:
                 shown = torch.ones_like(plus)
             references = by_position[:, :, :1] * shown[:, None, :]
-            _add_statistics(
-                biases, torch.cat([by_position, references], dim=1).sum(dim=0), options
-            )
+            _add_statistics(biases, torch.cat([by_position, references], dim=1).sum(dim=0), options)
     # The lists with a click, as `forward` counts them: a positive click count on an item
     # ranked (checked counts: a click is on an item with views, and no count is negative).
     has_click = won.sum(dim=(-1, -2)) > 0
@@ -216,10 +224,10 @@ def _check_click_counts(
         nan = f"Expected `{name}` to contain no NaN, but found NaN {noun}."
         bad = f"Expected `{name}` to be {expected}, but found {{found}}."
         within = (low[row] >= floor[row]) & (high[row] < torch.inf)
-        checks += [(low[row] == low[row], low[row], nan), (within, found[row], bad)]
+        checks += [Check(low[row] == low[row], low[row], nan), Check(within, found[row], bad)]
     above = "Expected `clicks` to be at most `views`, but found clicks above views by {found}."
-    checks.append((~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
-    _validation.resolve_checks(_validation.value_checks(checks))
+    checks.append(Check(~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
+    _validation.resolve_checks(checks)
 
 
 @torch.no_grad()

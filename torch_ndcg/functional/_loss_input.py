@@ -48,17 +48,22 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
     """A loss's options ``given`` by keyword, checked: its own by ``checks``, then the shared.
 
     The options every loss shares are checked by `torch_ndcg._validation.check_loss_options`,
-    after the loss's own. A loss without ``k`` and ``discount`` (the softmax losses) gets 1 and
-    ``"log2"``: then `prepare`'s ideal DCG is the largest gain, the cheapest test of a positive one.
+    after the loss's own. A loss without ``k`` (the softmax losses) is ``listwise``: `prepare`
+    gives it the plain gains and their sum, not the gains over an ideal DCG.
     """
     for name, check in checks.items():
         checked = check(name, given[name])
         if checked is not None:  # `check_option` and `check_bool` return nothing
             given[name] = checked
-    given.setdefault("k", 1)
+    given.setdefault("listwise", "k" not in given)
+    given.setdefault("k", None)
     given.setdefault("discount", "log2")
     given["k"], given["gain"] = _validation.check_loss_options(
-        given["k"], given["gain"], given["discount"], given["reduction"], given["ignore_index"],
+        given["k"],
+        given["gain"],
+        given["discount"],
+        given["reduction"],
+        given["ignore_index"],
         given["validate_args"],
     )
     return LossOptions(**given)
@@ -74,14 +79,16 @@ class LossInput(NamedTuple):
         mask: ``[N, L]`` real items, or ``None``.
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
         scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
-            lists with no relevant item: each at most 1, whatever the labels' scale.
-        has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
+            lists with no relevant item: each at most 1, whatever the labels' scale. For a
+            ``listwise`` loss: the plain gains, in the accumulation dtype, 0 on padding.
+        has_relevant: ``[N]`` lists whose ideal DCG@k (``listwise``: gain sum) is positive.
         leading_shape: the shape of the input without its list dimension.
         score_range: largest minus smallest real score, when the input was checked.
         gain_scale: the largest real ``weight``, when one was given and the input is checked
             (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
             are at most this, so the value bounds grow by it.
-        ideal: ``[N, 1]`` ideal DCG@k of each list (in the accumulation dtype).
+        ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum), in the
+            accumulation dtype.
         weight: ``[N, L]`` weights (detached), or ``None``: each loss applies them as it
             defines them (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
     """
@@ -99,7 +106,11 @@ class LossInput(NamedTuple):
 
 
 def prepare(
-    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    weight: Tensor | None,
+    options: LossOptions,
     extra_checks: _host.DeferredCheck | None = None,
 ) -> LossInput:
     """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
@@ -141,7 +152,7 @@ def prepare(
         # The caller's checks were made before these (as device-side assertions they fire
         # first): judged first, they name the same error eagerly as there.
         weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
-        _, checked, largest_weight = _validation.resolve_all(extra_checks, check, weight_check)
+        _, checked, largest_weight = _validation.resolve_checks(extra_checks, check, weight_check)
         score_range = None if checked is None else checked.score_range
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
@@ -154,8 +165,31 @@ def prepare(
     if flat_mask is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_mask, scores, 0)
+    gain_scale: float | Tensor | None = None
+    flat_weight = None
+    if weight is not None:
+        flat_weight = weight.reshape(-1, length).detach()
+        if largest_weight is not None:  # read back with the checks
+            gain_scale = largest_weight
+        elif validate_args and flat_weight.numel() > 0:
+            real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
+            gain_scale = real_weight.amax().double()
     kmax = length if options.k is None else min(options.k, length)
     item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
+    if options.listwise:  # the softmax losses make their targets of the gains and their sum
+        total = item_gains.sum(-1, keepdim=True)
+        return LossInput(
+            scores,
+            flat_mask,
+            kmax,
+            item_gains,
+            (total > 0).squeeze(1),
+            preds.shape[:-1],
+            score_range,
+            gain_scale,
+            total,
+            flat_weight,
+        )
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _fast_paths.SMALL_ELEMENTS and _gains.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
@@ -174,15 +208,6 @@ def prepare(
     # that makes it 0) the list counts for nothing, whatever its gains; the quotient computed
     # there (inf or NaN) is not taken, and no gradient flows through gains.
     scaled_gains = torch.where(has_relevant, item_gains / ideal, 0)
-    gain_scale: float | Tensor | None = None
-    flat_weight = None
-    if weight is not None:
-        flat_weight = weight.reshape(-1, length).detach()
-        if largest_weight is not None:  # read back with the checks
-            gain_scale = largest_weight
-        elif validate_args and flat_weight.numel() > 0:
-            real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
-            gain_scale = real_weight.amax().double()
     return LossInput(
         scores=scores,
         mask=flat_mask,

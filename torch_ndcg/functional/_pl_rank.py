@@ -5,6 +5,7 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
+from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 
@@ -16,12 +17,16 @@ PL_RANK_PORTED_NAMES = {
     "cutoff": "`k` (PL-Rank's `cutoff`)",
 }
 PL_RANK_CHECKS: Checks = {
-    "num_samples": _validation.check_positive_int, "generator": _validation.check_generator
+    "num_samples": _validation.check_positive_int,
+    "generator": _validation.check_generator,
 }
 
 
 def _gumbel_top_k(
-    scores: Tensor, real: Tensor | None, kmax: int, num_samples: int,
+    scores: Tensor,
+    real: Tensor | None,
+    kmax: int,
+    num_samples: int,
     generator: torch.Generator | None,
 ) -> Tensor:
     """``[N, num_samples, kmax]`` rankings of ``[N, L]`` scores drawn from softmax(scores).
@@ -100,8 +105,7 @@ def sample_rankings(
     if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
         largest = scores.abs().amax()
         message = "Expected `preds` to be finite on real items, but found {found}."
-        finite = _validation.value_checks([(largest < torch.inf, largest, message)])
-        _validation.resolve_checks(finite)
+        _validation.resolve_checks([Check(largest < torch.inf, largest, message)])
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)
@@ -204,9 +208,16 @@ def pl_rank_loss(
         (0.19, tensor([-0.0900,  0.0900]))
     """
     options = _loss_input.check_options(
-        PL_RANK_CHECKS, k=k, num_samples=num_samples, generator=generator, gain=gain,
-        discount=discount, reduction=reduction, ignore_index=ignore_index,
-        validate_args=validate_args)
+        PL_RANK_CHECKS,
+        k=k,
+        num_samples=num_samples,
+        generator=generator,
+        gain=gain,
+        discount=discount,
+        reduction=reduction,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
     return _pl_rank(preds, target, mask, weight, options)
 
 
@@ -257,7 +268,8 @@ def _pl_rank(
             order,
             slot,
             linear=linear and acc == torch.float64,
-            signed=not _gains.declared(options.gain) or callable(options.discount),  # else not negative
+            # Else not negative:
+            signed=not _gains.declared(options.gain) or callable(options.discount),
         )
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
         estimate.scatter_add_(-1, order, following)

@@ -6,12 +6,14 @@ ideal DCG; ``weight`` multiplies each item's term.
 """
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels, _options, _validation
+from torch_ndcg import _host, _kernels, _pairwise, _validation
 from torch_ndcg._options import Gain, Reduction
+from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
@@ -113,8 +115,12 @@ def softmax_loss(
         tensor(1.3133)
     """
     options = _loss_input.check_options(
-        SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
-        validate_args=validate_args)
+        SOFTMAX_CHECKS,
+        gain=gain,
+        reduction=reduction,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
     return _softmax(preds, target, mask, weight, options)
 
 
@@ -191,8 +197,12 @@ def xe_ndcg_loss(
         tensor(1.0633)
     """
     options = _loss_input.check_options(
-        SOFTMAX_CHECKS, gain=gain, reduction=reduction, ignore_index=ignore_index,
-        validate_args=validate_args)
+        SOFTMAX_CHECKS,
+        gain=gain,
+        reduction=reduction,
+        ignore_index=ignore_index,
+        validate_args=validate_args,
+    )
     return _xe_ndcg(preds, target, mask, weight, options, (noise, generator))
 
 
@@ -201,20 +211,24 @@ def _softmax(
 ) -> Tensor:
     """`softmax_loss` with checked ``options``, reduced: the target is the gains over their sum."""
     lists = _loss_input.prepare(preds, target, mask, weight, options)
-    # The gains over the largest (1): their sum is at least 1 where one is positive.
-    scaled = lists.scaled_gains
-    return _cross_entropy(lists, scaled / scaled.sum(-1, keepdim=True).clamp(min=1), options)
+    # Where the sum is 0 every gain is (the list is not counted): 0 over the smallest normal.
+    targets = lists.scaled_gains / lists.ideal.clamp(min=torch.finfo(lists.ideal.dtype).tiny)
+    return _cross_entropy(lists, targets.to(lists.scores.dtype), options)
 
 
 def _xe_ndcg(
-    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions,
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    weight: Tensor | None,
+    options: LossOptions,
     draw: tuple[Tensor | None, torch.Generator | None],
 ) -> Tensor:
     r"""`xe_ndcg_loss` with checked ``options``, reduced.
 
     ``draw`` is ``(noise, generator)`` as given: the noise $\gamma$, or (``None``) the generator
-    it is drawn from. The target is $\phi = G + 1 - \gamma$ over its sum, from the unweighted
-    gains $G$.
+    it is drawn from, in the scores' dtype. The target is $\phi = G + 1 - \gamma$ over its sum,
+    from the unweighted gains $G$.
     """
     noise, generator = draw
     _validation.check_generator("generator", generator)
@@ -228,25 +242,27 @@ def _xe_ndcg(
             found = noise.detach()
             low, high = torch.aminmax(found if real is None else found.where(real, 0))
             message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
-            checks = _validation.value_checks(
-                [((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
+            checks = _validation.defer(
+                [Check((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
             )
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
-    acc, length = _options.accumulate_dtype(preds.device), preds.shape[-1]
-    gains = _kernels.list_gains(target.reshape(-1, length), lists.mask, options.gain, acc)
+    gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
     if noise is None:
-        noise = torch.rand(gains.shape, generator=generator, dtype=acc, device=gains.device)
-    gains = gains + 1 - _options.as_dtype(noise.detach().reshape(gains.shape), acc)
-    gains = gains if lists.mask is None else gains.where(lists.mask, 0)
-    targets = (gains / gains.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
-    return _cross_entropy(lists, targets.to(lists.scores.dtype), options)
+        noise = torch.rand(
+            gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
+        )
+    # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
+    phi = torch.add(gains, 1 - noise.detach().reshape(gains.shape))
+    phi = phi if lists.mask is None else phi.where(lists.mask, 0)
+    targets = (phi / phi.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
+    # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
+    return _cross_entropy(lists, targets.to(lists.scores.dtype).nan_to_num_(0), options)
 
 
 def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
     r"""Cross-entropy of the scores' softmax against ``targets`` times the weights, reduced.
 
-    Padding is left out of the softmax; a term whose target is 0 is 0 (padding's log-softmax,
-    $-\infty$, never meets arithmetic).
+    Padding is left out of the softmax (`SoftmaxCrossEntropy`).
     """
     scores, real = lists.scores, lists.mask
     if options.validate_args and scores.numel() > 0:
@@ -263,6 +279,31 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
             _validation.check_weight_scale(bound + 1, lists.gain_scale, dtype)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
-    log_q = (scores if real is None else scores.masked_fill(~real, -torch.inf)).log_softmax(-1)
-    per_list = torch.where(targets > 0, -targets * log_q, 0).sum(-1)
-    return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
+    given = (targets, real, lists.has_relevant, options.reduction, lists.leading_shape)
+    return SoftmaxCrossEntropy.apply(scores, given)  # type: ignore[no-any-return,no-untyped-call]
+
+
+class SoftmaxCrossEntropy(_pairwise.KeptGradient):
+    r"""$-\sum_i t_i \log q_i$ per list, $q = \operatorname{softmax}(s)$ of the real items; reduced.
+
+    ``given`` holds the ``[N, L]`` targets $t$ (0 on padding), the real items (or ``None``),
+    the lists ``"mean"`` averages over, the ``reduction`` and the batch's ``leading_shape``.
+    One autograd node whose gradient, $q_i \sum_j t_j - t_i$, is computed with the loss
+    (`torch_ndcg._pairwise.KeptGradient`): half the operations of autograd through
+    ``log_softmax``. Padding's log-softmax, $-\infty$, never meets arithmetic.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        targets, real, counted, reduction, leading_shape = given
+        padded = None if real is None else ~real
+        log_q = (s if padded is None else s.masked_fill(padded, -torch.inf)).log_softmax(-1)
+        terms = targets * log_q
+        per_list = (terms if padded is None else terms.masked_fill(padded, 0)).sum(-1).neg_()
+        grad = None
+        if s.requires_grad:  # q sum(t) - t; q is 0 on padding
+            grad = log_q.exp_().mul_(targets.sum(-1, keepdim=True)).sub_(targets)
+        loss, grad = _pairwise.reduce_losses(per_list, counted, reduction, leading_shape, grad)
+        ctx.save_for_backward(grad)
+        ctx.per_list = reduction == "none"
+        return loss
