@@ -6,6 +6,7 @@ loss modules are thin layers over it.
 
 from torch_ndcg.functional._catalog import catalog_ndcg
 from torch_ndcg.functional._clicks import examination_probability, simulate_clicks
+from torch_ndcg.functional._listmle_losses import listmle_loss
 from torch_ndcg.functional._losses import (
     approx_ndcg_loss,
     lambdarank_loss,
@@ -17,6 +18,7 @@ from torch_ndcg.functional._losses import (
 )
 from torch_ndcg.functional._ndcg import dcg, ndcg, retrieval_ndcg
 from torch_ndcg.functional._padding import PaddedQueries, pad_by_query, unpad_by_query
+from torch_ndcg.functional._ranknet_loss import ranknet_loss
 from torch_ndcg.functional._significance import (
     PairedTestResult,
     paired_randomization_test,
@@ -34,12 +36,14 @@ __all__ = [
     "examination_probability",
     "from_trec",
     "lambdarank_loss",
+    "listmle_loss",
     "ndcg",
     "neural_ndcg_loss",
     "pad_by_query",
     "paired_randomization_test",
     "paired_t_test",
     "pl_rank_loss",
+    "ranknet_loss",
     "retrieval_ndcg",
     "sample_rankings",
     "simulate_clicks",

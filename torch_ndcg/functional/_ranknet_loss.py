@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from torch_ndcg import _options, _pairwise, _validation
 from torch_ndcg._options import Reduction
-from torch_ndcg.functional._losses import LossOptions, _reduce
+from torch_ndcg.functional._losses import LossOptions
 
 __all__ = ["ranknet_loss"]
 
@@ -28,10 +28,12 @@ RANKNET_PORTED_NAMES = {
 def ranknet_options(
     *, sigma: Any, reduction: Any, ignore_index: Any, validate_args: Any
 ) -> LossOptions:
-    """The options of `ranknet_loss`, checked (the cut-off and gain are fixed: every pair counts)."""
+    """The options of `ranknet_loss`, checked (no cut-off and no gain: every pair counts)."""
     _validation.check_positive("sigma", sigma)
     # The labels are checked as linear gains are: non-negative and finite, as elsewhere.
-    shared = _validation.check_loss_options(1, "linear", "log2", reduction, ignore_index, validate_args)
+    shared = _validation.check_loss_options(
+        1, "linear", "log2", reduction, ignore_index, validate_args
+    )
     return LossOptions(sigma=sigma, **shared)
 
 
