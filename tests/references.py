@@ -950,10 +950,10 @@ def ranknet_lists(
     losses = []
     for row, (scores, labels, keep) in enumerate(zip(preds, target, real, strict=True)):
         total = 0.0
-        for w, l in itertools.permutations(range(len(scores)), 2):
-            if keep[w] and keep[l] and labels[w] > labels[l]:
+        for w, loser in itertools.permutations(range(len(scores)), 2):
+            if keep[w] and keep[loser] and labels[w] > labels[loser]:
                 v = 1.0 if weights is None else float(weights[row][w])
-                total += v * _softplus(-sigma * (float(scores[w]) - float(scores[l])))
+                total += v * _softplus(-sigma * (float(scores[w]) - float(scores[loser])))
         losses.append(total)
     return losses
 
