@@ -188,7 +188,7 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         step()
         extra = (peak_rss_kib() - baseline) / 1024
     repeats = 5 if batch * length * length <= 2**24 else 2
-    if name.split("-")[1] in (*LISTWISE, "listmle"):  # a step of well under a millisecond: many runs
+    if name.split("-")[1] in (*LISTWISE, "listmle"):  # steps of about a millisecond: many runs
         repeats = 50
     if batch * length <= 4_096:  # small batches (8 x 10): a step of about a tenth of one
         repeats = 200
