@@ -163,7 +163,8 @@ def _listmle(
     factor = None if ranked_real is None else ranked_real.to(dtype)
     if options.position_aware:
         count = torch.full_like(scores[:, :1], length) if factor is None else factor.sum(-1, True)
-        positions = torch.arange(1, length + 1, dtype=dtype, device=scores.device)
+        # The positions from the top, of the order taken last first.
+        positions = torch.arange(length, 0, -1, dtype=dtype, device=scores.device)
         low = torch.exp2(-count)
         alpha = (torch.exp2(1 - positions) - low) / (2 - (count + 2) * low)
         factor = torch.where(positions <= count, alpha, 0)
@@ -198,7 +199,9 @@ _DIRECT_LOG_BOUND = {dtype: math.log(torch.finfo(dtype).max) / 2 for dtype in SC
 
 
 def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
-    """``[N, L]`` order of the items: by label descending, ties by score ascending, padding last.
+    """``[N, L]`` order of the items, last first: labels ascending, ties by score descending.
+
+    Padding comes first: this is the labels' order reversed, whose suffix sums are prefix sums.
 
     Batches of float32 scores of more than `KEY_ELEMENTS` items: one sort of an int64 key, the
     label's float32 bits (monotone for non-negative floats) above the score's (made monotone);
@@ -214,12 +217,12 @@ def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
         if real is not None:
             label_bits = label_bits.where(real, -1)
         key = label_bits.mul_(2**32).add_(2**31 - 1 - ascending)
-        return key.argsort(dim=-1, descending=True)
-    by_score = scores.argsort(dim=-1, stable=True)
+        return key.argsort(dim=-1)
+    by_score = scores.argsort(dim=-1, descending=True, stable=True)
     keys = labels
     if real is not None:
         keys = keys.where(real, -torch.inf)
-    by_label = keys.gather(-1, by_score).argsort(dim=-1, descending=True, stable=True)
+    by_label = keys.gather(-1, by_score).argsort(dim=-1, stable=True)
     return by_score.gather(-1, by_label)
 
 
@@ -239,8 +242,9 @@ def _check_span(
 class _PlackettLuce(KeptReducedLoss):
     r"""ListMLE per list: $\sum_i a_i (\mathrm{lse}_i - u_i)$ (lse: log-sum-exp of the suffix).
 
-    ``u`` are the ``[N, L]`` scores ``s`` taken in ``order``; ``given`` holds ``order``,
-    ``real``, the real items in that order (``None``: all; the others take no part),
+    ``u`` are the ``[N, L]`` scores ``s`` taken in ``order``, the labels' order last first
+    (`_label_order`); ``given`` holds ``order``, ``real``, the real items in that order
+    (``None``: all; the others take no part),
     ``factor``, the terms' factors $a$ in that order (``None``: 1 on the real items), what
     `KeptReducedLoss.reduced` takes (its ``[N]`` counted lists: the others are 0), whether to
     compute the gradient, and ``direct``: whether the sums may be taken of plain exponentials
@@ -252,34 +256,36 @@ class _PlackettLuce(KeptReducedLoss):
     @staticmethod
     def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
         order, real, factor, reducing, need_grad, direct = given
-        u = s.gather(-1, order)  # padding: 0, last
+        u = s.gather(-1, order)  # last first: padding (0) first, the top item last
         ranked = s.new_empty(0)
         if direct:
-            # S_i = sum_{j >= i} e^(u_j - u_1): lse_i = u_1 + log S_i; e^(-lse_i) = e^(-u_1) / S_i.
-            shifted = u - u[:, :1]
-            e = shifted.exp()
-            if real is not None:
-                e = e.where(real, 0)
-            sums = e.flip(-1).cumsum(-1).flip(-1).clamp_(min=torch.finfo(s.dtype).tiny)
+            # S_i = sum of e^(u_j - u_top) over i and the items below it: a prefix sum here;
+            # lse_i = u_top + log S_i, e^(-lse_i) = e^(-u_top) / S_i.
+            shifted = u - u[:, -1:]
+            e = shifted.exp() if real is None else shifted.exp().where(real, 0)
+            sums = e.cumsum(-1)
+            if real is not None:  # 0 on padding
+                sums.clamp_(min=torch.finfo(s.dtype).tiny)
             terms = sums.log().sub_(shifted)  # finite on padding, whose factor is 0
             per_list = (terms if factor is None else terms.mul_(factor)).sum(-1)
             if need_grad:
                 inverse = sums.reciprocal_() if factor is None else factor / sums
-                ranked = inverse.cumsum(-1).mul_(e).sub_(1 if factor is None else factor)
+                above = inverse.flip(-1).cumsum(-1).flip(-1)  # over i and the items above it
+                ranked = above.mul_(e).sub_(1 if factor is None else factor)
         else:
             if real is not None:
                 u = u.masked_fill(~real, -torch.inf)
-            lse = u.flip(-1).logcumsumexp(-1).flip(-1)
+            lse = u.logcumsumexp(-1)
             terms = lse - u  # NaN on padding (-inf - -inf): not taken
             if real is not None:
                 terms = torch.where(real, terms, 0)
             per_list = (terms if factor is None else terms.mul_(factor)).sum(-1)
             if need_grad:
-                if factor is None:  # no padding
-                    ranked = torch.exp(u + lse.neg().logcumsumexp(-1)).sub_(1)
-                else:
-                    logs = torch.where(factor > 0, factor.log() - lse, -torch.inf)
-                    ranked = torch.exp(u + logs.logcumsumexp(-1)).sub_(factor)
+                logs = lse.neg() if factor is None else factor.log().sub_(lse)
+                if factor is not None:  # -inf where the factor is 0 (padding: NaN there)
+                    logs = torch.where(factor > 0, logs, -torch.inf)
+                above = logs.flip(-1).logcumsumexp(-1).flip(-1)
+                ranked = torch.exp(u + above).sub_(1 if factor is None else factor)
         grad = ranked.scatter(-1, order, ranked) if need_grad else ranked  # the input's order
         counted = reducing[0]  # the lists of one label count for nothing
         per_list = torch.where(counted, per_list, 0)
