@@ -5,7 +5,8 @@ Cases B x L = 64 x 128, 16 x 1,024 and 4 x 8,192; float32 scores (``requires_gra
 ``NeuralNDCGLoss()``, ``SoftmaxLoss()``, ``XENDCGLoss()`` and ``PLRankLoss(num_samples=100)``
 (allRank has no PL-Rank); allRank: ``lambdaLoss(weighing_scheme="ndcgLoss2PP_scheme")``,
 ``approxNDCGLoss`` (alpha 1), ``neuralNDCG`` (temperature 1, 50 Sinkhorn iterations, as ours) and
-``listNet`` (the peer of both softmax losses), measured in the same run when allRank is importable
+``listNet`` (the peer of both softmax losses), ``RankNetLoss()`` and ``ListMLELoss()`` at their
+defaults against ``rankNet`` and ``listMLE``, measured in the same run when allRank is importable
 (``pip install --no-deps allrank==1.4.3``; a private ``--target`` directory can be given with
 ``--allrank-path``). Where it is not, the softmax losses are measured against listNet's formula
 in plain torch, labelled so.
@@ -73,11 +74,15 @@ LOSSES = (
     ("softmax", "Softmax (ListNet)"),
     ("xendcg", "XE-NDCG"),
     ("plrank", "PL-Rank-3 (100 samples)"),
+    ("ranknet", "RankNet"),
+    ("listmle", "ListMLE"),
 )
 ALLRANK_LIMIT_BYTES = 10 * 2**30
 # [B, L, L] tensors live at once in allRank's losses: about ten in lambdaLoss and approxNDCGLoss;
 # neuralNDCG keeps two per Sinkhorn iteration (50) for autograd, plus about ten.
 ALLRANK_TENSORS = {"lambda": 10, "approx": 10, "neural": 2 * 50 + 10, "softmax": 0, "xendcg": 0}
+# allRank's rankNet lists every pair of positions in Python: about ten [B, L, L] tensors' worth.
+ALLRANK_TENSORS |= {"ranknet": 10, "listmle": 0}
 # The softmax losses' peer is allRank's listNet, or where allRank cannot be imported its formula in
 # plain torch (labelled "listNet formula"): both O(B L).
 LISTWISE = ("softmax", "xendcg")
@@ -156,6 +161,14 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         loss_fn = lambda: xendcg_ours(preds, target)  # noqa: E731
     elif name in ("allrank-softmax", "allrank-xendcg"):
         loss_fn = lambda: list_net(preds, target)  # noqa: E731
+    elif name == "ours-ranknet":
+        loss_fn = functools.partial(torch_ndcg.RankNetLoss(), preds, target)
+    elif name == "ours-listmle":
+        loss_fn = functools.partial(torch_ndcg.ListMLELoss(), preds, target)
+    elif name == "allrank-ranknet":
+        loss_fn = lambda: allrank.rankNet(preds, target)  # noqa: E731
+    elif name == "allrank-listmle":
+        loss_fn = lambda: allrank.listMLE(preds, target)  # noqa: E731
     elif name == "allrank-neural":
         loss_fn = lambda: allrank.neuralNDCG(preds, target)  # noqa: E731
     else:
@@ -183,8 +196,10 @@ def worker(name: str, batch: int, length: int, allrank_path: str, device_name: s
         step()
         extra = (peak_rss_kib() - baseline) / 1024
     repeats = 5 if batch * length * length <= 2**24 else 2
-    if name.split("-")[1] in LISTWISE:  # a step of well under a millisecond: many runs
+    if name.split("-")[1] in (*LISTWISE, "listmle"):  # steps of about a millisecond: many runs
         repeats = 50
+    if batch * length <= 4_096:  # small batches (8 x 10): a step of about a tenth of one
+        repeats = 200
     print(json.dumps({"ms": best_ms(step, repeats=repeats, device=device), "mib": extra}))
 
 

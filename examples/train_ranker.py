@@ -4,7 +4,8 @@ Data: ``examples/data/`` (LightGBM's lambdarank example: 300 features, labels 0-
 and 50 test queries). Protocol: a 300 -> 64 -> 1 MLP with ReLU, Adam (lr 1e-3, weight decay
 1e-4), 16 lists per batch, 150 epochs, seeds 0-9, for ``LambdaRankLoss(weighting="ndcg2pp")``,
 ``ApproxNDCGLoss()``, ``NeuralNDCGLoss()`` (temperature 1), ``SoftmaxLoss()``, ``XENDCGLoss()``,
-``PLRankLoss(k=10)`` (100 sampled rankings a list) and a pointwise MSE baseline; next to
+``PLRankLoss(k=10)`` (100 sampled rankings a list), ``RankNetLoss()``, ``ListMLELoss()`` and
+``ListMLELoss(position_aware=True)``, and a pointwise MSE baseline; next to
 LightGBM's ``LGBMRanker(n_estimators=100)`` with ``objective="lambdarank"`` and
 ``"rank_xendcg"`` on the same split. Test nDCG: ``torch_ndcg.NDCG`` with its defaults
 (exponential gain, log2 discount, tied scores averaged, a list with no relevant item scores 0),
@@ -38,9 +39,11 @@ from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
     LambdaRankLoss,
+    ListMLELoss,
     NeuralNDCGLoss,
     PairedTestResult,
     PLRankLoss,
+    RankNetLoss,
     SoftmaxLoss,
     XENDCGLoss,
     paired_t_test,
@@ -73,6 +76,9 @@ LOSSES: dict[str, LossFn] = {
     # PL-Rank optimises the expected nDCG at a cut-off: the one the table reports (as the PL-Rank
     # papers train for theirs); 100 sampled rankings a list, its default.
     "PLRankLoss (k=10)": PLRankLoss(k=10, validate_args=False),
+    "RankNetLoss": RankNetLoss(validate_args=False),
+    "ListMLELoss": ListMLELoss(validate_args=False),
+    "ListMLELoss (position-aware)": ListMLELoss(position_aware=True, validate_args=False),
     "MSE (pointwise)": mse_loss,
 }
 

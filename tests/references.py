@@ -7,6 +7,7 @@ autograd), so that a bug in the shared kernels cannot hide on both sides.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -932,3 +933,101 @@ def trec_ndcg_cut(
         ideal = sum(grade / math.log2(r + 2) for r, grade in enumerate(best))
         values[query] = dcg / ideal if ideal > 0 else 0.0
     return values
+
+
+# ---------------------------------------------------------------------------------------------
+# RankNet and ListMLE: plain loops of Burges et al. (2005), Xia et al. (2008), Lan et al. (2014)
+
+
+def ranknet_lists(
+    preds: Sequence[Sequence[float]],
+    target: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    weights: Sequence[Sequence[float]] | None = None,
+    sigma: float = 1.0,
+) -> list[float]:
+    """Per list ``sum over y_w > y_l of v_w log(1 + exp(-sigma (s_w - s_l)))``, real items only."""
+    losses = []
+    for row, (scores, labels, keep) in enumerate(zip(preds, target, real, strict=True)):
+        total = 0.0
+        for w, loser in itertools.permutations(range(len(scores)), 2):
+            if keep[w] and keep[loser] and labels[w] > labels[loser]:
+                v = 1.0 if weights is None else float(weights[row][w])
+                total += v * _softplus(-sigma * (float(scores[w]) - float(scores[loser])))
+        losses.append(total)
+    return losses
+
+
+def plackett_luce_nll(scores: Sequence[float], factors: Sequence[float]) -> float:
+    """``-sum_i a_i log(exp(s_i) / sum_{j >= i} exp(s_j))`` of scores in their ranked order."""
+    total = 0.0
+    for i, (score, factor) in enumerate(zip(scores, factors, strict=True)):
+        rest = scores[i:]
+        top = max(rest)
+        total += factor * (top + math.log(sum(math.exp(s - top) for s in rest)) - score)
+    return total
+
+
+def p_listmle_weights(n: int) -> list[float]:
+    """Lan et al.'s position weights as sentence-transformers' PListMLELoss sets them by default:
+    ``2^(n - r) - 1`` at the 0-based position ``r``, normalised to sum 1."""
+    raw = [2.0 ** (n - r) - 1 for r in range(n)]
+    return [w / sum(raw) for w in raw]
+
+
+def listmle_lists(
+    preds: Sequence[Sequence[float]],
+    target: Sequence[Sequence[float]],
+    real: Sequence[Sequence[bool]],
+    weights: Sequence[Sequence[float]] | None = None,
+    position_aware: bool = False,
+) -> list[float]:
+    """Per list ListMLE of the labels' order, ties of labels by score ascending (0 for a list of
+    fewer than two different labels)."""
+    losses = []
+    for row, (scores, labels, keep) in enumerate(zip(preds, target, real, strict=True)):
+        items = [i for i, k in enumerate(keep) if k]
+        if len({float(labels[i]) for i in items}) < 2:
+            losses.append(0.0)
+            continue
+        items.sort(key=lambda i: (-float(labels[i]), float(scores[i])))
+        alpha = p_listmle_weights(len(items)) if position_aware else [1.0] * len(items)
+        v = [1.0 if weights is None else float(weights[row][i]) for i in items]
+        factors = [a * w for a, w in zip(alpha, v, strict=True)]
+        losses.append(plackett_luce_nll([float(scores[i]) for i in items], factors))
+    return losses
+
+
+def listmle_worst_order(scores: Sequence[float], labels: Sequence[float]) -> float:
+    """The largest ListMLE loss over every order of the items consistent with the labels."""
+    consistent = [
+        order
+        for order in itertools.permutations(range(len(scores)))
+        if all(labels[a] >= labels[b] for a, b in itertools.pairwise(order))
+    ]
+    return max(
+        plackett_luce_nll([float(scores[i]) for i in order], [1.0] * len(order))
+        for order in consistent
+    )
+
+
+def allrank_rank_net(y_pred: Tensor, y_true: Tensor) -> Tensor:
+    """allRank's rankNet, restated from its formula: the mean over every pair of real items of
+    the batch whose labels differ (padding -1), of ``log(1 + exp(-(s_w - s_l)))``."""
+    real = y_true != -1
+    won = (y_true[:, :, None] > y_true[:, None, :]) & real[:, :, None] & real[:, None, :]
+    gaps = y_pred[:, :, None] - y_pred[:, None, :]
+    return torch.nn.functional.softplus(-gaps)[won].mean()
+
+
+def allrank_list_mle(y_pred: Tensor, y_true: Tensor, eps: float = 1e-10) -> Tensor:
+    """allRank's listMLE, restated from its formula, on lists without tied labels (padding -1,
+    sorted last): ``log(sum_{j >= i} exp(s_j - max) + eps) - (s_i - max)`` summed over the real
+    positions, the mean over the lists."""
+    order = y_true.argsort(dim=-1, descending=True)
+    real = y_true.gather(-1, order) != -1
+    s = y_pred.gather(-1, order).masked_fill(~real, -torch.inf)
+    centred = s - s.amax(-1, keepdim=True)
+    sums = centred.exp().flip(-1).cumsum(-1).flip(-1)
+    terms = torch.where(real, torch.log(sums + eps) - centred, 0)
+    return terms.sum(-1).mean()

@@ -94,6 +94,8 @@ LOSS_FUNCTIONS = {
     "lambdarank_loss": lambdarank_loss,
     "neural_ndcg_loss": neural_ndcg_loss,
     "pl_rank_loss": pl_rank_loss,
+    "ranknet_loss": torch_ndcg.ranknet_loss,
+    "listmle_loss": torch_ndcg.listmle_loss,
     "softmax_loss": softmax_loss,
     "xe_ndcg_loss": xe_ndcg_loss,
 }
@@ -104,6 +106,8 @@ LOSS_MODULES = {
         "LambdaRankLoss",
         "NeuralNDCGLoss",
         "PLRankLoss",
+        "RankNetLoss",
+        "ListMLELoss",
         "SoftmaxLoss",
         "XENDCGLoss",
     )

@@ -29,15 +29,19 @@ from tests.references import (
 from torch_ndcg import (
     ApproxNDCGLoss,
     LambdaRankLoss,
+    ListMLELoss,
     NeuralNDCGLoss,
     PLRankLoss,
+    RankNetLoss,
     SoftmaxLoss,
     UnbiasedLambdaRankLoss,
     XENDCGLoss,
     approx_ndcg_loss,
     lambdarank_loss,
+    listmle_loss,
     neural_ndcg_loss,
     pl_rank_loss,
+    ranknet_loss,
     sample_rankings,
     softmax_loss,
     xe_ndcg_loss,
@@ -282,12 +286,16 @@ LOSS_CALLS: dict[str, Callable[..., torch.Tensor]] = {
     "softmax_loss": softmax_loss,
     "xe_ndcg_loss": xe_ndcg_loss,
     "pl_rank_loss": pl_rank_loss,
+    "ranknet_loss": ranknet_loss,
+    "listmle_loss": listmle_loss,
     "LambdaRankLoss": lambda *a, reduction, **kw: LambdaRankLoss(reduction=reduction)(*a, **kw),
     "ApproxNDCGLoss": lambda *a, reduction, **kw: ApproxNDCGLoss(reduction=reduction)(*a, **kw),
     "NeuralNDCGLoss": lambda *a, reduction, **kw: NeuralNDCGLoss(reduction=reduction)(*a, **kw),
     "SoftmaxLoss": lambda *a, reduction, **kw: SoftmaxLoss(reduction=reduction)(*a, **kw),
     "XENDCGLoss": lambda *a, reduction, **kw: XENDCGLoss(reduction=reduction)(*a, **kw),
     "PLRankLoss": lambda *a, reduction, **kw: PLRankLoss(reduction=reduction)(*a, **kw),
+    "RankNetLoss": lambda *a, reduction, **kw: RankNetLoss(reduction=reduction)(*a, **kw),
+    "ListMLELoss": lambda *a, reduction, **kw: ListMLELoss(reduction=reduction)(*a, **kw),
 }
 PREDS = torch.tensor([[0.0, 5.0, 1.0]]).expand(4, 3)
 TARGET = torch.tensor([[1, 0, 2]]).expand(4, 3)
@@ -313,7 +321,9 @@ def test_an_overflowing_weight_is_a_value_error_naming_it(name: str, reduction: 
     assert torch.isfinite(masked).all()
 
 
-@pytest.mark.parametrize("name", ["lambdarank_loss", "softmax_loss", "pl_rank_loss"])
+@pytest.mark.parametrize(
+    "name", ["lambdarank_loss", "softmax_loss", "pl_rank_loss", "ranknet_loss", "listmle_loss"]
+)
 @pytest.mark.budget
 def test_the_weight_scale_is_judged_in_the_one_read_back(
     name: str, monkeypatch: pytest.MonkeyPatch

@@ -23,15 +23,19 @@ from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
     LambdaRankLoss,
+    ListMLELoss,
     NeuralNDCGLoss,
     PLRankLoss,
+    RankNetLoss,
     RetrievalNDCG,
     SoftmaxLoss,
     XENDCGLoss,
     approx_ndcg_loss,
     dcg,
     lambdarank_loss,
+    listmle_loss,
     ndcg,
+    ranknet_loss,
 )
 
 N_LISTS, LENGTH = 64, 100
@@ -140,6 +144,8 @@ HOT_PATHS: dict[str, Callable[[torch.Tensor, torch.Tensor, bool], Any]] = {
     "ApproxNDCGLoss step": _loss_step(ApproxNDCGLoss(k=10)),
     "NeuralNDCGLoss step": _loss_step(NeuralNDCGLoss(k=10)),
     "SoftmaxLoss step": _loss_step(SoftmaxLoss()),
+    "RankNetLoss step": _loss_step(RankNetLoss()),
+    "ListMLELoss step": _loss_step(ListMLELoss(position_aware=True)),
     "XENDCGLoss step": run_xe_ndcg_step,
     "XENDCGLoss step, noise given": run_xe_ndcg_noise_step,
     "PLRankLoss step": run_pl_rank_step,
@@ -160,6 +166,8 @@ CPU_READS_WITHOUT_CHECKS = {
     "ApproxNDCGLoss step": 0,
     "NeuralNDCGLoss step": 0,
     "SoftmaxLoss step": 0,
+    "RankNetLoss step": 0,
+    "ListMLELoss step": 0,
     "XENDCGLoss step": 0,
     "XENDCGLoss step, noise given": 0,
     "PLRankLoss step": 1,  # unchecked: the scores' span, whether its sums may be linear
@@ -305,8 +313,10 @@ COMPILED_CALLS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] 
     "ndcg k list first": lambda p, t: ndcg(p, t, k=[1, 5], ties="first", gain="linear"),
     "lambdarank_loss": lambda p, t: lambdarank_loss(p, t, k=10),
     "approx_ndcg_loss": lambda p, t: approx_ndcg_loss(p, t),
+    "ranknet_loss": lambda p, t: ranknet_loss(p, t),
+    "listmle_loss": lambda p, t: listmle_loss(p, t, position_aware=True),
 }
-LOSSES = {"lambdarank_loss", "approx_ndcg_loss"}
+LOSSES = {"lambdarank_loss", "approx_ndcg_loss", "ranknet_loss", "listmle_loss"}
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+import torch_ndcg
 from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
@@ -99,6 +100,10 @@ KEYWORD_CALLS: dict[str, Callable[..., Any]] = {
     "UnbiasedLambdaRankLoss": lambda **kw: UnbiasedLambdaRankLoss(num_positions=3, **kw),
     "pl_rank_loss": lambda **kw: pl_rank_loss(PREDS, TARGET, **kw),
     "PLRankLoss": lambda **kw: PLRankLoss(**kw),
+    "ranknet_loss": lambda **kw: torch_ndcg.ranknet_loss(PREDS, TARGET, **kw),
+    "RankNetLoss": lambda **kw: torch_ndcg.RankNetLoss(**kw),
+    "listmle_loss": lambda **kw: torch_ndcg.listmle_loss(PREDS, TARGET, **kw),
+    "ListMLELoss": lambda **kw: torch_ndcg.ListMLELoss(**kw),
     "catalog_ndcg": lambda **kw: catalog_ndcg(PREDS, PREDS.T, TARGET, k=1, **kw),
     "NDCG.update_catalog": lambda **kw: NDCG().update_catalog(PREDS, PREDS.T, TARGET, **kw),
 }

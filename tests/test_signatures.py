@@ -18,8 +18,10 @@ from torch_ndcg import (
     NDCG,
     ApproxNDCGLoss,
     LambdaRankLoss,
+    ListMLELoss,
     NeuralNDCGLoss,
     PLRankLoss,
+    RankNetLoss,
     RetrievalNDCG,
     SoftmaxLoss,
     UnbiasedLambdaRankLoss,
@@ -44,6 +46,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "momentum": 1.0,
     "match_exposure": True,
     "num_samples": 100,
+    "position_aware": False,
     "gain": "exponential",
     "discount": "log2",
     "ties": "average",
@@ -91,6 +94,14 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
         torch_ndcg.xe_ndcg_loss,
         LISTWISE_OPTIONS | {"mask", "weight", "noise", "generator"},
     ),
+    "ranknet_loss": (
+        torch_ndcg.ranknet_loss,
+        LISTWISE_OPTIONS - {"gain"} | {"mask", "weight", "sigma"},
+    ),
+    "listmle_loss": (
+        torch_ndcg.listmle_loss,
+        LISTWISE_OPTIONS - {"gain"} | {"mask", "weight", "position_aware"},
+    ),
     "NDCG": (NDCG, LIST_OPTIONS | {"ignore_index", "confidence"}),
     "NDCG.update_catalog": (
         NDCG.update_catalog,
@@ -117,6 +128,8 @@ ENTRY_POINTS: dict[str, tuple[Any, set[str]]] = {
     "SoftmaxLoss": (SoftmaxLoss, LISTWISE_OPTIONS),
     "XENDCGLoss": (XENDCGLoss, LISTWISE_OPTIONS),
     "XENDCGLoss.forward": (XENDCGLoss.forward, {"mask", "weight", "noise", "generator"}),
+    "RankNetLoss": (RankNetLoss, LISTWISE_OPTIONS - {"gain"} | {"sigma"}),
+    "ListMLELoss": (ListMLELoss, LISTWISE_OPTIONS - {"gain"} | {"position_aware"}),
 }
 # torchmetrics' own `Metric` keywords: the metrics pass them through `**kwargs`.
 TORCHMETRICS_KEYWORDS = {"compute_on_cpu", "dist_sync_on_step", "sync_on_compute"}

@@ -266,8 +266,8 @@ def _check_tensor(
                 f"Expected `{name}` to have the shape of `{of}` {tuple(like.shape)}, but got "
                 f"{tuple(value.shape)}."
             )
-        if value.device != like.device:
-            raise _elsewhere(name, value, like, of)
+        if value.device != like.device:  # the device is that of the first argument named
+            raise _elsewhere(name, value, like, of.split("`")[0])
     return value
 
 

@@ -10,8 +10,10 @@ from torch_ndcg import _validation
 from torch_ndcg._options import Discount, Gain, Reduction, Weighting
 from torch_ndcg.functional import (
     _click_losses,
+    _listmle_losses,
     _pairwise_losses,
     _pl_rank,
+    _ranknet_loss,
     _smooth_losses,
     _softmax_losses,
 )
@@ -21,8 +23,10 @@ from torch_ndcg.functional._loss_input import Checks, LossOptions, check_options
 __all__ = [
     "ApproxNDCGLoss",
     "LambdaRankLoss",
+    "ListMLELoss",
     "NeuralNDCGLoss",
     "PLRankLoss",
+    "RankNetLoss",
     "SoftmaxLoss",
     "UnbiasedLambdaRankLoss",
     "XENDCGLoss",
@@ -730,3 +734,162 @@ class PLRankLoss(_RankingLoss):
         ``1 / propensity`` on clicks (inverse-propensity weighting).
         """
         return _pl_rank._pl_rank(preds, target, mask, weight, self.options)
+
+
+def _rechecked(name: str) -> Any:
+    """A hyper-parameter read from ``options``; setting it checks all of them into new ones."""
+
+    def get(self: Any) -> Any:
+        return getattr(self.options, name)
+
+    def set_(self: Any, value: Any) -> None:
+        given = {keyword: getattr(self.options, keyword) for keyword in self._keywords}
+        self.options = self._check(**(given | {name: value}))
+
+    return property(get, set_, doc=f"``{name}``, as checked into `options`.")
+
+
+class RankNetLoss(nn.Module):
+    r"""RankNet: a logistic loss on every pair of differing labels; see `ranknet_loss`.
+
+    $$
+    \ell = \sum_{y_w > y_l} v_w \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr)
+    $$
+
+    Hyper-parameters are checked here, once (and again when one is set); ``forward`` checks
+    the tensors.
+
+    Keyword Args:
+        sigma: positive slope $\sigma$ of the logistic loss; default 1.
+        reduction, ignore_index, validate_args: as `ranknet_loss` (defaults ``"mean"``,
+            ``None``, ``True``).
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import RankNetLoss
+
+        One pair (the last item is padding), its winner scored 1 below: loss
+        $\log(1 + e) = 1.3133$, gradient $\mp \operatorname{sigmoid}(1) = \mp 0.7311$.
+
+        >>> loss_fn = RankNetLoss(ignore_index=-1)
+        >>> preds = torch.tensor([[1.0, 2.0, 0.0]], requires_grad=True)
+        >>> target = torch.tensor([[1, 0, -1]])
+        >>> loss = loss_fn(preds, target)
+        >>> round(loss.item(), 4)
+        1.3133
+        >>> loss.backward()
+        >>> preds.grad
+        tensor([[-0.7311,  0.7311,  0.0000]])
+    """
+
+    options: LossOptions
+    _check = staticmethod(_ranknet_loss.ranknet_options)
+    _keywords = ("sigma", "reduction", "ignore_index", "validate_args")
+    sigma = _rechecked("sigma")
+    reduction = _rechecked("reduction")
+    ignore_index = _rechecked("ignore_index")
+    validate_args = _rechecked("validate_args")
+
+    @_validation.names_ported_keywords(_ranknet_loss.RANKNET_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        sigma: float = 1.0,
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        super().__init__()
+        self.options = _ranknet_loss.ranknet_options(
+            sigma=sigma, reduction=reduction, ignore_index=ignore_index, validate_args=validate_args
+        )
+
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) weighs each pair by its winner's weight.
+        """
+        return _ranknet_loss._ranknet(preds, target, mask, weight, self.options)
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return f"sigma={self.options.sigma!r}"
+
+
+class ListMLELoss(nn.Module):
+    r"""ListMLE, or with ``position_aware`` p-ListMLE; see `listmle_loss`.
+
+    $$
+    \ell = -\sum_{i=1}^{n} \alpha_i \, v_{\pi_i}
+        \log \frac{e^{s_{\pi_i}}}{\sum_{j=i}^{n} e^{s_{\pi_j}}}
+    $$
+
+    Hyper-parameters are checked here, once (and again when one is set); ``forward`` checks
+    the tensors.
+
+    Keyword Args:
+        position_aware: the position weights $\alpha$ of p-ListMLE (Lan et al. 2014; default
+            ``False``: 1).
+        reduction, ignore_index, validate_args: as `listmle_loss` (defaults ``"mean"``,
+            ``None``, ``True``).
+
+    Example:
+        >>> import torch
+        >>> from torch_ndcg import ListMLELoss
+
+        Labels 2, 1, 0 scored in the right order 2, 1, 0: the likelihood is
+        $\frac{e^2}{e^2 + e + 1} \cdot \frac{e}{e + 1}$, so the loss is
+        $\log(1 + e^{-1} + e^{-2}) + \log(1 + e^{-1}) = 0.7209$.
+
+        >>> loss_fn = ListMLELoss()
+        >>> loss_fn(torch.tensor([2.0, 1.0, 0.0]), torch.tensor([2, 1, 0]))
+        tensor(0.7209)
+    """
+
+    options: LossOptions
+    _check = staticmethod(_listmle_losses.listmle_options)
+    _keywords = ("position_aware", "reduction", "ignore_index", "validate_args")
+    position_aware = _rechecked("position_aware")
+    reduction = _rechecked("reduction")
+    ignore_index = _rechecked("ignore_index")
+    validate_args = _rechecked("validate_args")
+
+    @_validation.names_ported_keywords(_listmle_losses.LISTMLE_PORTED_NAMES)
+    def __init__(
+        self,
+        *,
+        position_aware: bool = False,
+        reduction: Reduction = "mean",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        super().__init__()
+        self.options = _listmle_losses.listmle_options(
+            position_aware=position_aware,
+            reduction=reduction,
+            ignore_index=ignore_index,
+            validate_args=validate_args,
+        )
+
+    def forward(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None = None,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Loss of ``[..., L]`` scores against labels; ``mask`` marks real items.
+
+        ``weight`` (``[..., L]``, non-negative) multiplies the term of each item's position.
+        """
+        return _listmle_losses._listmle(preds, target, mask, weight, self.options)
+
+    def extra_repr(self) -> str:
+        """Hyper-parameters shown by ``repr``."""
+        return f"position_aware={self.options.position_aware!r}"

@@ -1,0 +1,304 @@
+"""RankNet (Burges et al., ICML 2005): the pairwise logistic loss of every pair whose labels differ.
+
+The pairs are visited in blocks of rows, ``[N, rows, L]`` with about
+`torch_ndcg._pairwise.BLOCK_ELEMENTS` elements, by one autograd Function that computes the loss
+and its gradient together: memory ``O(B L)`` plus a block, and one block (one autograd node)
+for a small batch.
+"""
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
+
+from torch_ndcg import _options, _pairwise, _validation
+from torch_ndcg._options import Reduction
+from torch_ndcg.functional import _loss_input
+from torch_ndcg.functional._loss_input import LossOptions
+
+__all__ = ["ranknet_loss"]
+
+RANKNET_PORTED_NAMES = {
+    "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
+    "weight_by_diff": "`lambdarank_loss` (allRank's `weight_by_diff` weighs pairs by label gaps)",
+}
+
+
+def ranknet_options(
+    *, sigma: Any, reduction: Any, ignore_index: Any, validate_args: Any
+) -> LossOptions:
+    """The options of `ranknet_loss`, checked (no cut-off and no gain: every pair counts)."""
+    # The labels are checked as linear gains are: non-negative and finite, as elsewhere.
+    return _loss_input.check_options(
+        {"sigma": _validation.check_positive}, sigma=sigma, gain="linear", reduction=reduction,
+        ignore_index=ignore_index, validate_args=validate_args,
+    )
+
+
+@_validation.names_ported_keywords(RANKNET_PORTED_NAMES)
+def ranknet_loss(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    mask: Tensor | None = None,
+    weight: Tensor | None = None,
+    sigma: float = 1.0,
+    reduction: Reduction = "mean",
+    ignore_index: int | None = None,
+    validate_args: bool = True,
+) -> Tensor:
+    r"""RankNet (Burges et al., ICML 2005): a logistic loss on every pair of differing labels.
+
+    For each list, over the ordered pairs of real items whose labels differ, $w$ the item of
+    the larger label (the winner) and $l$ the other, with the weights $v$ (1 without
+    ``weight``):
+
+    $$
+    \ell = \sum_{y_w > y_l} v_w \, \log\bigl(1 + e^{-\sigma (s_w - s_l)}\bigr),
+    $$
+
+    the cross-entropy of RankNet's $P_{wl} = \operatorname{sigmoid}(\sigma (s_w - s_l))$
+    against the target 1, computed stably as a softplus. It is `lambdarank_loss` without the
+    $|\Delta \mathrm{nDCG}|$ weight: every pair counts alike, wherever it is ranked. Items of
+    equal labels form no pair (tied scores need no rule: no rank is taken).
+
+    A pair is weighted by its winner's weight, as propensity-weighted pairwise learning does
+    (Joachims, Swaminathan & Schnabel, WSDM 2017): with ``weight = 1 / propensity`` on clicks,
+    each clicked item's pairs are scaled by the inverse of its chance of being seen, which makes
+    the expected loss that of the true relevance; the weights of the items it is preferred to do
+    not enter (they carry no click). Normalisation: a list's loss is the plain sum over its
+    pairs, and ``"mean"`` averages over the lists with at least one pair; lists without one
+    (one real item, all labels equal, only padding) have loss 0 and gradient 0. Memory is
+    ``O(B L)`` plus a fixed block: the pairs are visited in blocks of rows, with the gradient
+    computed as they are, never as a ``[B, L, L]`` tensor kept for backward.
+
+    Parity recipes (proved in ``tests/test_ranknet_listmle.py``): allRank's
+    ``rankNet(s, y)`` (a mean over every pair of the batch) is
+    ``ranknet_loss(s, y, ignore_index=-1, reduction="sum")`` divided by the batch's number of
+    pairs; sentence-transformers' ``RankNetLoss`` is the same mean over pairs.
+
+    Args:
+        preds: ``[..., L]`` floating scores; float16/bfloat16 are computed in float32.
+        target: ``[..., L]`` non-negative relevance labels.
+
+    Keyword Args:
+        mask: ``[..., L]`` bool, ``True`` for real items; padded items are in no pair.
+            Default ``None``: every item is real.
+        weight: ``[..., L]`` non-negative, finite weights; a pair takes its winner's.
+            ``None`` (the default) is every weight 1.
+        sigma: positive slope $\sigma$ of the logistic loss; default 1.
+        reduction: ``"mean"`` (the default: over lists with a pair; 0 if none), ``"sum"`` or
+            ``"none"``.
+        ignore_index: label value that marks padded items (for example ``-1``); default
+            ``None``.
+        validate_args: check the values (the default ``True``), as `lambdarank_loss`.
+
+    Returns:
+        A scalar, or ``[...]`` per list with ``reduction="none"``; float32 (float64 for float64
+        ``preds``).
+
+    Raises:
+        ValueError: bad ``sigma`` or ``reduction``, shape mismatch, NaN or infinite scores,
+            negative labels, a ``weight`` of another shape, with a negative, NaN or infinite
+            value, or so large that the loss or its gradient could overflow (naming
+            ``weight``).
+        TypeError: non-floating ``preds`` or ``weight``, non-bool ``mask``, non-int
+            ``ignore_index``; allRank's ``padded_value_indicator``, naming ours.
+        RuntimeError: a value check as a device-side assertion (on an accelerator and under
+            ``torch.compile``), with the same message.
+
+    Example:
+        Labels 2, 1, 0 scored 0, 1, 2: three pairs, each winner scored below its loser, by 1,
+        2 and 1: $\ell = 2 \log(1 + e) + \log(1 + e^2) = 4.7535$.
+
+        >>> import torch
+        >>> from torch_ndcg import ranknet_loss
+        >>> ranknet_loss(torch.tensor([0.0, 1.0, 2.0]), torch.tensor([2, 1, 0]))
+        tensor(4.7535)
+    """
+    options = ranknet_options(
+        sigma=sigma, reduction=reduction, ignore_index=ignore_index, validate_args=validate_args
+    )
+    return _ranknet(preds, target, mask, weight, options)
+
+
+def _ranknet(
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
+) -> Tensor:
+    """`ranknet_loss` with checked ``options``: the tensors are checked and prepared here."""
+    lists = prepare_lists(preds, target, mask, weight, options)
+    scores, real, sigma = lists.scores, lists.real, options.sigma
+    length = scores.shape[-1]
+    if lists.span is not None:
+        # A pair's loss is at most sigma * span + log 2, its slope sigma, times its weight.
+        bound = sigma * (lists.span + 1) + 1
+        _validation.check_finite_scale("sigma", sigma, bound, scores.dtype, count=length * length)
+        if lists.largest_weight is not None:
+            _validation.check_weight_scale(
+                bound, lists.largest_weight, scores.dtype, count=length * length
+            )
+    # Labels exactly (float64 holds every integer label), NaN on padding: in no pair.
+    labels = _options.as_dtype(lists.labels, _options.accumulate_dtype(scores.device))
+    if real is not None:
+        labels = labels.where(real, torch.nan)
+    # A list without a pair sums softplus(-inf) = 0 only, whatever its scores: "mean" alone
+    # needs to know which lists have one.
+    counted = has_pair(labels, real) if options.reduction == "mean" else None
+    return _RankNetPairs.apply(  # type: ignore[no-untyped-call,no-any-return]
+        scores,
+        (
+            labels,
+            lists.weight,
+            sigma,
+            (counted, options.reduction, lists.leading_shape),
+            torch.is_grad_enabled() and scores.requires_grad,
+        ),
+    )
+
+
+class Lists(NamedTuple):
+    """Checked input of the label-order losses as ``[N, L]`` tensors, and what the checks read.
+
+    Attributes:
+        scores: scores in the compute dtype, 0 on padding.
+        labels: the labels as given (any value on padding).
+        real: the real items, or ``None`` (all real).
+        weight: the weights (detached, in the compute dtype, 0 on padding), or ``None``.
+        leading_shape: the shape of the input without its list dimension.
+        span: largest minus smallest real score where the values are checked (a float read
+            back with the checks on the CPU, else a 0-d tensor), else ``None``.
+        largest_weight: the largest real weight where a ``weight`` is given and checked (as
+            ``span``), else ``None``.
+    """
+
+    scores: Tensor
+    labels: Tensor
+    real: Tensor | None
+    weight: Tensor | None
+    leading_shape: torch.Size
+    span: float | Tensor | None
+    largest_weight: float | Tensor | None
+
+
+def prepare_lists(
+    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
+) -> Lists:
+    """Check the tensors of a loss that takes the labels' order (no gains), flatten them.
+
+    The checks of every loss (`torch_ndcg._validation.check_lists`, labels as for the linear
+    gain: non-negative and finite; `torch_ndcg._validation.check_weight`), read back together
+    once on the CPU, device-side assertions elsewhere; no gain and no ideal DCG is computed.
+    """
+    validate = options.validate_args
+    real, check = _validation.check_lists(
+        # Checked detached: autograd would record the checks' operations on the scores.
+        preds.detach() if isinstance(preds, Tensor) else preds,
+        target,
+        mask,
+        gain="linear",
+        ignore_index=options.ignore_index,
+        validate_args=validate,
+        finite_preds=True,
+    )
+    weight_check = _validation.check_weight(weight, preds, real, validate_args=validate)
+    checked, largest = _validation.resolve_checks(check, weight_check)
+    length = preds.shape[-1]
+    dtype = _options.compute_dtype(preds.dtype)
+    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
+    flat_real = real if real is None or real.ndim == 2 else real.reshape(-1, length)
+    if flat_real is not None:
+        scores = torch.where(flat_real, scores, 0)  # padded scores may be anything (NaN, inf)
+    flat_weight = None
+    if weight is not None:
+        flat_weight = _options.as_dtype(weight.detach().reshape(-1, length), dtype)
+        if flat_real is not None:
+            flat_weight = flat_weight.where(flat_real, 0)
+    span: float | Tensor | None = None
+    if checked is not None:
+        span = checked.score_range
+    elif validate and scores.numel() > 0:  # checked on the device: the span is computed there
+        kept = scores.detach()
+        high = kept if flat_real is None else kept.where(flat_real, -torch.inf)
+        low = kept if flat_real is None else kept.where(flat_real, torch.inf)
+        span = (high.amax().double() - low.amin().double()).clamp(min=0)
+        if flat_weight is not None:
+            largest = flat_weight.amax().double()
+    return Lists(
+        scores=scores,
+        labels=target if target.ndim == 2 else target.reshape(-1, length),
+        real=flat_real,
+        weight=flat_weight,
+        leading_shape=preds.shape[:-1],
+        span=span,
+        largest_weight=largest if flat_weight is not None and span is not None else None,
+    )
+
+
+def has_pair(labels: Tensor, real: Tensor | None) -> Tensor:
+    """``[N]``: the lists with two real items of different labels (NaN on padding)."""
+    if real is None:
+        low, high = torch.aminmax(labels, dim=-1)
+        return high > low
+    return labels.where(real, -torch.inf).amax(-1) > labels.where(real, torch.inf).amin(-1)
+
+
+class KeptReducedLoss(torch.autograd.Function):
+    """A reduced loss whose forward computed its gradient too: backward only scales it.
+
+    One autograd node for the whole loss. Subclasses take the ``[N, L]`` scores and one tuple
+    of everything else, and end their ``forward`` in `reduced`.
+    """
+
+    @staticmethod
+    def reduced(ctx: Any, per_list: Tensor, grad: Tensor, reducing: tuple[Any, ...]) -> Tensor:
+        """``per_list`` reduced (``reducing``: counted lists, reduction, leading shape)."""
+        counted, reduction, leading_shape = reducing
+        loss, kept = _pairwise.reduce_losses(per_list, counted, reduction, leading_shape, grad)
+        ctx.save_for_backward(kept)
+        ctx.per_list = reduction == "none"
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, None]:
+        (grad,) = ctx.saved_tensors
+        return (grad_loss.reshape(-1, 1) if ctx.per_list else grad_loss) * grad, None
+
+
+class _RankNetPairs(KeptReducedLoss):
+    r"""RankNet's $\sum_{y_i > y_j} v_i \, \mathrm{softplus}(\sigma (s_j - s_i))$, blockwise.
+
+    ``s`` the ``[N, L]`` scores; ``given`` holds the labels (NaN on padding: in no pair), the
+    winners' weights (or ``None``), sigma, what `KeptReducedLoss.reduced` takes and whether to
+    compute the gradient. A block of rows ``i`` against every column ``j``; the slope
+    $S_{ij} = v_i \operatorname{sigmoid}(z_{ij})$ of each pair gives
+    $\partial \ell / \partial s_m = \sigma (\sum_i S_{im} - \sum_j S_{mj})$.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
+        labels, weight, sigma, reducing, need_grad = given
+        n_lists, length = s.shape
+        loss = s.new_zeros(n_lists)
+        grad = torch.zeros_like(s) if need_grad else s.new_empty(0)
+        for i0, i1 in _pairwise._row_blocks(s, length):
+            # z = -sigma (s_w - s_l) on the pairs row i wins, -inf elsewhere: softplus and
+            # sigmoid are 0 there. The difference is taken before scaling: sigma * s may
+            # overflow where it does not.
+            z = torch.sub(s[:, None, :], s[:, i0:i1, None])
+            if sigma != 1:
+                z.mul_(sigma)
+            z = torch.where(labels[:, i0:i1, None] > labels[:, None, :], z, -torch.inf)
+            row_losses = F.softplus(z).sum(-1)
+            rows = None if weight is None else weight[:, i0:i1]
+            loss += (row_losses if rows is None else row_losses.mul_(rows)).sum(-1)
+            if need_grad:
+                slope = z.sigmoid_() if rows is None else z.sigmoid_().mul_(rows[:, :, None])
+                grad[:, i0:i1].sub_(slope.sum(-1))
+                grad.add_(slope.sum(1))
+            del z
+        if need_grad and sigma != 1:
+            grad.mul_(sigma)
+        return KeptReducedLoss.reduced(ctx, loss, grad, reducing)
