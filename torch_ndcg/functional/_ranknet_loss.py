@@ -192,6 +192,13 @@ def prepare_lists(
     once on the CPU, device-side assertions elsewhere; no gain and no ideal DCG is computed.
     """
     validate = options.validate_args
+    small = None
+    if mask is None and weight is None:
+        small = _loss_input._small_checks(preds, target, options)
+    if small is not None:  # a small plain CPU batch, checked in a few operations
+        scores = preds if preds.ndim == 2 else preds.reshape(-1, preds.shape[-1])
+        labels = small[1] if preds.ndim == 2 else small[1].reshape(scores.shape)
+        return Lists(scores, labels, None, None, preds.shape[:-1], small[0], None)
     real, check = _validation.check_lists(
         # Checked detached: autograd would record the checks' operations on the scores.
         preds.detach() if isinstance(preds, Tensor) else preds,
