@@ -168,8 +168,10 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         validate_args: bool = True,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__(options, confidence, dict(kwargs))
+        options = _validation.check_list_options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        super().__init__(k, options, confidence, dict(kwargs))
         # The states summed over the ranks, in the order of the sync's buffer.
         self._summed = ("sum_ndcg", "count", "sum_sq_ndcg")[: 2 if confidence is None else 3]
         for name in self._summed:
@@ -469,8 +471,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         bootstrap_seed: int = 0,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__(options, confidence, dict(kwargs))
+        options = _validation.check_list_options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        super().__init__(k, options, confidence, dict(kwargs))
         for name in ("preds", "target", "indexes"):
             self.add_state(name, [], dist_reduce_fx="cat")
         self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)
