@@ -247,19 +247,11 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         # What torchmetrics' wrapper does around `update`: this is an update too.
         self._computed = None
         self._update_count += 1
+        blocks = _catalog.Blocks(score_fn, chunk_size, memory_budget, item_offset, process_group)
         with torch.inference_mode():
             _validation.check_device(queries, self.sum_ndcg.device, "queries")
             values = _catalog.catalog_ndcg_values(
-                queries,
-                items,
-                relevant,
-                self.options,
-                exclude=exclude,
-                score_fn=score_fn,
-                chunk_size=chunk_size,
-                memory_budget=memory_budget,
-                item_offset=item_offset,
-                process_group=process_group,
+                queries, items, relevant, exclude, self.options, blocks
             )
             share = _catalog.user_share(values.shape[0], process_group, values.device)
             self._add_values(values, share)
