@@ -17,6 +17,7 @@ from torch_ndcg import _fast_paths as fast_paths
 from torch_ndcg import _host as host
 from torch_ndcg import _kernels as kernels
 from torch_ndcg import _tables as tables
+from torch_ndcg._validation import check_list_options
 
 # Pins internals: see tests/README.md ("budget").
 pytestmark = pytest.mark.budget
@@ -163,10 +164,11 @@ def test_ideal_ranked_gains_with_padding_and_custom_gain() -> None:
     target = torch.tensor([[2, 0, 3, 1]])
     mask = torch.tensor([[True, True, False, True]])
     item_gains = kernels.list_gains(target, mask, "exponential", torch.float32)
-    best = kernels.ideal_ranked_gains(target, item_gains, mask, 4, "exponential", torch.float32)
+    lists = kernels.Lists(target, mask)
+    best = kernels.ideal_ranked_gains(lists, item_gains, 4, "exponential", torch.float32)
     torch.testing.assert_close(best, torch.tensor([[3.0, 1.0, 0.0, 0.0]]))
     negated = kernels.list_gains(target, mask, lambda y: -y, torch.float32)
-    best = kernels.ideal_ranked_gains(target, negated, mask, 4, lambda y: -y, torch.float32)
+    best = kernels.ideal_ranked_gains(lists, negated, 4, lambda y: -y, torch.float32)
     torch.testing.assert_close(best, torch.tensor([[0.0, -1.0, -2.0, 0.0]]))
 
 
@@ -367,12 +369,12 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
         return
     labels, levels = counted
     assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
-    options: Any = {"gain": gain, "discount": discount}
+    options = check_list_options(k, gain, discount, "average", "neg", None, True)
     by_counts = kernels.ideal_dcg(
-        labels, mask, k, kmax, dtype=torch.float64, levels=levels, **options
+        kernels.Lists(labels, mask), options, torch.float64, levels=levels
     )
-    best = kernels.ideal_ranked_gains(target, None, mask, kmax, options["gain"], torch.float64)
-    by_top_labels = kernels.cumulative_dcg(best, k, options["discount"])
+    best = kernels.ideal_ranked_gains(kernels.Lists(target, mask), None, kmax, gain, torch.float64)
+    by_top_labels = kernels.cumulative_dcg(best, k, discount)
     torch.testing.assert_close(by_counts, by_top_labels, rtol=1e-12, atol=1e-12)
 
 

@@ -376,12 +376,8 @@ def dcg_and_ideal(
     with _host.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         ideal = _kernels.ideal_dcg(
-            target,
-            judged,
-            ks,
-            kmax,
-            options.gain,
-            options.discount,
+            _kernels.Lists(target, judged),
+            options,
             compute_dtype(preds.dtype),
             # The item gains of the ranked items only: the ideal DCG takes every judged one.
             item_gains=None if long or ranked is not None else gains,

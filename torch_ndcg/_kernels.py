@@ -24,13 +24,29 @@ The matrix products here run in the dtypes they are given only with autocast off
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _tables
+from torch_ndcg import _gains, _options, _tables
 from torch_ndcg._gains import gains as gains
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype, as_dtype
+
+Select = Callable[[Tensor, int], tuple[Tensor, Tensor]]
+
+
+class Lists(NamedTuple):
+    """``[N, L]`` lists as the helpers take them: labels, what is real, scores, what is ranked.
+
+    ``mask`` is ``True`` for real items (``None``: all); ``ranked`` ``True`` for the real items
+    that take a rank (``None``: all), the others counting in the ideal DCG only.
+    """
+
+    target: Tensor
+    mask: Tensor | None = None
+    preds: Tensor | None = None
+    ranked: Tensor | None = None
 
 
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:
@@ -216,13 +232,8 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
 
 
 def ideal_ranked_gains(
-    target: Tensor,
-    item_gains: Tensor | None,
-    mask: Tensor | None,
-    kmax: int,
-    gain: Gain,
-    dtype: torch.dtype,
-    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
+    lists: Lists, item_gains: Tensor | None, kmax: int, gain: Gain, dtype: torch.dtype,
+    select: Select = top,
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
@@ -233,7 +244,8 @@ def ideal_ranked_gains(
     picks the ``kmax`` largest values of each row, sorted descending (`top` by default).
     Padding takes the dtype's smallest value, below every valid label or gain.
     """
-    values = target if item_gains is None else item_gains
+    mask = lists.mask
+    values = lists.target if item_gains is None else item_gains
     if values.dtype == torch.bool:  # ``topk`` takes no bool labels
         values = values.to(torch.uint8)
     if mask is not None:
@@ -265,17 +277,8 @@ def _level_gain_steps(
 
 
 def ideal_dcg(
-    target: Tensor,
-    mask: Tensor | None,
-    ks: Sequence[int],
-    kmax: int,
-    gain: Gain,
-    discount: Discount,
-    dtype: torch.dtype,
-    *,
-    item_gains: Tensor | None = None,
-    levels: int | None = None,
-    select: Callable[[Tensor, int], tuple[Tensor, Tensor]] = top,
+    lists: Lists, options: _options.ListOptions, dtype: torch.dtype, *,
+    item_gains: Tensor | None = None, levels: int | None = None, select: Select = top,
 ) -> Tensor:
     r"""Ideal DCG of every list at every cut-off: the DCG of its labels in descending order.
 
@@ -292,12 +295,8 @@ def ideal_dcg(
     $$
 
     Args:
-        target: ``[N, L]`` labels.
-        mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
-        ks: cut-offs.
-        kmax: number of ranks the cut-offs need.
-        gain: a checked gain (`torch_ndcg._gains`).
-        discount: discount name or callable.
+        lists: the ``[N, L]`` labels and the real items (``mask``): every real item counts.
+        options: the checked options: their cut-offs, gain and discount.
         dtype: the dtype gains are computed in.
         item_gains: ``[N, L]`` gains if already computed (0 for padding).
         levels: the number of label values (max label + 1) where the labels are counted.
@@ -306,12 +305,15 @@ def ideal_dcg(
     Returns:
         ``[N, len(ks)]`` in the accumulation dtype.
     """
+    target, mask = lists.target, lists.mask
+    n, length = target.shape
+    ks, kmax = options.cutoffs.resolve(length)
+    gain, discount = options.gain, options.discount
     if levels is None:
         if not _gains.monotone(gain) and item_gains is None:
             item_gains = list_gains(target, mask, gain, dtype)
-        ideal_gains = ideal_ranked_gains(target, item_gains, mask, kmax, gain, dtype, select)
+        ideal_gains = ideal_ranked_gains(lists, item_gains, kmax, gain, dtype, select)
         return cumulative_dcg(ideal_gains, ks, discount)
-    n, length = target.shape
     device = target.device
     acc = accumulate_dtype(device)
     # Per row, bin v counts the label v; padding goes to the extra bin `levels`.

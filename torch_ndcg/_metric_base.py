@@ -18,7 +18,7 @@ from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
 from torch_ndcg import _validation
-from torch_ndcg._options import accumulate_dtype, compute_dtype
+from torch_ndcg._options import ListOptions, accumulate_dtype, compute_dtype
 from torch_ndcg.functional._significance import normal_interval
 
 MetricValue: TypeAlias = Tensor | dict[str, Tensor]
@@ -76,19 +76,19 @@ class NDCGMetricBase(Metric):
     _PLAIN_ATTRIBUTES = frozenset({"_computed", "_update_count", "_forward_cache", "_partitioned"})
 
     def __init__(
-        self, options: tuple[Any, ...], confidence: float | None, metric_kwargs: dict[str, Any]
+        self, k: Any, options: ListOptions, confidence: float | None, metric_kwargs: dict[str, Any]
     ) -> None:
-        """The list options (as `check_list_options` takes them), ``confidence``, Metric's keywords.
+        """``k`` as given, its checked list options, ``confidence``, Metric's keywords.
 
         torchmetrics' are checked first (other libraries' names get a pointer to ours), then
-        ours; the first state is ``options_key``.
+        the cut-offs and ``confidence``; the first state is ``options_key``.
         """
         _validation.reject_ported_names(
             type(self).__name__, metric_kwargs, _validation.METRIC_PORTED_NAMES
         )
         super().__init__(**metric_kwargs)
-        self.options = _validation.check_list_options(*options)
-        _validation.check_distinct_k(options[0], self.options.cutoffs.ks)
+        self.options = options
+        _validation.check_distinct_k(k, options.cutoffs.ks)
         _validation.check_confidence(confidence)
         self.confidence = confidence
         # It holds no data: "max" keeps the (equal) keys of all ranks where torchmetrics' gather

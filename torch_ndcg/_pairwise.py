@@ -35,7 +35,7 @@ Everything here assumes validated, float32 or float64, ``[N, L]`` input; no chec
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -122,17 +122,12 @@ def dense_pairs_fit(n_lists: int, length: int) -> bool:
 
 @_tables.kept
 def lambda_tables(
-    discount: Discount,
-    rows: int,
-    length: int,
-    kmax: int,
-    weighting: str,
-    mu: float,
-    dense: bool,
-    dtype: torch.dtype,
-    device: torch.device,
+    discount: Discount, sizes: tuple[int, int, int], weighting: tuple[str, float], dense: bool,
+    dtype: torch.dtype, device: torch.device,
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
     r"""The constant tables of a LambdaLoss ``weighting``, kept together under one key.
+
+    ``sizes`` are ``(rows, length, kmax)``, ``weighting`` is ``(weighting, mu)``.
 
     ``(position_discounts, delta, pair_table, square_table)``: the discounts $D_1..D_L$ cut at
     ``kmax`` (0 below), for ``"lambdarank"`` and ``"ndcg2pp"``; $\delta_m = |D_m - D_{m+1}|$
@@ -147,16 +142,17 @@ def lambda_tables(
     ``None``. All four are kept for named discounts (see `torch_ndcg._tables`): a training loop
     asks for the same tables every step.
     """
+    (rows, length, kmax), (weighting_name, mu) = sizes, weighting
     cut_discounts = delta = None
     # Discounts of ranks 1..L+1: the first L serve the |D_i - D_j| terms, all the gaps.
     discounts = position_discounts(length + 1, discount, dtype=dtype, device=device)
-    if weighting in ("lambdarank", "ndcg2pp"):
+    if weighting_name in ("lambdarank", "ndcg2pp"):
         cut_discounts = discounts[:length].clone()
         cut_discounts[kmax:] = 0
-    if weighting in ("ndcg2", "ndcg2pp"):
+    if weighting_name in ("ndcg2", "ndcg2pp"):
         # delta[m] = |D(m) - D(m + 1)| for a rank gap m >= 1; delta[0] is never used.
         delta = torch.cat([discounts.new_zeros(1), (discounts[:-2] - discounts[1:-1]).abs()])
-        if weighting == "ndcg2pp":
+        if weighting_name == "ndcg2pp":
             delta = delta * mu
     table = square_table = None
     if dense or rows * (length - 1) <= PAIR_TABLE_ELEMENTS:  # (no rows: an empty table)
@@ -166,6 +162,19 @@ def lambda_tables(
         upper[:rows, 1:] = table
         square_table = upper + upper.T  # no overlap: exact
     return cut_discounts, delta, table, square_table
+
+
+class Pairs(NamedTuple):
+    """The pairs a per-list pairwise loss sums over, as its autograd Function takes them.
+
+    ``weights``: the first three of `lambda_tables` (``position_discounts`` / ``delta`` for
+    `pair_position_weights`, or ``pair_table``, all of them at once); ``rows``: the positions
+    that can be the upper item of a pair (k, or L); ``sigma``: the scale of score differences.
+    """
+
+    weights: tuple[Tensor | None, ...]
+    rows: int
+    sigma: float
 
 
 def pair_position_weights(
@@ -384,10 +393,8 @@ class PairwiseLogistic(_KeptPerList):
     Inputs are in the current rank order (position = rank, so $u_i \ge u_j$ for
     $i < j$): ``u`` the scores (scaled by ``sigma`` pair by pair, after the difference
     is taken, so that no score overflows), ``g`` the gains divided by the ideal DCG,
-    ``valid`` the real items (or ``None``), ``weights`` the first three of `lambda_tables`
-    (``position_discounts`` / ``delta`` for `pair_position_weights`, or ``pair_table``, all of
-    them at once), ``rows`` the positions that can be the upper item of a pair
-    (k, or L). $u_w$ is the score of the item with the larger gain. The gradient is
+    ``valid`` the real items (or ``None``), ``pairs`` the `Pairs` (weights, rows, sigma).
+    $u_w$ is the score of the item with the larger gain. The gradient is
     computed during forward (one pass over the pairs) and kept as one ``[N, L]`` tensor.
     `FactoredPairwiseLogistic` weighs the pairs by a factor per item and returns each item's
     share of the pair losses too.
@@ -395,16 +402,9 @@ class PairwiseLogistic(_KeptPerList):
 
     @staticmethod
     def forward(
-        ctx: Any,
-        u: Tensor,
-        g: Tensor,
-        valid: Tensor | None,
-        weights: tuple[Tensor | None, ...],
-        rows: int,
-        need_grad: bool,
-        sigma: float,
+        ctx: Any, u: Tensor, g: Tensor, valid: Tensor | None, pairs: Pairs, need_grad: bool
     ) -> Tensor:
-        n_lists, length = u.shape
+        (weights, rows, sigma), (n_lists, length) = pairs, u.shape
         loss = u.new_zeros(n_lists)
         grad = torch.zeros_like(u) if need_grad else None
         for i0, i1 in _row_blocks(u, rows, upper=True):
@@ -449,15 +449,9 @@ class FactoredPairwiseLogistic(_KeptPerList):
 
     @staticmethod
     def forward(
-        ctx: Any,
-        u: Tensor,
-        g: Tensor,
-        factor: Tensor,
-        weights: tuple[Tensor | None, ...],
-        rows: int,
-        sigma: float,
+        ctx: Any, u: Tensor, g: Tensor, factor: Tensor, pairs: Pairs
     ) -> tuple[Tensor, Tensor]:
-        n_lists, length = u.shape
+        (weights, rows, sigma), (n_lists, length) = pairs, u.shape
         blocks = _row_blocks(u, rows, upper=True)
         largest = max((2 * (i1 - i0) * (length - i0 - 1) for i0, i1 in blocks), default=0)
         buffer = u.new_empty(n_lists * largest)
@@ -469,20 +463,20 @@ class FactoredPairwiseLogistic(_KeptPerList):
             weight = (g[:, None, c0:] - g[:, i0:i1, None]).mul_(
                 pair_position_weights(weights, i0, i1, length)
             )
-            pairs = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
-            z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=pairs[:, :, 1])
+            terms = buffer[: n_lists * height * 2 * cols].view(n_lists, height, 2, cols)
+            z = torch.sub(u[:, i0:i1, None], u[:, None, c0:], out=terms[:, :, 1])
             z.mul_(sigma).copysign_(weight)  # -sigma (u_w - u_l), as in PairwiseLogistic
-            F.softplus(z, out=pairs[:, :, 0])  # type: ignore[call-arg]
+            F.softplus(z, out=terms[:, :, 0])  # type: ignore[call-arg]
             z.sigmoid_()
             # Loss |weight| softplus(z); slope weight sigmoid(z) (the sign of g_j - g_i).
-            pairs.mul_(weight[:, :, None]).select(2, 0).abs_()
+            terms.mul_(weight[:, :, None]).select(2, 0).abs_()
             del weight
             with full_precision(u.device):
-                upper = torch.bmm(pairs.view(n_lists, 2 * height, cols), factor[:, c0:, None])
-                lower = torch.bmm(factor[:, None, i0:i1], pairs.view(n_lists, height, 2 * cols))
+                upper = torch.bmm(terms.view(n_lists, 2 * height, cols), factor[:, c0:, None])
+                lower = torch.bmm(factor[:, None, i0:i1], terms.view(n_lists, height, 2 * cols))
             sums[0, :, i0:i1].add_(upper.view(n_lists, height, 2))
             sums[1, :, c0:].add_(lower.view(n_lists, 2, cols).transpose(1, 2))
-            del pairs, z
+            del terms, z
         shares = sums[0, ..., 0] + sums[1, ..., 0]
         with full_precision(u.device):
             loss = torch.bmm(factor[:, None, :], sums[0, ..., :1]).view(n_lists)

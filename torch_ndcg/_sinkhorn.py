@@ -197,17 +197,10 @@ class NeuralSortSinkhorn(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any,
-        x: Tensor,
-        y: Tensor,
-        coef: Tensor,
-        rows: Tensor | None,
-        cols: Tensor | None,
-        g: Tensor,
-        d: Tensor,
-        max_iter: int,
-        tol: float,
+        ctx: Any, x: Tensor, y: Tensor, terms: tuple[Tensor, Tensor | None, Tensor | None],
+        weights: tuple[Tensor, Tensor], stop: tuple[int, float],
     ) -> Tensor:
+        (coef, rows, cols), (g, d), (max_iter, tol) = terms, weights, stop
         kernel = _Kernel(x, y, coef, rows, cols)
         n_lists, length = x.shape
         tiny = torch.finfo(x.dtype).tiny
@@ -314,4 +307,4 @@ class NeuralSortSinkhorn(torch.autograd.Function):
             del pulled
             grads = (both.view(n_lists, 2, pairs, length) * rights[:, None]).sum(dim=2)
             grads.mul_(unscale[:, None, None])
-            return grads[:, 0], grads[:, 1].neg(), *[None] * 7
+            return grads[:, 0], grads[:, 1].neg(), None, None, None

@@ -168,8 +168,10 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         validate_args: bool = True,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__(options, confidence, dict(kwargs))
+        options = _validation.check_list_options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        super().__init__(k, options, confidence, dict(kwargs))
         # The states summed over the ranks, in the order of the sync's buffer.
         self._summed = ("sum_ndcg", "count", "sum_sq_ndcg")[: 2 if confidence is None else 3]
         for name in self._summed:
@@ -245,19 +247,11 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         # What torchmetrics' wrapper does around `update`: this is an update too.
         self._computed = None
         self._update_count += 1
+        blocks = _catalog.Blocks(score_fn, chunk_size, memory_budget, item_offset, process_group)
         with torch.inference_mode():
             _validation.check_device(queries, self.sum_ndcg.device, "queries")
             values = _catalog.catalog_ndcg_values(
-                queries,
-                items,
-                relevant,
-                self.options,
-                exclude=exclude,
-                score_fn=score_fn,
-                chunk_size=chunk_size,
-                memory_budget=memory_budget,
-                item_offset=item_offset,
-                process_group=process_group,
+                queries, items, relevant, exclude, self.options, blocks
             )
             share = _catalog.user_share(values.shape[0], process_group, values.device)
             self._add_values(values, share)
@@ -469,8 +463,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         bootstrap_seed: int = 0,
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
-        options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
-        super().__init__(options, confidence, dict(kwargs))
+        options = _validation.check_list_options(
+            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        )
+        super().__init__(k, options, confidence, dict(kwargs))
         for name in ("preds", "target", "indexes"):
             self.add_state(name, [], dist_reduce_fx="cat")
         self._partitioned = False  # see PartitionedRows (set here: torch.jit.script sees it)

@@ -38,6 +38,16 @@ class CatalogTarget(NamedTuple):
     excluded: Tensor | None
 
 
+class Blocks(NamedTuple):
+    """How the scores stream: `catalog_ndcg`'s arguments of that name (checked there)."""
+
+    score_fn: ScoreFn | None = None
+    chunk_size: int | None = None
+    memory_budget: int | None = None
+    item_offset: int = 0
+    process_group: Any | None = None
+
+
 def _item_ids(
     value: Any, name: str, users: int, n_items: int | None
 ) -> tuple[Tensor, Tensor | None]:
@@ -75,22 +85,20 @@ def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
 
 
 def catalog_target(
-    relevant: Tensor,
-    exclude: Tensor | None,
-    mask: Tensor | None,
-    shape: tuple[int, int | None],
-    dtype: torch.dtype,
-    device: torch.device,
-    options: ListOptions,
+    relevant: Tensor, exclude: Tensor | None, mask: Tensor | None, shape: tuple[int, int | None],
+    like: Tensor, options: ListOptions,
 ) -> CatalogTarget:
-    """``relevant`` and ``exclude`` in their padded form, on ``device``, checked (`check_target`).
+    """``relevant`` and ``exclude`` padded, checked (`check_target`), on the device of ``like``.
+
+    Grades take the compute dtype of ``like`` (the scores or queries).
 
     A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
     ``[B, P]`` one holds item ids (negative: padding), each with grade 1. A checked ``mask``
     (``False``: padding) drops the grades of padded items and joins ``exclude`` once checked.
     """
-    users, n_items = shape
+    (users, n_items), device = shape, like.device
     ids, grades = _item_ids(relevant, "relevant", users, n_items)
+    dtype = _options.compute_dtype(like.dtype)
     grades = (ids.ge(0) if grades is None else grades).to(device, dtype)
     ids = ids.to(device)
     excluded = None if exclude is None else excluded_ids(exclude, users, n_items).to(device)
@@ -154,28 +162,23 @@ def gather_shards(
 
 
 def catalog_values(
-    scores: Callable[[slice, slice], Tensor],
-    target: CatalogTarget,
-    options: ListOptions,
-    n_items: int,
-    itemsize: int,
-    chunk_size: int | None = None,
-    memory_budget: int | None = None,
-    item_offset: int = 0,
-    process_group: Any | None = None,
+    scores: Callable[[slice, slice], Tensor], target: CatalogTarget, options: ListOptions,
+    n_items: int, itemsize: int, blocks: Blocks = Blocks(),  # noqa: B008 (immutable)
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """DCG and ideal DCG, ``[B, len(k)]`` each in the accumulation dtype, of streamed blocks.
 
     ``scores(users, items)`` gives a block, in the compute dtype of ``target.grades`` or cast
-    to it; blocks of users by chunks of items (``chunk_size``, ``memory_budget`` and the
-    scores' ``itemsize`` say how many: by default `DEFAULT_CHUNK` items and as many users as
-    the budget holds; with fewer users, longer chunks, whole multiples of `DEFAULT_CHUNK`
-    items, fill it) stream in, user block by user block, each over its item chunks in order.
-    ``options`` are checked: their cut-offs, gain, discount and ties (and ``validate_args``
-    for the id checks of a catalog sharded over ranks, with ``process_group``, which need its
-    size). Third, with exclusions, the ``[B, 1]`` bool users with an item that takes a rank
-    (``None`` without: every user), as the lists' mask says of a dense target.
+    to it; blocks of users by chunks of items (``blocks``' ``chunk_size`` and ``memory_budget``
+    and the scores' ``itemsize`` say how many: by default `DEFAULT_CHUNK` items and as many
+    users as the budget holds; with fewer users, longer chunks, whole multiples of
+    `DEFAULT_CHUNK` items, fill it) stream in, user block by user block, each over its item
+    chunks in order. ``options`` are checked: their cut-offs, gain, discount and ties (and
+    ``validate_args`` for the id checks of a catalog sharded over ranks, with ``blocks``'
+    ``process_group``, which need its size). Third, with exclusions, the ``[B, 1]`` bool users
+    with an item that takes a rank (``None`` without: every user), as the lists' mask says of a
+    dense target.
     """
+    _, chunk_size, memory_budget, item_offset, process_group = blocks
     sharded, device = process_group is not None, target.ids.device
     cutoffs = [n_items] if options.cutoffs.ks is None else list(options.cutoffs.ks)
     kmax = max(cutoffs) if sharded else min(max(cutoffs), max(n_items, 1))
@@ -330,49 +333,28 @@ def catalog_ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, None, validate_args
     )
-    values = catalog_ndcg_values(
-        queries,
-        items,
-        relevant,
-        checked,
-        exclude=exclude,
-        score_fn=score_fn,
-        chunk_size=chunk_size,
-        memory_budget=memory_budget,
-        item_offset=item_offset,
-        process_group=process_group,
-    )
+    blocks = Blocks(score_fn, chunk_size, memory_budget, item_offset, process_group)
+    values = catalog_ndcg_values(queries, items, relevant, exclude, checked, blocks)
     out = values.to(_options.compute_dtype(queries.dtype))
     return out if checked.cutoffs.is_sequence else out[:, 0]
 
 
 def catalog_ndcg_values(
-    queries: Tensor,
-    items: Tensor,
-    relevant: Tensor,
-    options: ListOptions,
-    *,
-    exclude: Tensor | None,
-    score_fn: ScoreFn | None,
-    chunk_size: int | None,
-    memory_budget: int | None,
-    item_offset: int,
-    process_group: Any | None,
+    queries: Tensor, items: Tensor, relevant: Tensor, exclude: Tensor | None,
+    options: ListOptions, blocks: Blocks,
 ) -> Tensor:
     """`catalog_ndcg` before its dtype and shape: ``[B, len(k)]`` in the accumulation dtype.
 
     ``options`` are checked (`torch_ndcg._validation.check_list_options`); the tensors and the
-    streaming arguments (those of `catalog_ndcg`) are checked here.
+    streaming arguments (``blocks``: those of `catalog_ndcg`) are checked here.
     """
+    score_fn, *streaming = blocks
     _validation.check_catalog(queries, items, score_fn, relevant, exclude)
-    _validation.check_streaming(
-        items.shape[0], options, chunk_size, memory_budget, item_offset, process_group
-    )
-    sharded = process_group is not None
-    n_items, dtype = items.shape[0], _options.compute_dtype(queries.dtype)
+    _validation.check_streaming(items.shape[0], options, *streaming)
+    n_items = items.shape[0]
     # Ids are checked against a shard's size only once the catalog's is known (gathered).
-    shape = (queries.shape[0], None if sharded else n_items)
-    target = catalog_target(relevant, exclude, None, shape, dtype, queries.device, options)
+    shape = (queries.shape[0], None if blocks.process_group is not None else n_items)
+    target = catalog_target(relevant, exclude, None, shape, queries, options)
 
     def scores(users: slice, chunk: slice) -> Tensor:
         """A block of users against a chunk of items, by ``score_fn`` or a product.
@@ -387,15 +369,7 @@ def catalog_ndcg_values(
         return block
 
     value, ideal, _ = catalog_values(
-        scores,
-        target,
-        options,
-        n_items,
-        queries.element_size(),
-        chunk_size,
-        memory_budget,
-        item_offset,
-        process_group,
+        scores, target, options, n_items, queries.element_size(), blocks
     )
     return normalized(value, ideal, options)
 
@@ -425,8 +399,8 @@ def sparse_values(
         excluded items only is no list.
     """
     _validation.check_sparse(preds, target, exclude, mask, options)
-    shape, dtype = (preds.shape[0], preds.shape[1]), _options.compute_dtype(preds.dtype)
-    catalog = catalog_target(target, exclude, mask, shape, dtype, preds.device, options)
+    shape = (preds.shape[0], preds.shape[1])
+    catalog = catalog_target(target, exclude, mask, shape, preds, options)
     value, ideal, rows = catalog_values(
         lambda u, i: preds[u, i], catalog, options, shape[1], preds.element_size()
     )

@@ -196,7 +196,8 @@ def prepare(
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
     else:
-        best = _kernels.ideal_ranked_gains(flat_target, item_gains, flat_mask, kmax, gain, acc)
+        lists = _kernels.Lists(flat_target, flat_mask)
+        best = _kernels.ideal_ranked_gains(lists, item_gains, kmax, gain, acc)
     if acc == torch.float64:  # autocast and TF32 never touch a float64 product
         # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
         ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)

@@ -178,7 +178,7 @@ def lambda_pairs(
     rows = min(kmax, length - 1)
     dense = item_factor is None and _pairwise.dense_pairs_fit(scores.shape[0], length)
     tables = _pairwise.lambda_tables(
-        options.discount, rows, length, kmax, weighting, mu, dense, scores.dtype, scores.device
+        options.discount, (rows, length, kmax), (weighting, mu), dense, scores.dtype, scores.device
     )
     if dense:
         # The square table (tables[3]) is built for the dense paths only. Checked scores are
@@ -197,14 +197,14 @@ def lambda_pairs(
     ranked_scores = scores.gather(-1, order)
     if item_factor is not None:
         per_list, shares = _pairwise.FactoredPairwiseLogistic.apply(  # type: ignore[no-untyped-call]
-            ranked_scores, ranked_gains, ranked_real, tables[:3], rows, sigma
+            ranked_scores, ranked_gains, ranked_real, _pairwise.Pairs(tables[:3], rows, sigma)
         )
         # Back to the input's item order.
         shares = shares.scatter(-1, order, shares) if item_losses else None
     else:
         grad = torch.is_grad_enabled() and ranked_scores.requires_grad
         per_list = _pairwise.PairwiseLogistic.apply(  # type: ignore[no-untyped-call]
-            ranked_scores, ranked_gains, ranked_real, tables[:3], rows, grad, sigma
+            ranked_scores, ranked_gains, ranked_real, _pairwise.Pairs(tables[:3], rows, sigma), grad
         )
     per_list = torch.where(lists.has_relevant, per_list, 0)
     if reduction is not None:

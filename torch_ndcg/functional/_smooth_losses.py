@@ -280,8 +280,8 @@ def _neural(
     if lists.weight is not None:  # each item's gain times its weight
         gains = _kernels.weighted_gains(gains, lists.weight, real)
     dcg_relaxed: Tensor = _sinkhorn.NeuralSortSinkhorn.apply(  # type: ignore[no-untyped-call]
-        centred / temperature, gaps / temperature, coef, rows, real, gains.detach(),
-        position_discounts, int(options.max_iter), float(options.tol),
+        centred / temperature, gaps / temperature, (coef, rows, real),
+        (gains.detach(), position_discounts), (int(options.max_iter), float(options.tol)),
     )
     per_list = torch.where(lists.has_relevant, 1 - dcg_relaxed, 0)
     return _loss_input.reduce(per_list, lists.has_relevant, options.reduction, lists.leading_shape)
