@@ -39,10 +39,10 @@ def _option(name: str, doc: str = "") -> Any:
     Setting it checks the new value (with the others) into new options, as ``__init__`` did.
     """
 
-    def get(self: "_RankingLoss") -> Any:
+    def get(self: Any) -> Any:
         return getattr(self.options, name)
 
-    def set_(self: "_RankingLoss", value: Any) -> None:
+    def set_(self: Any, value: Any) -> None:
         self.options = check_options(self._checks, **{**vars(self.options), name: value})
 
     return property(get, set_, doc=doc or f"``{name}``, as checked into `options`.")
@@ -736,19 +736,6 @@ class PLRankLoss(_RankingLoss):
         return _pl_rank._pl_rank(preds, target, mask, weight, self.options)
 
 
-def _rechecked(name: str) -> Any:
-    """A hyper-parameter read from ``options``; setting it checks all of them into new ones."""
-
-    def get(self: Any) -> Any:
-        return getattr(self.options, name)
-
-    def set_(self: Any, value: Any) -> None:
-        given = {keyword: getattr(self.options, keyword) for keyword in self._keywords}
-        self.options = self._check(**(given | {name: value}))
-
-    return property(get, set_, doc=f"``{name}``, as checked into `options`.")
-
-
 class RankNetLoss(nn.Module):
     r"""RankNet: a logistic loss on every pair of differing labels; see `ranknet_loss`.
 
@@ -783,12 +770,9 @@ class RankNetLoss(nn.Module):
     """
 
     options: LossOptions
-    _check = staticmethod(_ranknet_loss.ranknet_options)
-    _keywords = ("sigma", "reduction", "ignore_index", "validate_args")
-    sigma = _rechecked("sigma")
-    reduction = _rechecked("reduction")
-    ignore_index = _rechecked("ignore_index")
-    validate_args = _rechecked("validate_args")
+    _checks = _ranknet_loss.RANKNET_CHECKS
+    sigma, reduction = _option("sigma"), _option("reduction")
+    ignore_index, validate_args = _option("ignore_index"), _option("validate_args")
 
     @_validation.names_ported_keywords(_ranknet_loss.RANKNET_PORTED_NAMES)
     def __init__(
@@ -853,12 +837,9 @@ class ListMLELoss(nn.Module):
     """
 
     options: LossOptions
-    _check = staticmethod(_listmle_losses.listmle_options)
-    _keywords = ("position_aware", "reduction", "ignore_index", "validate_args")
-    position_aware = _rechecked("position_aware")
-    reduction = _rechecked("reduction")
-    ignore_index = _rechecked("ignore_index")
-    validate_args = _rechecked("validate_args")
+    _checks = _listmle_losses.LISTMLE_CHECKS
+    position_aware, reduction = _option("position_aware"), _option("reduction")
+    ignore_index, validate_args = _option("ignore_index"), _option("validate_args")
 
     @_validation.names_ported_keywords(_listmle_losses.LISTMLE_PORTED_NAMES)
     def __init__(

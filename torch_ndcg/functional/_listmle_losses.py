@@ -15,11 +15,12 @@ from torch_ndcg import _host, _options, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg._small_batch import SCORE_DTYPES
 from torch_ndcg.functional import _loss_input
-from torch_ndcg.functional._loss_input import LossOptions
+from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._ranknet_loss import KeptReducedLoss, has_pair, prepare_lists
 
 __all__ = ["listmle_loss"]
 
+LISTMLE_CHECKS: Checks = {"position_aware": _validation.check_bool}  # and the shared ones
 LISTMLE_PORTED_NAMES = {
     "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
     "eps": "nothing: no epsilon is needed (allRank's `eps`)",
@@ -32,7 +33,7 @@ def listmle_options(
 ) -> LossOptions:
     """The options of `listmle_loss`, checked (its labels are checked as linear gains are)."""
     return _loss_input.check_options(
-        {"position_aware": _validation.check_bool}, position_aware=position_aware, gain="linear",
+        LISTMLE_CHECKS, position_aware=position_aware, gain="linear",
         reduction=reduction, ignore_index=ignore_index, validate_args=validate_args,
     )
 

@@ -16,10 +16,11 @@ from torch.nn import functional as F
 from torch_ndcg import _options, _pairwise, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
-from torch_ndcg.functional._loss_input import LossOptions
+from torch_ndcg.functional._loss_input import Checks, LossOptions
 
 __all__ = ["ranknet_loss"]
 
+RANKNET_CHECKS: Checks = {"sigma": _validation.check_positive}  # and those every loss shares
 RANKNET_PORTED_NAMES = {
     "padded_value_indicator": "`ignore_index` (allRank's `padded_value_indicator`, e.g. -1)",
     "weight_by_diff": "`lambdarank_loss` (allRank's `weight_by_diff` weighs pairs by label gaps)",
@@ -32,7 +33,7 @@ def ranknet_options(
     """The options of `ranknet_loss`, checked (no cut-off and no gain: every pair counts)."""
     # The labels are checked as linear gains are: non-negative and finite, as elsewhere.
     return _loss_input.check_options(
-        {"sigma": _validation.check_positive}, sigma=sigma, gain="linear", reduction=reduction,
+        RANKNET_CHECKS, sigma=sigma, gain="linear", reduction=reduction,
         ignore_index=ignore_index, validate_args=validate_args,
     )
 
