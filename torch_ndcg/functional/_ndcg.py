@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
+from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _validation
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
@@ -222,9 +222,11 @@ def list_values(
         and mask is None
         and exclude is None
         and retrieved is None
-        and _small_batch.takes_small_path(preds, target, options)
+        and options.ties == "average"
+        and options.empty_target_action != "error"
+        and _fast_paths.small_batch(preds, target, options)
     ):
-        values, extremes = _small_batch.small_ndcg(preds, target, options)
+        values, extremes = _fast_paths.small_ndcg(preds, target, options)
         if extremes is None or _validation.small_batch_holds(
             extremes, options.gain, preds, target  # type: ignore[arg-type]
         ):
