@@ -413,14 +413,12 @@ def small_batch(preds: Any, target: Any, options: Any) -> bool:
     its extremes. Anything else takes the general path, whose checks name what is wrong.
     """
     return (
-        type(preds) is Tensor
-        and type(target) is Tensor
-        and preds.layout == torch.strided
-        and target.layout == torch.strided
+        type(preds) is type(target) is Tensor
+        and preds.layout == target.layout == torch.strided
         and preds.shape == target.shape
         and preds.ndim > 0
-        and 0 < preds.numel() <= SMALL_ELEMENTS
         and preds.shape[-1] > 1
+        and 0 < preds.numel() <= SMALL_ELEMENTS
         and preds.dtype in _SMALL_SCORES
         and target.is_cpu
         and _host.may_read_back(preds.device)
