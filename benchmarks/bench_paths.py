@@ -9,7 +9,8 @@ script times one call with the path taken and with it switched off (the general 
 gives the same numbers to rounding, which the script asserts), in turns in one process, best of
 ``--repeats``, and prints the ratio ``off / on``:
 
-- ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`torch_ndcg._small_batch`);
+- ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`_fast_paths.small_ndcg`, taken
+  where `_fast_paths.small_batch` admits the batch);
 - ``tie-free skip``: tie-free batches skip the tie averaging, ``[256, 100]``;
 - ``label counts``: the ideal DCG of small integer labels from their counts, ``[256, 100]``
   and ``[256, 300]`` (lists of at most 512 items: past that a ``topk`` costs less;
@@ -31,7 +32,7 @@ from unittest import mock
 import torch
 from _timing import best_ms  # this script's folder is on sys.path when it is run
 
-from torch_ndcg import NDCG, _fast_paths, _small_batch, ndcg
+from torch_ndcg import NDCG, _fast_paths, ndcg
 
 K = 10
 
@@ -40,7 +41,7 @@ K = 10
 def switched_off(path: str) -> Iterator[None]:
     """The package with one fast path switched off."""
     if path == "small batch":
-        patch = mock.patch.object(_small_batch, "takes_small_path", return_value=False)
+        patch = mock.patch.object(_fast_paths, "small_batch", return_value=False)
     elif path == "tie-free skip":
         real = _fast_paths.top_items
 

@@ -651,6 +651,9 @@ SMALL_BATCH_ERRORS = [
     (torch.tensor([[0.1, float("inf"), 0.3]]), torch.tensor([[1, 0, 2]])),
     (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, -1, 2]])),
     (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, 0, 200]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1.0, float("nan"), 2.0]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1.0, -0.5, 2.0]])),
+    (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1.0, float("inf"), 2.0]])),
 ]
 
 
@@ -671,13 +674,27 @@ def test_small_batch_checks_raise_the_general_checks_error(
 
 
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
+def test_small_batch_checks_give_the_swapped_arguments_hint(function: LossFn) -> None:
+    """Label-like scores with fractional float labels: the general checks' hint, as for a
+    large batch."""
+    labels_as_scores = torch.tensor([[0.0, 3.0, 1.0, 2.0]])
+    scores_as_labels = torch.tensor([[0.1, 0.9, 0.4, 0.2]])
+    with pytest.warns(UserWarning, match="were scores and labels swapped"):
+        function(labels_as_scores, scores_as_labels)
+
+
+@pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("float_labels", [False, True])
 @pytest.mark.budget
 def test_small_batch_checks_give_the_same_loss(
-    function: LossFn, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+    function: LossFn, dtype: torch.dtype, float_labels: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same loss and gradient, to the bit, with the small batch's checks as without."""
+    """The same loss and gradient, to the bit, with the small batch's checks as without (integer
+    labels, and fractional float labels)."""
     preds, target, _ = batch(4, 7, seed=8, dtype=dtype)
+    if float_labels:
+        target = target.to(dtype) / 2
     small = _step(function, preds, target, k=3)
     monkeypatch.setattr(torch_ndcg.functional._loss_input, "_small_checks", lambda *args: None)
     general = _step(function, preds, target, k=3)

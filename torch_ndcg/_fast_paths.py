@@ -17,14 +17,16 @@ The tie averaging itself, in memory bounded for large inputs, is
 `dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
 kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their own). On an
 accelerator nothing is read back: ties are always averaged (the same numbers, branch-free).
-So the dense lists take three paths: the general one, long rows, and the branch-free one of the
-accelerators (plus `torch_ndcg._small_batch` for small CPU batches). Each earns its place
-(`python benchmarks/bench_paths.py`: the call with the path against the same call with it
-switched off, one thread of a 2-core CPU, torch 2.13; a test holds each equal to the plain
-formula):
+So the dense lists take four paths: the general one, long rows, the branch-free one of the
+accelerators, and the small one (`small_ndcg`) for the usual small CPU batch, which one
+predicate (`small_batch`) admits from metadata alone for `ndcg`, `NDCG.update` and the losses'
+checks. Each earns its place (`python benchmarks/bench_paths.py`: the call with the path against
+the same call with it switched off, one thread of a 2-core CPU, torch 2.13; a test holds each
+equal to the plain formula):
 
 | path | input | saving |
 |---|---|---|
+| small batch (`small_ndcg`) | `ndcg` / `NDCG.update` ``[8, 10]``, k=10 / 1, 5, 10 | 1.88x / 1.88x |
 | tie-free skip of the averaging | `ndcg` ``[256, 100]`` / ``[64, 10_000]``, k=10 | 3.0x / 3.2x |
 | long rows (`long_rows`) | `ndcg` ``[16, 100_000]``, ``k=10`` | 3.6x |
 | ideal DCG from label counts | `ndcg` ``[256, 100]`` / ``[256, 300]``, ``k=10`` | 1.16x / 1.23x |
@@ -40,6 +42,7 @@ small CPU batch padded so that ATen's ``topk`` used two threads went for saving 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -385,3 +388,107 @@ def dcg_and_ideal(
             select=grouped_top if long else _kernels.top,
         )
     return dcg, ideal
+
+
+# Score dtypes of the small path (half precision is computed in float32: the general path).
+_SMALL_SCORES = (torch.float32, torch.float64)
+
+
+def small_batch(preds: Any, target: Any, options: Any) -> bool:
+    """Whether a batch takes the small path, from metadata alone: the one test of its entry.
+
+    ``preds`` and ``target`` may be anything; ``options`` are checked options with ``gain``,
+    ``discount`` and ``ignore_index`` (a metric's `torch_ndcg._options.ListOptions`, a loss's
+    options). A small batch is a pair of dense tensors of one shape, with 1 to `SMALL_ELEMENTS`
+    items in lists of at least 2, float32 or float64 scores, labels that are neither complex
+    nor floats wider than the scores (they would round), where a value may be read back
+    (`torch_ndcg._host.may_read_back`: the CPU, outside ``torch.compile``) outside autocast,
+    with a named gain and discount and no ``ignore_index``. `small_ndcg` computes the nDCG of
+    such a batch (`torch_ndcg.ndcg` and `torch_ndcg.NDCG.update` also ask for averaged ties,
+    no ``"error"`` on empty lists and no mask), and the losses check one in a single read of
+    its extremes. Anything else takes the general path, whose checks name what is wrong.
+    """
+    return (
+        type(preds) is type(target) is Tensor
+        and preds.layout == target.layout == torch.strided
+        and preds.shape == target.shape
+        and preds.ndim > 0
+        and preds.shape[-1] > 1
+        and 0 < preds.numel() <= SMALL_ELEMENTS
+        and preds.dtype in _SMALL_SCORES
+        and target.is_cpu
+        and _host.may_read_back(preds.device)
+        and not torch.is_autocast_enabled("cpu")
+        and _gains.named(options.gain)
+        and isinstance(options.discount, str)
+        and options.ignore_index is None
+        and not target.dtype.is_complex
+        and not (target.dtype.is_floating_point and target.dtype.itemsize > preds.dtype.itemsize)
+    )
+
+
+def small_ndcg(
+    preds: Tensor, target: Tensor, options: ListOptions
+) -> tuple[Tensor, list[float] | None]:
+    r"""The nDCG of a `small_batch` ``[..., L]``, ``[N, len(k)]`` float64, in one straight line.
+
+    A metric update or an ``ndcg`` call on a few short lists costs its Python layers and its
+    launches, not its arithmetic: these are the steps of `dcg_and_ideal` for such a batch, in
+    the same order on the same values, without its dispatch among paths (its constants from
+    the one table cache, `torch_ndcg._tables`):
+
+    1. the top ``k + 1`` scores of each row (``topk``): the ranking, and whether a tie touches
+       the top ``k`` (two equal neighbours among them);
+    2. the extremes of the scores and labels, read back with the tie flag (the call's one
+       read-back), handed to the caller for the input checks (`torch_ndcg._validation`, at
+       the edge: the engine imports no check);
+    3. the gains $g(y)$; the top positions' gains, tie-averaged where a tie was found
+       (`torch_ndcg._kernels.tie_averaged_gains`); the ideal gains, the ``k`` largest;
+    4. both DCGs by products with the cut-off discount matrix,
+       $\mathrm{DCG@}k = \sum_{r \le k} g_r \, d(r)$, and nDCG as their quotient
+       (`torch_ndcg._kernels.normalize`).
+
+    The numbers agree with the general path's to rounding, not always to the last bit: the two
+    DCG products may sum their terms in another order (seen: one float64 unit in the last
+    place), so each nDCG is within $4 \varepsilon \max(1, |x|)$ of the general path's,
+    $\varepsilon$ the machine epsilon of the result's dtype, and a metric's float64 sums
+    within $4 \varepsilon$ times the lists added (`tests/test_small_batch.py` holds that
+    bound). Float scores that look like graded labels, with float labels, take the general
+    path after all (the caller's checks say so): their swapped-arguments hint needs passes of
+    its own.
+
+    Returns the values and, with ``validate_args``, the extremes the checks judge, read back
+    with the tie flag: ``[smallest score, largest score, smallest label, largest label]``
+    (``None`` without ``validate_args``). Where they break a check the caller discards the
+    values and takes the general path, which raises the error.
+    """
+    scores, labels = preds, target
+    length = preds.shape[-1]
+    if preds.ndim != 2:  # a reshape costs a microsecond: not where it is not needed
+        scores, labels = preds.reshape(-1, length), target.reshape(-1, length)
+    ks, kmax = options.cutoffs.resolve(length)
+    # Labels in the scores' dtype, as the gains take them: exact for the labels of the small
+    # path, but for integers past 2^24 in float32, which round on the right side of every
+    # limit the checks set.
+    float_labels = labels.to(scores.dtype)
+    top_scores, top_index = scores.topk(min(kmax + 1, length), dim=-1, sorted=True)
+    # The largest step down between neighbours of the top k + 1, each best first: 0 where a
+    # tie touches the top k, NaN where two equal infinite scores do, else negative.
+    read = [top_scores.diff(dim=-1).amax()]
+    if options.validate_args:  # the extremes of the scores and labels, in the one read-back
+        read = [*torch.aminmax(scores), *torch.aminmax(float_labels), *read]
+    *extremes, largest_step = torch.stack(read).tolist()
+    item_gains = _kernels.gains(float_labels, options.gain)
+    top_index = top_index.narrow(-1, 0, kmax)
+    if not largest_step < 0:  # a tie
+        position_gains = _kernels.tie_averaged_gains(
+            scores, top_scores.narrow(-1, 0, kmax), top_index, item_gains
+        )
+    else:
+        position_gains = item_gains.gather(-1, top_index)
+    ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
+    weights = _kernels.cutoff_matrix(kmax, ks, options.discount, torch.float64, scores.device)
+    dcg = position_gains.to(torch.float64).mm(weights)
+    ideal = ideal_gains.to(torch.float64).mm(weights)
+    values = _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain)
+    return values, extremes if options.validate_args else None

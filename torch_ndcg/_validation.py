@@ -456,7 +456,7 @@ _LABEL_LIKE_LARGEST = 31
 
 def small_batch_holds(
     extremes: Sequence[float],
-    gain: str,
+    gain: Any,
     preds: Tensor,
     target: Tensor,
     *,

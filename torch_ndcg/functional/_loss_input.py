@@ -14,7 +14,6 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _fast_paths, _gains, _host, _kernels, _options, _pairwise, _validation
-from torch_ndcg._small_batch import SCORE_DTYPES, small_cpu_pair
 
 # The options only a loss takes, each with its check (called with the name and the value, it
 # returns the value checked, or ``None`` for the value as given), in the order they are checked.
@@ -224,25 +223,15 @@ def prepare(
 
 
 def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
-    """The value checks of a small plain CPU batch: ``(score range, float64 labels)``, or None.
+    """The value checks of a `torch_ndcg._fast_paths.small_batch`: score range, float64 labels.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
-    operations and a few lines: the extremes of the scores and labels. Decided from metadata
-    alone: checked options without ``ignore_index`` and with a named gain, a pair of dense CPU
-    tensors of one shape (float32 or float64 scores, integer or bool labels, at most
-    `torch_ndcg._fast_paths.SMALL_ELEMENTS` items), eager. ``None`` where the general checks
-    must run: for other input, and for input that breaks a rule (they raise its error).
+    operations and a few lines: the extremes of the scores and labels. ``None`` where the
+    general checks must run: without ``validate_args``, for input that is no small batch, and
+    for input that breaks a rule or calls for the swapped-arguments hint (they raise its error).
     """
-    if not (
-        options.validate_args
-        and options.ignore_index is None
-        and _gains.named(options.gain)
-        and small_cpu_pair(preds, target)
-        and preds.dtype in SCORE_DTYPES
-        and not target.is_floating_point()  # float labels may call for the swap hint
-        and not target.is_complex()
-    ):
+    if not (options.validate_args and _fast_paths.small_batch(preds, target, options)):
         return None
     labels = target.to(torch.float64)
     extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _small_batch, _validation
+from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _validation
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
@@ -209,9 +209,11 @@ def list_values(
     """The one dispatch of `ndcg` (``normalize``), `dcg` and `torch_ndcg.NDCG.update`.
 
     Checks the tensors (the options are checked) and takes the path their metadata picks: the
-    small-batch path, a sparse target streamed (`torch_ndcg.functional._catalog`; with
-    ``retrieved`` made dense first: the stream ranks every item it scores), else the lists,
-    ``exclude`` joining the padding.
+    small path (`torch_ndcg._fast_paths.small_batch`, as for the losses; averaged ties, no
+    ``"error"`` on empty lists, no mask), whose one read-back brings the extremes the checks
+    judge (where they break a rule, the general path raises its error); a sparse target
+    streamed (`torch_ndcg.functional._catalog`; with ``retrieved`` made dense first: the stream
+    ranks every item it scores); else the lists, ``exclude`` joining the padding.
 
     Returns:
         ``[N, len(k)]`` values in the accumulation dtype, and what marks the lists that count
@@ -222,12 +224,12 @@ def list_values(
         and mask is None
         and exclude is None
         and retrieved is None
-        and _small_batch.takes_small_path(preds, target, options)
+        and options.ties == "average"
+        and options.empty_target_action != "error"
+        and _fast_paths.small_batch(preds, target, options)
     ):
-        values, extremes = _small_batch.small_ndcg(preds, target, options)
-        if extremes is None or _validation.small_batch_holds(
-            extremes, options.gain, preds, target  # type: ignore[arg-type]
-        ):
+        values, extremes = _fast_paths.small_ndcg(preds, target, options)
+        if extremes is None or _validation.small_batch_holds(extremes, options.gain, preds, target):
             return values, None
     if retrieved is not None and _catalog.is_sparse(target):
         target = target.to_dense()
@@ -254,9 +256,11 @@ def list_values(
         return _fast_paths.ranked_dcg(preds, target, real, options), real
     ranked = None if retrieved is None else retrieved.reshape(-1, length)
     value, ideal = _fast_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
+    values = _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
     if options.empty_target_action == "error":
-        _validation.check_no_empty_target(_kernels.empty_lists(ideal, real), "list")
-    return _kernels.normalize(value, ideal, options.empty_target_action, options.gain), real
+        empty = _kernels.empty_lists(ideal, real)
+        _validation.check_no_empty_target(empty, "list")
+    return values, real
 
 
 @_validation.names_ported_keywords(_validation.METRIC_PORTED_NAMES)
