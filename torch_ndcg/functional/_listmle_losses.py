@@ -13,7 +13,6 @@ from torch import Tensor
 
 from torch_ndcg import _host, _options, _validation
 from torch_ndcg._options import Reduction
-from torch_ndcg._small_batch import SCORE_DTYPES
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._ranknet_loss import KeptReducedLoss, has_pair, prepare_lists
@@ -196,7 +195,8 @@ def _listmle(
 
 KEY_ELEMENTS = 1 << 12
 # Half the natural log of each compute dtype's largest value.
-_DIRECT_LOG_BOUND = {dtype: math.log(torch.finfo(dtype).max) / 2 for dtype in SCORE_DTYPES}
+_DIRECT_LOG_BOUND = {torch.float32: math.log(torch.finfo(torch.float32).max) / 2}
+_DIRECT_LOG_BOUND[torch.float64] = math.log(torch.finfo(torch.float64).max) / 2
 
 
 def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
