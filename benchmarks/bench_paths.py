@@ -9,13 +9,13 @@ script times one call with the path taken and with it switched off (the general 
 gives the same numbers to rounding, which the script asserts), in turns in one process, best of
 ``--repeats``, and prints the ratio ``off / on``:
 
-- ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`_fast_paths.small_ndcg`, taken
-  where `_fast_paths.small_batch` admits the batch);
+- ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`_dcg_paths.small_ndcg`, taken
+  where `_dcg_paths.small_batch` admits the batch);
 - ``tie-free skip``: tie-free batches skip the tie averaging, ``[256, 100]``;
 - ``label counts``: the ideal DCG of small integer labels from their counts, ``[256, 100]``
   and ``[256, 300]`` (lists of at most 512 items: past that a ``topk`` costs less;
-  `torch_ndcg._kernels.ideal_dcg` with ``levels=``, switched by `_fast_paths.COUNT_LABELS_PAST`);
-- ``long rows``: the top of ``[16, 100_000]`` rows from group maxima (`_fast_paths.long_rows`);
+  `torch_ndcg._kernels.ideal_dcg` with ``levels=``, switched by `_dcg_paths.COUNT_LABELS_PAST`);
+- ``long rows``: the top of ``[16, 100_000]`` rows from group maxima (`_dcg_paths.long_rows`);
 
 Run: ``python benchmarks/bench_paths.py`` (one thread). The switches
 patch private names of the package: this script pins internals, the tests do not.
@@ -32,7 +32,7 @@ from unittest import mock
 import torch
 from _timing import best_ms  # this script's folder is on sys.path when it is run
 
-from torch_ndcg import NDCG, _fast_paths, ndcg
+from torch_ndcg import NDCG, _dcg_paths, ndcg
 
 K = 10
 
@@ -41,20 +41,20 @@ K = 10
 def switched_off(path: str) -> Iterator[None]:
     """The package with one fast path switched off."""
     if path == "small batch":
-        patch = mock.patch.object(_fast_paths, "small_batch", return_value=False)
+        patch = mock.patch.object(_dcg_paths, "small_batch", return_value=False)
     elif path == "tie-free skip":
-        real = _fast_paths.top_items
+        real = _dcg_paths.top_items
 
         def tied(*args: Any, **kwargs: Any) -> Any:
             top_keys, top_index, flag = real(*args, **kwargs)
             # As if a tie touched the top k: always averaged.
             return top_keys, top_index, None if flag is None else torch.ones((), dtype=torch.bool)
 
-        patch = mock.patch.object(_fast_paths, "top_items", tied)
+        patch = mock.patch.object(_dcg_paths, "top_items", tied)
     elif path == "label counts":
-        patch = mock.patch.object(_fast_paths, "COUNT_LABELS_PAST", 1 << 62)
+        patch = mock.patch.object(_dcg_paths, "COUNT_LABELS_PAST", 1 << 62)
     elif path == "long rows":
-        patch = mock.patch.object(_fast_paths, "long_rows", return_value=False)
+        patch = mock.patch.object(_dcg_paths, "long_rows", return_value=False)
     else:
         raise ValueError(path)
     with patch:

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torch_ndcg import _fast_paths as fast_paths
+from torch_ndcg import _dcg_paths as fast_paths
 from torch_ndcg import _host as host
 from torch_ndcg import _kernels as kernels
 from torch_ndcg import _tables as tables

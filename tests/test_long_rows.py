@@ -29,10 +29,10 @@ CUTOFFS = [1, 3, 10, 11, 50, 100]
 
 @pytest.mark.budget  # a helper of the budget tests: it patches a private name
 def general(monkeypatch: pytest.MonkeyPatch, fn: object, *args: object, **kwargs: object) -> object:
-    from torch_ndcg import _fast_paths
+    from torch_ndcg import _dcg_paths
 
     with monkeypatch.context() as patch:
-        patch.setattr(_fast_paths, "long_rows", lambda length, kmax: False)
+        patch.setattr(_dcg_paths, "long_rows", lambda length, kmax: False)
         return fn(*args, **kwargs)  # type: ignore[operator]
 
 
@@ -53,12 +53,12 @@ def data(seed: int, *, tied: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.budget
 def test_long_rows_are_decided_from_the_shape() -> None:
-    from torch_ndcg import _fast_paths
+    from torch_ndcg import _dcg_paths
 
-    assert _fast_paths.LONG_ROW_LENGTH + 37 == LENGTH
-    assert _fast_paths.long_rows(LENGTH, 10)
-    assert not _fast_paths.long_rows(LENGTH, LENGTH)  # k >= N: the whole list
-    assert not _fast_paths.long_rows(_fast_paths.LONG_ROW_LENGTH - 1, 10)
+    assert _dcg_paths.LONG_ROW_LENGTH + 37 == LENGTH
+    assert _dcg_paths.long_rows(LENGTH, 10)
+    assert not _dcg_paths.long_rows(LENGTH, LENGTH)  # k >= N: the whole list
+    assert not _dcg_paths.long_rows(_dcg_paths.LONG_ROW_LENGTH - 1, 10)
 
 
 @pytest.mark.parametrize("ties", ["average", "first"])
@@ -166,7 +166,7 @@ def test_callable_gain_integer_and_fractional_labels(monkeypatch: pytest.MonkeyP
 @pytest.mark.budget
 def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties: str) -> None:
     """Tie-free long rows never build integer keys of the whole row (nor a label histogram)."""
-    from torch_ndcg import _fast_paths
+    from torch_ndcg import _dcg_paths
 
     preds, target = data(8)
 
@@ -174,8 +174,8 @@ def test_untied_rows_take_no_full_row_keys(monkeypatch: pytest.MonkeyPatch, ties
         raise AssertionError("the general path was taken")
 
     want = general(monkeypatch, ndcg, preds, target, k=[1, 10], ties=ties)
-    monkeypatch.setattr(_fast_paths, "ranking_keys", refused)
-    monkeypatch.setattr(_fast_paths, "counted_levels", refused)
+    monkeypatch.setattr(_dcg_paths, "ranking_keys", refused)
+    monkeypatch.setattr(_dcg_paths, "counted_levels", refused)
     got = ndcg(preds, target, k=[1, 10], ties=ties)  # type: ignore[arg-type]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
@@ -220,13 +220,13 @@ def test_swapped_arguments_hint_on_long_rows() -> None:
 
 @pytest.mark.budget
 def test_grouped_top_values_equal_topk() -> None:
-    from torch_ndcg import _fast_paths
+    from torch_ndcg import _dcg_paths
 
     gen = torch.Generator().manual_seed(7)
     values = torch.randint(0, 50, (4, 5000 + 13), generator=gen).float()
     values[1, 4999] = math.nan
     for count in [1, 11, 39]:
-        got, index = _fast_paths.grouped_top(values, count)
+        got, index = _dcg_paths.grouped_top(values, count)
         want = values.topk(count, dim=-1).values
         torch.testing.assert_close(got, want, equal_nan=True)
         torch.testing.assert_close(values.gather(-1, index), got, equal_nan=True)
@@ -242,12 +242,12 @@ def test_grouped_top_values_equal_topk() -> None:
 @pytest.mark.budget
 def test_grouped_top_is_topk_property(count: int, extra: int, levels: int, seed: int) -> None:
     """Any row long enough for the grouped selection, few or many distinct values."""
-    from torch_ndcg import _fast_paths
+    from torch_ndcg import _dcg_paths
 
-    length = count * _fast_paths.GROUP * 4 + extra
+    length = count * _dcg_paths.GROUP * 4 + extra
     gen = torch.Generator().manual_seed(seed)
     values = torch.randint(0, levels, (3, length), generator=gen).float()
-    got, index = _fast_paths.grouped_top(values, count)
+    got, index = _dcg_paths.grouped_top(values, count)
     torch.testing.assert_close(got, values.topk(count, dim=-1).values)
     torch.testing.assert_close(values.gather(-1, index), got)
     assert all(len(set(row)) == count for row in index.tolist())  # distinct items

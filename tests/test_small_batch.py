@@ -1,4 +1,4 @@
-"""The small-batch path of `ndcg` and `NDCG.update` (`torch_ndcg._fast_paths.small_ndcg`).
+"""The small-batch path of `ndcg` and `NDCG.update` (`torch_ndcg._dcg_paths.small_ndcg`).
 
 Every test compares it with the general path (the small path switched off), to the rounding
 bound the module states (4 machine epsilons of the result's dtype, relative past 1: the two
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from tests import references
 from tests.host_reads import count_host_reads
 from tests.private_paths import take_accelerator_paths
-from torch_ndcg import NDCG, _fast_paths, _validation, ndcg
+from torch_ndcg import NDCG, _dcg_paths, _validation, ndcg
 
 # Pins internals: see tests/README.md ("budget").
 pytestmark = pytest.mark.budget
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.budget
 
 def general(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with the small path switched off."""
-    with mock.patch.object(_fast_paths, "small_batch", return_value=False):
+    with mock.patch.object(_dcg_paths, "small_batch", return_value=False):
         return fn(*args, **kwargs)
 
 
@@ -121,7 +121,7 @@ def test_ndcg_equals_the_general_path(
     preds, target = batch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # label-like scores: the hint (tested below)
-        with mock.patch.object(_fast_paths, "small_ndcg", wraps=_fast_paths.small_ndcg) as spy:
+        with mock.patch.object(_dcg_paths, "small_ndcg", wraps=_dcg_paths.small_ndcg) as spy:
             got = ndcg(preds, target, **options)
         assert spy.call_count == 1
         assert agrees(got, general(ndcg, preds, target, **options))
@@ -176,17 +176,17 @@ def test_the_path_is_taken_where_it_should_be() -> None:
         ({"discount": lambda r: 1 / r}, False),
     ]
     for options, small in taken:
-        with mock.patch.object(_fast_paths, "small_ndcg", wraps=_fast_paths.small_ndcg) as spy:
+        with mock.patch.object(_dcg_paths, "small_ndcg", wraps=_dcg_paths.small_ndcg) as spy:
             ndcg(preds, target, **options)
         assert spy.called == small, options
     for other in (
         preds.half(),
         torch.randn(1, 5000, generator=gen),
     ):  # half scores; past SMALL_ELEMENTS
-        with mock.patch.object(_fast_paths, "small_ndcg") as spy:
+        with mock.patch.object(_dcg_paths, "small_ndcg") as spy:
             ndcg(other, torch.zeros(other.shape, dtype=torch.int64))
         assert not spy.called
-    with mock.patch.object(_fast_paths, "small_ndcg") as spy:  # float64 labels, float32 scores
+    with mock.patch.object(_dcg_paths, "small_ndcg") as spy:  # float64 labels, float32 scores
         ndcg(preds, target.double())
     assert not spy.called
 
@@ -249,7 +249,7 @@ def test_the_accelerator_paths_tests_take_on_the_cpu_skip_it(
     take_accelerator_paths(monkeypatch)
     gen = torch.Generator().manual_seed(3)
     preds, target = torch.randn(4, 6, generator=gen), torch.randint(0, 3, (4, 6), generator=gen)
-    with mock.patch.object(_fast_paths, "small_ndcg") as spy:
+    with mock.patch.object(_dcg_paths, "small_ndcg") as spy:
         ndcg(preds, target)
         NDCG(k=3).update(preds, target)
     assert not spy.called

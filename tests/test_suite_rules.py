@@ -175,7 +175,7 @@ def test_the_rule_sees_each_kind_of_private_reference(tmp_path: Path) -> None:
         "    monkeypatch.setattr('torch_ndcg._host.may_read_back', None)\n"
         "@pytest.mark.budget\n"
         "def test_b():\n"
-        "    from torch_ndcg import _fast_paths\n"
+        "    from torch_ndcg import _dcg_paths\n"
         "def test_c(accelerator_paths):\n"
         "    'Not torch_ndcg._host: prose.'\n"
         "    tn.functional.ndcg\n"

@@ -4,7 +4,7 @@ One stable sort of small integer query codes puts each query's rows next to each
 their order of appearance. Queries are then laid out one per row of a padded matrix, in
 buckets of similar size (sizes in ``(2^(b-1), 2^b]`` share a bucket), so that padding never
 more than doubles the data however skewed the query sizes are. Each bucket goes through the
-dense kernel `torch_ndcg._fast_paths.dcg_and_ideal`: the grouped metric has no math of its own.
+dense kernel `torch_ndcg._dcg_paths.dcg_and_ideal`: the grouped metric has no math of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _options
+from torch_ndcg import _dcg_paths, _options
 from torch_ndcg._host import read_together
 from torch_ndcg._options import ListOptions
 
@@ -138,7 +138,7 @@ def grouped_dcg_and_ideal(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """DCG and ideal DCG of every query of flat rows grouped by ``indexes``, at every cut-off.
 
-    The numbers of `torch_ndcg._fast_paths.dcg_and_ideal` on the queries laid out one per
+    The numbers of `torch_ndcg._dcg_paths.dcg_and_ideal` on the queries laid out one per
     row (rows of a query in order of appearance, which is what ``ties="first"`` follows), with
     no loop over queries and nothing sized by the largest query id.
 
@@ -161,7 +161,7 @@ def grouped_dcg_and_ideal(
     ideal = torch.zeros(shape, dtype=acc, device=preds.device)
     for queries, rows, mask in grouping.buckets():
         flat_rows = rows.view(-1)
-        bucket_dcg, bucket_ideal = _fast_paths.dcg_and_ideal(
+        bucket_dcg, bucket_ideal = _dcg_paths.dcg_and_ideal(
             preds.index_select(0, flat_rows).view(rows.shape),
             target.index_select(0, flat_rows).view(rows.shape),
             mask,

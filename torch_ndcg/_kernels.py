@@ -12,8 +12,8 @@ $$
 where the ideal DCG ranks the list by its labels. Lists live on the last dimension of 2-D
 ``[N, L]`` tensors; ``mask`` is ``True`` for real items, and padded items have a gain of 0, so
 they never count. Items are ranked by keys with the order of their scores in which padding lies
-below every real item (`torch_ndcg._fast_paths.ranking_keys`); which path computes what, and
-when, is `torch_ndcg._fast_paths`' business (here only the ways of the tie averaging, bounded in
+below every real item (`torch_ndcg._dcg_paths.ranking_keys`); which path computes what, and
+when, is `torch_ndcg._dcg_paths`' business (here only the ways of the tie averaging, bounded in
 memory, and of the ideal DCG, from the top labels or from label counts, which it picks).
 Everything here assumes checked input.
 

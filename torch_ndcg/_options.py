@@ -40,7 +40,7 @@ CATALOG_PLACEHOLDER = (1 << 32) - 1
 # The position of an item that was not shown: it takes no part in the clicked/unclicked pairs.
 NOT_SHOWN = -1
 
-# Rows of at least this many items may take the long-row path (`torch_ndcg._fast_paths`), where
+# Rows of at least this many items may take the long-row path (`torch_ndcg._dcg_paths`), where
 # the value checks read fewer signs (`torch_ndcg._validation`): one number both read.
 LONG_ROW_LENGTH = 1 << 14
 

@@ -3,7 +3,7 @@
 Both classes store their checked options and states, and take their numbers from the functional
 core (`torch_ndcg.ndcg`'s dispatch, `torch_ndcg.functional.retrieval_ndcg`'s kernel, the catalog
 stream); the torchmetrics machinery they share is `torch_ndcg._metric_base`'s, the DDP protocols
-`torch_ndcg.functional._distributed`'s.
+`torch_ndcg._metric_sync`'s.
 """
 
 from collections.abc import Sequence
@@ -16,6 +16,7 @@ from typing_extensions import TypeVar, Unpack
 
 from torch_ndcg import _host, _validation
 from torch_ndcg._metric_base import MetricKeywords, NDCGMetricBase
+from torch_ndcg._metric_sync import PartitionedRows, SummedStates
 from torch_ndcg._options import (
     Aggregated,
     Aggregation,
@@ -28,7 +29,6 @@ from torch_ndcg._options import (
     compute_dtype,
 )
 from torch_ndcg.functional import _catalog, _ndcg
-from torch_ndcg.functional._distributed import PartitionedRows, SummedStates
 from torch_ndcg.functional._significance import REDUCE_LAST_DIM, bootstrap_interval
 
 __all__ = ["NDCG", "RetrievalNDCG"]
@@ -130,7 +130,7 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
 
     # The states: a float64 running sum per cut-off, an int64 list count per cut-off and, with
     # ``confidence``, the float64 sum of squares; under DDP summed by one all-reduce (see
-    # `torch_ndcg.functional._distributed.SummedStates`).
+    # `torch_ndcg._metric_sync.SummedStates`).
     sum_ndcg: Tensor
     count: Tensor
     sum_sq_ndcg: Tensor
@@ -403,7 +403,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
     """
 
     # The states `preds`, `target`, `indexes`: lists of batches (one tensor after torchmetrics'
-    # sync), declared by `torch_ndcg.functional._distributed.PartitionedRows`, which exchanges
+    # sync), declared by `torch_ndcg._metric_sync.PartitionedRows`, which exchanges
     # them under DDP; the rows are stored checked, in the metric's float dtype (ids as int64).
 
     # The overloads type `compute()` by ``k``, ``aggregation`` and ``confidence``, as `NDCG`'s.
@@ -495,7 +495,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         # (compared in the labels' own dtype, exactly: a stored float label could round onto
         # `ignore_index` or off it).
         stored = compute_dtype(self.dtype), self.options_key.device
-        preds, target, indexes, _ = _ndcg._checked_rows(
+        preds, target, indexes, _ = _ndcg.checked_rows(
             preds, target, indexes, self.options, retrieved, stored
         )
         if not preds.numel():  # no row: nothing to store (checked all the same)
@@ -522,7 +522,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         """Return the nDCG of the queries seen so far: aggregated, or per query with their ids.
 
         After a DDP sync this rank holds the rows of its own queries only (see
-        `torch_ndcg.functional._distributed.PartitionedRows`): it scores them, one all-reduce of an
+        `torch_ndcg._metric_sync.PartitionedRows`): it scores them, one all-reduce of an
         error flag raises an error on every rank together, and one all-reduce of the sums
         (``"mean"``) or a gather of the per-query values (the other aggregations, ``"none"``)
         gives every rank the value of all the queries.

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog, _gains, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog_stream, _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
@@ -70,7 +70,7 @@ def _item_ids(
         cols = cols.masked_fill(values.eq(0), -1)
     counts = torch.bincount(rows, minlength=users)
     longest = max(int(counts.max()) if users else 0, 1)
-    ids, padded_values = _catalog.pad_rows(rows, counts, longest, (cols, -1), (values, 0))
+    ids, padded_values = _catalog_stream.pad_rows(rows, counts, longest, (cols, -1), (values, 0))
     return ids, padded_values
 
 
@@ -127,13 +127,13 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     finite = _kernels.gains(grades, gain).isfinite() if _gains.declared(gain) else None
     both = None
     if excluded is not None:  # a stored grade of 0 is no relevant item (as a dense label 0)
-        both = _catalog.excluded(ids.clamp(min=0), excluded) & grades.ne(0)
+        both = _catalog_stream.excluded(ids.clamp(min=0), excluded) & grades.ne(0)
     _validation.check_catalog_target(target, finite, both, n_items, gain)
 
 
 def gather_shards(
-    state: _catalog.TopState, n_items: int, item_offset: int, group: Any | None
-) -> tuple[_catalog.TopState, int]:
+    state: _catalog_stream.TopState, n_items: int, item_offset: int, group: Any | None
+) -> tuple[_catalog_stream.TopState, int]:
     """The whole catalog's state from every rank's shard state: one ``all_gather``.
 
     Each rank's state travels as one int64 ``[B, 2K + 2P + 3]`` tensor (scores by their bits),
@@ -155,10 +155,11 @@ def gather_shards(
             piece.to(part.dtype).view(field.dtype)
             for piece, part, field in zip(pieces, parts, fields, strict=True)
         ]
-        states.append(_catalog.TopState(*values[:-1]))
+        states.append(_catalog_stream.TopState(*values[:-1]))
     spans = sorted((int(one[0, -1]), int(one[0, -2])) for one in gathered) if users else []
     _validation.check_shards(spans)
-    return _catalog.merge_states(states), (sum(size for _, size in spans) if users else n_items)
+    total = sum(size for _, size in spans) if users else n_items
+    return _catalog_stream.merge_states(states), total
 
 
 def catalog_values(
@@ -185,15 +186,15 @@ def catalog_values(
     users = target.ids.shape[0]
     elements = max((memory_budget or DEFAULT_BLOCK_BYTES) // itemsize, 1)
     block_users = max(1, min(users, elements // (chunk_size or DEFAULT_CHUNK)))
-    chunk = chunk_size or max(elements // block_users, _catalog.GROUP)
+    chunk = chunk_size or max(elements // block_users, _catalog_stream.GROUP)
     if chunk_size is None:  # whole multiples of DEFAULT_CHUNK items (of GROUP below it)
-        chunk -= chunk % (DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog.GROUP)
-    states = [_catalog.new_state(target.ids[:0], kmax, target.grades.dtype)]  # (no user)
+        chunk -= chunk % (DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog_stream.GROUP)
+    states = [_catalog_stream.new_state(target.ids[:0], kmax, target.grades.dtype)]  # (no user)
     with torch.no_grad(), _host.full_precision(device):  # (blocks are never modified)
         for first in range(0, users, block_users):
             rows = slice(first, first + block_users)
             excluded = None if target.excluded is None else target.excluded[rows]
-            stream = _catalog.Stream(target.ids[rows], excluded, kmax, target.grades.dtype)
+            stream = _catalog_stream.Stream(target.ids[rows], excluded, kmax, target.grades.dtype)
             for start in range(0, n_items, chunk):
                 stream.absorb(scores(rows, slice(start, start + chunk)), item_offset + start)
             states.append(stream.result())
@@ -201,14 +202,14 @@ def catalog_values(
                 raise ValueError(
                     "Expected the scores to have no NaN, but a block of scores has one."
                 )
-    state = _catalog.cat_states(states)
+    state = _catalog_stream.cat_states(states)
     if sharded:
         group = None if process_group == "default" else process_group
         state, total = gather_shards(state, n_items, item_offset, group)
         # The catalog's size is known now: the id checks that needed it.
         check_target(target, total, options)
-    value, ideal = _catalog.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
-    listed = None if target.excluded is None else state.index[:, :1].ne(_catalog.PLACEHOLDER)
+    value, ideal = _catalog_stream.catalog_dcg(state, target.ids, target.grades, cutoffs, options)
+    listed = None if target.excluded is None else state.index[:, :1].ne(_catalog_stream.PLACEHOLDER)
     return value, ideal, listed
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _gains, _kernels, _options, _validation
+from torch_ndcg import _dcg_paths, _gains, _kernels, _options, _validation
 from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -164,8 +164,8 @@ def _aggregated_unbiased_lambdarank(
     winner = won @ inverse[0]  # A_w: [N, L]
     loser = lost @ inverse[1]  # B_l
     # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
-    keys = _fast_paths.ranking_keys(scores.detach(), real)
-    order = _fast_paths.stable_descending_order(keys, length)
+    keys = _dcg_paths.ranking_keys(scores.detach(), real)
+    order = _dcg_paths.stable_descending_order(keys, length)
     ranks = order.argsort(dim=-1) + 1  # the inverse permutation
     kmax = length if options.k is None else min(options.k, length)
     discount = _kernels.discounts(ranks.to(dtype), options.discount).to(dtype)

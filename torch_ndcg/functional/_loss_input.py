@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _gains, _host, _kernels, _options, _pairwise, _validation
+from torch_ndcg import _dcg_paths, _gains, _host, _kernels, _options, _pairwise, _validation
 
 # The options only a loss takes, each with its check (called with the name and the value, it
 # returns the value checked, or ``None`` for the value as given), in the order they are checked.
@@ -190,7 +190,7 @@ def prepare(
             flat_weight,
         )
     # From the top gains (the label counts would need the labels' range): no read-back.
-    if preds.numel() <= _fast_paths.SMALL_ELEMENTS and _gains.declared(gain):
+    if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _gains.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
@@ -223,7 +223,7 @@ def prepare(
 
 
 def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
-    """The value checks of a `torch_ndcg._fast_paths.small_batch`: score range, float64 labels.
+    """The value checks of a `torch_ndcg._dcg_paths.small_batch`: score range, float64 labels.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
@@ -231,7 +231,7 @@ def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float,
     general checks must run: without ``validate_args``, for input that is no small batch, and
     for input that breaks a rule or calls for the swapped-arguments hint (they raise its error).
     """
-    if not (options.validate_args and _fast_paths.small_batch(preds, target, options)):
+    if not (options.validate_args and _dcg_paths.small_batch(preds, target, options)):
         return None
     labels = target.to(torch.float64)
     extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _grouping, _kernels, _options, _validation
+from torch_ndcg import _dcg_paths, _grouping, _kernels, _options, _validation
 from torch_ndcg._options import Cutoffs, Discount, EmptyTargetAction, Gain, ListOptions, Ties
 from torch_ndcg.functional import _catalog
 
@@ -209,7 +209,7 @@ def list_values(
     """The one dispatch of `ndcg` (``normalize``), `dcg` and `torch_ndcg.NDCG.update`.
 
     Checks the tensors (the options are checked) and takes the path their metadata picks: the
-    small path (`torch_ndcg._fast_paths.small_batch`, as for the losses; averaged ties, no
+    small path (`torch_ndcg._dcg_paths.small_batch`, as for the losses; averaged ties, no
     ``"error"`` on empty lists, no mask), whose one read-back brings the extremes the checks
     judge (where they break a rule, the general path raises its error); a sparse target
     streamed (`torch_ndcg.functional._catalog`; with ``retrieved`` made dense first: the stream
@@ -226,9 +226,9 @@ def list_values(
         and retrieved is None
         and options.ties == "average"
         and options.empty_target_action != "error"
-        and _fast_paths.small_batch(preds, target, options)
+        and _dcg_paths.small_batch(preds, target, options)
     ):
-        values, extremes = _fast_paths.small_ndcg(preds, target, options)
+        values, extremes = _dcg_paths.small_ndcg(preds, target, options)
         if extremes is None or _validation.small_batch_holds(extremes, options.gain, preds, target):
             return values, None
     if retrieved is not None and _catalog.is_sparse(target):
@@ -253,9 +253,9 @@ def list_values(
     real = None if real is None else real.reshape(-1, length)
     max_label = None if check is None else check.resolve().max_label
     if not normalize:
-        return _fast_paths.ranked_dcg(preds, target, real, options), real
+        return _dcg_paths.ranked_dcg(preds, target, real, options), real
     ranked = None if retrieved is None else retrieved.reshape(-1, length)
-    value, ideal = _fast_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
+    value, ideal = _dcg_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
     values = _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, real)
@@ -335,12 +335,12 @@ def retrieval_ndcg(
     checked = _validation.check_list_options(
         k, gain, discount, ties, empty_target_action, ignore_index, validate_args
     )
-    preds, target, indexes, real = _checked_rows(preds, target, indexes, checked, retrieved)
+    preds, target, indexes, real = checked_rows(preds, target, indexes, checked, retrieved)
     values, ids = _retrieval_values(preds, target, indexes, real, checked)
     return _shaped(values, preds.dtype, ids.shape, checked.cutoffs), ids
 
 
-def _checked_rows(
+def checked_rows(
     preds: Tensor,
     target: Tensor,
     indexes: Tensor,

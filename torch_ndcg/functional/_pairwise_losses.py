@@ -9,7 +9,7 @@ import functools
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _kernels, _pairwise, _validation
+from torch_ndcg import _dcg_paths, _kernels, _pairwise, _validation
 from torch_ndcg._options import WEIGHTINGS, Discount, Gain, Reduction, Weighting
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
@@ -166,7 +166,7 @@ def lambda_pairs(
 
     # Current ranking: position = rank (ties in order of appearance, padding last). Every
     # position is wanted: `stable_descending_order` of the whole length is this one sort.
-    keys = _fast_paths.sort_keys(scores.detach(), real)
+    keys = _dcg_paths.sort_keys(scores.detach(), real)
     order = keys.sort(dim=-1, descending=True, stable=True).indices
     gains = lists.scaled_gains
     if lists.weight is not None:  # each item's gain times its weight

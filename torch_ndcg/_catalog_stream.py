@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_ndcg import _fast_paths, _host, _kernels
-from torch_ndcg._fast_paths import group_maxima, group_members
+from torch_ndcg import _dcg_paths, _host, _kernels
+from torch_ndcg._dcg_paths import group_maxima, group_members
 from torch_ndcg._options import CATALOG_PLACEHOLDER, ListOptions, accumulate_dtype
 
 PLACEHOLDER = CATALOG_PLACEHOLDER  # an empty slot of the top K (see `torch_ndcg._options`)
@@ -123,7 +123,7 @@ def pad_rows(
 def best_k(scores: Tensor, index: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     """The ``kmax`` best of ``[B, M]`` (score, index) pairs: score descending, index ascending."""
     if scores.dtype == torch.float32:  # int64 keys: the score's order bits, then the index
-        keys = _fast_paths.ordered_int32(scores).to(torch.int64).bitwise_left_shift(32)
+        keys = _dcg_paths.ordered_int32(scores).to(torch.int64).bitwise_left_shift(32)
         order = keys.add_(PLACEHOLDER - index).topk(kmax, dim=-1, sorted=True).indices
     else:  # float64 keys do not fit beside an index: two stable sorts (index, then score)
         by_index = index.sort(dim=-1, stable=True).indices
