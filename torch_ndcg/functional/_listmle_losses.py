@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _options, _validation
+from torch_ndcg import _options, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -156,7 +156,7 @@ def _listmle(
     dtype, length = scores.dtype, scores.shape[-1]
     largest = 1.0 if lists.largest_weight is None else lists.largest_weight
     if span is not None:
-        _check_span(span, largest, dtype, length)
+        _loss_input.check_span(span, length, length, largest, dtype)
     labels = _options.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
     order = _label_order(scores.detach(), labels, real)
     ranked_real = None if real is None else real.gather(-1, order)
@@ -225,19 +225,6 @@ def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
         keys = keys.where(real, -torch.inf)
     by_label = keys.gather(-1, by_score).argsort(dim=-1, stable=True)
     return by_score.gather(-1, by_label)
-
-
-def _check_span(
-    span: float | Tensor, largest: float | Tensor, dtype: torch.dtype, length: int
-) -> None:
-    """A term is at most the scores' span plus log L: the loss of L of them stays finite."""
-    bound, limit = span + math.log(length), torch.finfo(dtype).max / length
-    message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
-    if isinstance(bound, Tensor):
-        _host.assert_on_device(bound < limit, message + "span too much; rescale them.")
-    elif not bound < limit:
-        raise ValueError(message + f"span {span:.3g}; rescale them.")
-    _validation.check_weight_scale(bound + 1, largest, dtype, count=length)
 
 
 class _PlackettLuce(KeptReducedLoss):

@@ -7,6 +7,7 @@ Gains, discounts and the ideal DCG@k come from `torch_ndcg._kernels`, so a loss 
 same nDCG that `torch_ndcg.ndcg` reports.
 """
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -257,10 +258,33 @@ def score_range(lists: LossInput) -> float | Tensor:
     """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
     if lists.score_range is not None:  # read back with the checks on the CPU
         return lists.score_range
-    scores, real = lists.scores.detach(), lists.mask
-    high = scores if real is None else torch.where(real, scores, -torch.inf)
-    low = scores if real is None else torch.where(real, scores, torch.inf)
+    return real_span(lists.scores, lists.mask)
+
+
+def real_span(scores: Tensor, real: Tensor | None) -> Tensor:
+    """Largest minus smallest real score, a float64 0-d tensor on the device (0 if none)."""
+    kept = scores.detach()
+    high = kept if real is None else torch.where(real, kept, -torch.inf)
+    low = kept if real is None else torch.where(real, kept, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
+
+
+def check_span(
+    span: float | Tensor, length: int, count: int, largest_weight: Any, dtype: torch.dtype
+) -> None:
+    """``count`` terms of at most the scores' ``span`` plus log L each stay finite in ``dtype``.
+
+    Times the largest weight too, where one is given (``largest_weight``, else ``None``): then
+    ``weight`` is named (`torch_ndcg._validation.check_weight_scale`).
+    """
+    bound, limit = span + math.log(length), torch.finfo(dtype).max / count
+    message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
+    if isinstance(bound, Tensor):
+        _host.assert_on_device(bound < limit, message + "span too much; rescale them.")
+    elif not bound < limit:
+        raise ValueError(message + f"span {span:.3g}; rescale them.")
+    if largest_weight is not None:
+        _validation.check_weight_scale(bound + 1, largest_weight, dtype, count=count)
 
 
 def check_scale(

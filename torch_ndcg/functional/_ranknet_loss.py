@@ -227,10 +227,7 @@ def prepare_lists(
     if checked is not None:
         span = checked.score_range
     elif validate and scores.numel() > 0:  # checked on the device: the span is computed there
-        kept = scores.detach()
-        high = kept if flat_real is None else kept.where(flat_real, -torch.inf)
-        low = kept if flat_real is None else kept.where(flat_real, torch.inf)
-        span = (high.amax().double() - low.amin().double()).clamp(min=0)
+        span = _loss_input.real_span(scores, flat_real)
         if flat_weight is not None:
             largest = flat_weight.amax().double()
     return Lists(

@@ -5,13 +5,12 @@ normalised gains plus noise. Their targets come from the labels (and noise), not
 ideal DCG; ``weight`` multiplies each item's term.
 """
 
-import math
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _host, _kernels, _pairwise, _validation
+from torch_ndcg import _kernels, _pairwise, _validation
 from torch_ndcg._options import Gain, Reduction
 from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
@@ -268,15 +267,8 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
     if options.validate_args and scores.numel() > 0:
         # -log q_i is at most the score range + log L, so a list's loss is at most that
         # times its largest weight (targets sum to 1), and its slopes at most the weight.
-        bound = _loss_input.score_range(lists) + math.log(scores.shape[-1])
-        dtype, largest = scores.dtype, torch.finfo(scores.dtype).max
-        message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
-        if isinstance(bound, Tensor):
-            _host.assert_on_device(bound < largest, message + "span too much; rescale them.")
-        elif not bound < largest:
-            raise ValueError(message + f"span {bound:.3g}; rescale them.")
-        if lists.gain_scale is not None:
-            _validation.check_weight_scale(bound + 1, lists.gain_scale, dtype)
+        span = _loss_input.score_range(lists)
+        _loss_input.check_span(span, scores.shape[-1], 1, lists.gain_scale, scores.dtype)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
     given = (targets, real, lists.has_relevant, options.reduction, lists.leading_shape)
