@@ -80,16 +80,15 @@ class LossInput(NamedTuple):
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
         scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
             lists with no relevant item: each at most 1, whatever the labels' scale. For a
-            ``listwise`` loss: the plain gains, 0 on padding, in the accumulation dtype (in the
-            compute dtype where the checks read integer labels whose named gains sum within it).
+            ``listwise`` loss: the plain gains, in the accumulation dtype, 0 on padding.
         has_relevant: ``[N]`` lists whose ideal DCG@k (``listwise``: gain sum) is positive.
         leading_shape: the shape of the input without its list dimension.
         score_range: largest minus smallest real score, when the input was checked.
         gain_scale: the largest real ``weight``, when one was given and the input is checked
             (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
             are at most this, so the value bounds grow by it.
-        ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum, in the gains'
-            dtype), in the accumulation dtype.
+        ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum), in the
+            accumulation dtype.
         weight: ``[N, L]`` weights (detached), or ``None``: each loss applies them as it
             defines them (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
     """
@@ -133,11 +132,10 @@ def prepare(
         if mask is None and weight is None and extra_checks is None
         else None
     )
-    largest_weight, max_label = None, None
-    integer_labels = isinstance(target, Tensor) and not target.is_floating_point()
+    largest_weight = None
     if small is not None:
         real = None
-        score_range, target, max_label = small  # the labels in float64, as the gains take them
+        score_range, target = small  # the labels in float64, as the gains take them
     else:
         real, check = _validation.check_lists(
             # Checked detached: the checks' operations on the scores would be recorded by autograd
@@ -156,7 +154,6 @@ def prepare(
         weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
         _, checked, largest_weight = _validation.resolve_checks(extra_checks, check, weight_check)
         score_range = None if checked is None else checked.score_range
-        max_label = None if checked is None else checked.max_label
     length = preds.shape[-1]
     dtype = _options.compute_dtype(preds.dtype)
     acc = _options.accumulate_dtype(preds.device)
@@ -178,12 +175,8 @@ def prepare(
             real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
             gain_scale = real_weight.amax().double()
     kmax = length if options.k is None else min(options.k, length)
+    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     if options.listwise:  # the softmax losses make their targets of the gains and their sum
-        # In the scores' dtype where the integer labels read back keep a named gain's sum
-        # finite there (the targets are cast to it anyway): half the work of float64.
-        narrow = integer_labels and max_label is not None and _gains.named(gain)
-        narrow = narrow and max_label <= _gains.largest_label(gain, torch.finfo(dtype).max / length)
-        item_gains = _kernels.list_gains(flat_target, flat_mask, gain, dtype if narrow else acc)
         total = item_gains.sum(-1, keepdim=True)
         return LossInput(
             scores,
@@ -197,7 +190,6 @@ def prepare(
             total,
             flat_weight,
         )
-    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _gains.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
@@ -231,12 +223,8 @@ def prepare(
     )
 
 
-def _small_checks(
-    preds: Any, target: Any, options: LossOptions
-) -> tuple[float, Tensor, float] | None:
+def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
     """The value checks of a `torch_ndcg._dcg_paths.small_batch`: score range, float64 labels.
-
-    And the largest label.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
@@ -251,7 +239,7 @@ def _small_checks(
     values = extremes.tolist()
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0], labels, values[3]
+    return values[1] - values[0], labels
 
 
 def score_range(lists: LossInput) -> float | Tensor:
