@@ -663,11 +663,11 @@ SMALL_BATCH_ERRORS = [
 def test_small_batch_checks_raise_the_general_checks_error(
     function: LossFn, preds: torch.Tensor, target: torch.Tensor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A small plain batch is checked in one straight read (`_small_checks`); input that breaks
+    """A small plain batch is checked in one straight read (`dense_checks`); input that breaks
     a rule gets the error of the general checks, word for word."""
     with pytest.raises(ValueError, match="Expected") as small:
         function(preds, target)
-    monkeypatch.setattr(torch_ndcg.functional._loss_input, "_small_checks", lambda *args: None)
+    monkeypatch.setattr(torch_ndcg.functional._loss_input, "dense_checks", lambda *args: None)
     with pytest.raises(ValueError, match="Expected") as general:
         function(preds, target)
     assert str(small.value) == str(general.value)
@@ -696,6 +696,6 @@ def test_small_batch_checks_give_the_same_loss(
     if float_labels:
         target = target.to(dtype) / 2
     small = _step(function, preds, target, k=3)
-    monkeypatch.setattr(torch_ndcg.functional._loss_input, "_small_checks", lambda *args: None)
+    monkeypatch.setattr(torch_ndcg.functional._loss_input, "dense_checks", lambda *args: None)
     general = _step(function, preds, target, k=3)
     torch.testing.assert_close(small, general, rtol=0, atol=0)

@@ -33,10 +33,10 @@ equal to the plain formula):
 
 The branch-free path is the only one that reads nothing back (an accelerator's stream, a
 compiled graph). The ideal DCG from label counts saves less than 1.2x at ``[256, 100]``, but
-without it `ndcg` and `NDCG.update` there take 1.11x / 1.15x of `python
-benchmarks/bench_host.py --baseline 02a50c9`, past that bar of 1.1x: it stays for the bar. A
-small CPU batch padded so that ATen's ``topk`` used two threads went for saving less than 1.2x
-(issue 26).
+without it `ndcg` and `NDCG.update` there take 1.11x / 1.15x of the library of 2026-11-22
+(`python benchmarks/bench_host.py --baseline`), past the 1.1x the host time may grow: it stays.
+A small CPU batch padded so that ATen's ``topk`` used two threads went for saving less than
+1.2x.
 """
 
 from __future__ import annotations
@@ -397,16 +397,25 @@ _SMALL_SCORES = (torch.float32, torch.float64)
 def small_batch(preds: Any, target: Any, options: Any) -> bool:
     """Whether a batch takes the small path, from metadata alone: the one test of its entry.
 
+    A `dense_batch` of 1 to `SMALL_ELEMENTS` items. `small_ndcg` computes the nDCG of such a
+    batch (`torch_ndcg.ndcg` and `torch_ndcg.NDCG.update` also ask for averaged ties, no
+    ``"error"`` on empty lists and no mask). Anything else takes the general path, whose checks
+    name what is wrong.
+    """
+    return dense_batch(preds, target, options) and preds.numel() <= SMALL_ELEMENTS
+
+
+def dense_batch(preds: Any, target: Any, options: Any) -> bool:
+    """Whether a batch's value checks are those of its four extremes, from metadata alone.
+
     ``preds`` and ``target`` may be anything; ``options`` are checked options with ``gain``,
     ``discount`` and ``ignore_index`` (a metric's `torch_ndcg._options.ListOptions`, a loss's
-    options). A small batch is a pair of dense tensors of one shape, with 1 to `SMALL_ELEMENTS`
-    items in lists of at least 2, float32 or float64 scores, labels that are neither complex
-    nor floats wider than the scores (they would round), where a value may be read back
+    options). A dense batch is a pair of dense tensors of one shape, with items in lists of at
+    least 2, float32 or float64 scores, labels that are neither complex nor floats wider than
+    the scores (they would round), where a value may be read back
     (`torch_ndcg._host.may_read_back`: the CPU, outside ``torch.compile``) outside autocast,
-    with a named gain and discount and no ``ignore_index``. `small_ndcg` computes the nDCG of
-    such a batch (`torch_ndcg.ndcg` and `torch_ndcg.NDCG.update` also ask for averaged ties,
-    no ``"error"`` on empty lists and no mask), and the losses check one in a single read of
-    its extremes. Anything else takes the general path, whose checks name what is wrong.
+    with a named gain and discount and no ``ignore_index``. The losses check one in a single
+    read of its extremes (`torch_ndcg._validation.small_batch_holds`), whatever its size.
     """
     return (
         type(preds) is type(target) is Tensor
@@ -414,7 +423,7 @@ def small_batch(preds: Any, target: Any, options: Any) -> bool:
         and preds.shape == target.shape
         and preds.ndim > 0
         and preds.shape[-1] > 1
-        and 0 < preds.numel() <= SMALL_ELEMENTS
+        and preds.numel() > 0
         and preds.dtype in _SMALL_SCORES
         and target.is_cpu
         and _host.may_read_back(preds.device)

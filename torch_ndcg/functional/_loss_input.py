@@ -128,7 +128,7 @@ def prepare(
     gain, validate_args = options.gain, options.validate_args
     score_range: float | None
     small = (
-        _small_checks(preds, target, options)
+        dense_checks(preds, target, options)
         if mask is None and weight is None and extra_checks is None
         else None
     )
@@ -223,16 +223,16 @@ def prepare(
     )
 
 
-def _small_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
-    """The value checks of a `torch_ndcg._dcg_paths.small_batch`: score range, float64 labels.
+def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: score range, float64 labels.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
     operations and a few lines: the extremes of the scores and labels. ``None`` where the
-    general checks must run: without ``validate_args``, for input that is no small batch, and
+    general checks must run: without ``validate_args``, for input that is no dense batch, and
     for input that breaks a rule or calls for the swapped-arguments hint (they raise its error).
     """
-    if not (options.validate_args and _dcg_paths.small_batch(preds, target, options)):
+    if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
     labels = target.to(torch.float64)
     extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
@@ -266,11 +266,12 @@ def check_span(
     ``weight`` is named (`torch_ndcg._validation.check_weight_scale`).
     """
     bound, limit = span + math.log(length), torch.finfo(dtype).max / count
-    message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
-    if isinstance(bound, Tensor):
-        _host.assert_on_device(bound < limit, message + "span too much; rescale them.")
-    elif not bound < limit:
-        raise ValueError(message + f"span {span:.3g}; rescale them.")
+    if isinstance(bound, Tensor) or not bound < limit:  # the message is made where it is used
+        message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
+        if isinstance(bound, Tensor):
+            _host.assert_on_device(bound < limit, message + "span too much; rescale them.")
+        else:
+            raise ValueError(message + f"span {span:.3g}; rescale them.")
     if largest_weight is not None:
         _validation.check_weight_scale(bound + 1, largest_weight, dtype, count=count)
 

@@ -246,16 +246,21 @@ def _xe_ndcg(
             )
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
     gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
+    drawn_checked = noise is None and options.validate_args  # then phi is finite
     if noise is None:
         noise = torch.rand(
             gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
         )
-    # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
-    phi = torch.add(gains, 1 - noise.detach().reshape(gains.shape))
+    # G - gamma in the gains' dtype (one promoting operation), then + 1 in place.
+    phi = torch.sub(gains, noise.detach().reshape(gains.shape)).add_(1)
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
-    targets = (phi / phi.sum(-1, keepdim=True)).where(lists.has_relevant[:, None], 0)
+    # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
+    total = phi.sum(-1, keepdim=True).masked_fill_(~lists.has_relevant[:, None], torch.inf)
+    targets = phi.div_(total).to(lists.scores.dtype)
+    if drawn_checked:
+        return _cross_entropy(lists, targets, options)
     # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
-    return _cross_entropy(lists, targets.to(lists.scores.dtype).nan_to_num_(0), options)
+    return _cross_entropy(lists, targets.nan_to_num_(0), options)
 
 
 def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
