@@ -369,7 +369,10 @@ def test_label_count_ideal_equals_ideal_from_the_top_labels(
         return
     labels, levels = counted
     assert levels == real_max + 1 or (dtype == torch.bool and levels == 2)
-    options = check_list_options(k, gain, discount, "average", "neg", None, True)
+    options = check_list_options(
+        k=k, gain=gain, discount=discount, ties="average", empty_target_action="neg",
+        ignore_index=None, validate_args=True
+    )
     by_counts = kernels.ideal_dcg(
         kernels.Lists(labels, mask), options, torch.float64, levels=levels
     )

@@ -560,7 +560,10 @@ def test_grouped_kernel_equals_loop_reference_per_query(
     # A gain that is not monotone in the label: the ideal order must follow the gains.
     gain_fn: Any = (lambda y: (y - 1.5).abs()) if gain == "callable" else gain
     ref_gain: Any = (lambda y: abs(y - 1.5)) if gain == "callable" else ref.GAINS[gain]
-    options = _validation.check_list_options(k, gain_fn, "log2", ties, "neg", None, True)
+    options = _validation.check_list_options(
+        k=k, gain=gain_fn, discount="log2", ties=ties, empty_target_action="neg",
+        ignore_index=None, validate_args=True,
+    )
     query_ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, ids, options)
     assert torch.equal(query_ids, torch.unique(ids))
     values = torch.where(ideal == 0, 0, dcg / ideal)

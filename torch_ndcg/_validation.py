@@ -131,21 +131,19 @@ def _plain_key(options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
-def check_list_options(
-    k: Any,
-    gain: Any,
-    discount: Any,
-    ties: Any,
-    empty_target_action: Any,
-    ignore_index: Any,
-    validate_args: Any,
-) -> ListOptions:
+_LIST_OPTIONS = ("k", "gain", "discount", "ties", "empty_target_action", "ignore_index")
+
+
+def check_list_options(**given: Any) -> ListOptions:
     """Every option of a ``[..., L]`` or flat-rows entry point, checked once into its config.
 
-    Options met at an earlier call are not checked again: the configs of options that passed
-    are kept (see `_plain_key`), so bad ones raise at every call.
+    ``given`` by keyword: ``k``, ``gain``, ``discount``, ``ties``, ``empty_target_action``,
+    ``ignore_index`` and ``validate_args``. Options met at an earlier call are not checked
+    again: the configs of options that passed are kept (see `_plain_key`), so bad ones raise at
+    every call.
     """
-    options = (k, gain, discount, ties, empty_target_action, ignore_index, validate_args)
+    options = (*(given[name] for name in _LIST_OPTIONS), given["validate_args"])
+    k, gain, discount, ties, empty_target_action, ignore_index, validate_args = options
     key = None if isinstance(gain, Tensor) else _plain_key(options)  # a tensor hashes by id
     try:
         found = _kept_options.get(key) if key is not None else None
@@ -241,25 +239,20 @@ def check_preds_target(
 
 
 def _check_tensor(
-    name: str,
-    value: Any,
-    like: Tensor | None,
-    kind: str,
-    dtype_ok: bool,
-    expected: str,
-    of: str = "preds",
+    name: str, value: Any, like: Tensor | None, kind: str, wrong_dtype: str | None, of: str
 ) -> Tensor:
-    """``value`` is a tensor of an ``dtype_ok`` dtype, of the shape and on the device of ``like``.
+    """``value`` is a tensor of a right dtype, of the shape and on the device of ``like``.
 
     ``like`` is the argument ``of`` (``preds``; ``None``: any shape and device). Else a
-    ``TypeError`` says that it was to be ``kind`` or to ``expected`` its dtype, or a
-    ``ValueError`` names another shape or device. The one check of the tensors that go with
-    ``preds`` item by item (masks, weights, click tensors, query ids).
+    ``TypeError`` says that it was to be ``kind`` or, where its dtype is wrong, to
+    ``wrong_dtype`` (``None``: the dtype is right) its dtype, or a ``ValueError`` names another
+    shape or device. The one check of the tensors that go with ``preds`` item by item (masks,
+    weights, click tensors, query ids).
     """
     if not isinstance(value, Tensor):
         raise _not_a_tensor(name, value, kind)
-    if not dtype_ok:
-        raise TypeError(f"Expected `{name}` to {expected} {value.dtype}.")
+    if wrong_dtype is not None:
+        raise TypeError(f"Expected `{name}` to {wrong_dtype} {value.dtype}.")
     if like is not None:
         if value.shape != like.shape:
             raise ValueError(
@@ -295,7 +288,7 @@ def check_mask(mask: Any, like: Tensor, name: str = "mask", of: str = "preds") -
                 "`retrieval_ndcg` instead: `RetrievalNDCG(k=...).update(preds, target, "
                 "indexes)`; `NDCG` and `ndcg` take one list per row."
             )
-        _check_tensor(name, mask, like, kind, dtype_ok, expected, of)
+        _check_tensor(name, mask, like, kind, None if dtype_ok else expected, of)
 
 
 def label_dtype_holds(dtype: torch.dtype, value: int) -> bool:
@@ -358,19 +351,17 @@ def check_values(
     preds: Tensor,
     target: Tensor,
     mask: Tensor | None,
-    gain: Any,
-    ignore_index: int | None,
+    options: Any,
     finite_preds: bool = False,
     ranked: Tensor | None = None,
-    length: int | None = None,
 ) -> DeferredCheck | None:
     """No NaN among real scores, finite non-negative labels, gains that cannot overflow.
 
     With ``finite_preds`` (the losses, whose smooth ranks need score differences) the real
     scores must be finite too. Padded items (``mask`` False) are not checked: their values
     never count; nor are the scores of items that take no rank (``ranked`` False: judged, not
-    retrieved). ``length`` is the number of items whose gains are summed together (the list
-    length; the last dimension by default).
+    retrieved). The gains of a list (the last dimension) are summed together. ``options`` are
+    checked options (their ``gain`` and ``ignore_index`` apply).
 
     The input is reduced to four values on its device (smallest and largest real score and
     label; min/max propagate NaN). Where a read-back is allowed (the CPU, eager) they are
@@ -385,7 +376,7 @@ def check_values(
     """
     if preds.numel() == 0:
         return None
-    n_items = max(preds.shape[-1] if length is None else length, 1)
+    n_items, gain, ignore_index = max(preds.shape[-1], 1), options.gain, options.ignore_index
     read_back = _host.may_read_back(preds.device)  # eager: not compiling
     real_target = target if mask is None else torch.where(mask, target, 0)
     if real_target.dtype == torch.bool:
@@ -394,9 +385,10 @@ def check_values(
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     declared = gain if _gains.declared(gain) else None
-    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(
+    kind = InputKind(
         declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
     )
+    rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(kind)
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
         low_pred, high_pred = torch.aminmax(preds)
@@ -471,7 +463,8 @@ def small_batch_holds(
     """
     low_pred, high_pred, low, high = extremes
     float_labels = target.is_floating_point()
-    rules = eager_rules(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
+    kind = InputKind(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
+    rules = eager_rules(kind)
     # A loop, not all() of a generator: fewer Python calls on the small hot paths.
     for check in rules(low_pred, high_pred, low, high):
         if not check.ok:
@@ -506,16 +499,20 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-def _value_rules(
-    gain: Any,
-    preds_dtype: torch.dtype,
-    n_items: int,
-    device: torch.device,
-    ignore_index: int | None,
-    finite_preds: bool,
-    float_labels: bool,
-) -> Callable[[Any, Any, Any, Any], list[Check]]:
-    """The checks of `check_values` that apply to this input, stated from its four extremes.
+class InputKind(NamedTuple):
+    """What the value checks of an input depend on, besides its values: the key of its rules."""
+
+    gain: Any  # a declared gain (a name or a table), or None for a callable
+    preds_dtype: torch.dtype
+    n_items: int  # the items whose gains are summed together
+    device: torch.device
+    ignore_index: int | None
+    finite_preds: bool
+    float_labels: bool
+
+
+def _value_rules(kind: InputKind) -> Callable[[Any, Any, Any, Any], list[Check]]:
+    """The checks of `check_values` that apply to this ``kind`` of input, from its extremes.
 
     The result takes ``(low_pred, high_pred, low, high)``: as tensors on the device (each
     `Check` pending, for a device-side assertion) or as numbers read back (each known), and
@@ -527,6 +524,7 @@ def _value_rules(
     one length): where the gain limit depends on it (float64 scores), the message gives its
     formula, and labels are compared with the symbol itself.
     """
+    gain, preds_dtype, n_items, device, ignore_index, finite_preds, float_labels = kind
     # The metrics take `retrieved`: the NaN scores of `from_trec`'s rows are judged documents
     # that the run did not retrieve.
     not_retrieved = (
@@ -1057,7 +1055,8 @@ def check_row_metadata(preds: Any, target: Any, indexes: Any) -> None:
     check_preds_target(preds, target, rows=True)
     dtype_ok = isinstance(indexes, Tensor) and is_integer_tensor(indexes)
     expected = "be an integer (int64) tensor, but got dtype"
-    _check_tensor("indexes", indexes, preds, "an int64 torch.Tensor", dtype_ok, expected)
+    wrong = None if dtype_ok else expected
+    _check_tensor("indexes", indexes, preds, "an int64 torch.Tensor", wrong, "preds")
 
 
 def check_device(preds: Tensor, device: torch.device, name: str = "preds") -> None:
@@ -1127,11 +1126,11 @@ def check_rows(
     flat_target = target.reshape(-1)
     real = real_items(flat_target, None, options.ignore_index)
     if options.validate_args:
-        flat_scores = preds.reshape(-1) if scores is None else scores
-        ranked = None if retrieved is None else retrieved.reshape(-1)
-        check = check_values(
-            flat_scores, flat_target, real, options.gain, options.ignore_index, False, ranked, 1
-        )
+        # Rows as lists of one item: each row's gain is checked alone.
+        rows = (preds.reshape(-1) if scores is None else scores).reshape(-1, 1)
+        ranked = None if retrieved is None else retrieved.reshape(-1, 1)
+        real_rows = None if real is None else real.reshape(-1, 1)
+        check = check_values(rows, flat_target.reshape(-1, 1), real_rows, options, False, ranked)
         if check is not None:
             check.resolve()
     return real
@@ -1153,18 +1152,17 @@ def check_lists(
     preds: Any,
     target: Any,
     mask: Any,
+    options: Any,
     *,
-    gain: Any,
-    ignore_index: int | None,
-    validate_args: bool,
     finite_preds: bool = False,
     retrieved: Tensor | None = None,
 ) -> tuple[Tensor | None, DeferredCheck | None]:
-    """Every per-call check of a ``[..., L]`` entry point whose options are checked already.
+    """Every per-call check of a ``[..., L]`` entry point, with its checked ``options``.
 
     Types, dtypes and shapes are always checked (they read nothing back); with
-    ``validate_args=False`` the value checks are skipped. ``finite_preds`` as in
-    `check_values`; the scores of items not ``retrieved`` are not read.
+    ``validate_args=False`` the value checks are skipped (``options`` give it, the ``gain`` and
+    ``ignore_index``). ``finite_preds`` as in `check_values`; the scores of items not
+    ``retrieved`` are not read.
 
     Returns:
         The mask of real items (``None``: all real), retrieved or not, and the value checks
@@ -1174,10 +1172,10 @@ def check_lists(
     check_preds_target(preds, target)
     check_mask(mask, preds)
     check_mask(retrieved, preds, "retrieved")
-    real = real_items(target, mask, ignore_index)
-    if not validate_args:
+    real = real_items(target, mask, options.ignore_index)
+    if not options.validate_args:
         return real, None
-    return real, check_values(preds, target, real, gain, ignore_index, finite_preds, retrieved)
+    return real, check_values(preds, target, real, options, finite_preds, retrieved)
 
 
 # --- Learning from clicks: weights, display positions, click values ---------------------------
@@ -1283,7 +1281,7 @@ def check_click_tensor(
         value.is_floating_point() if floating else is_integer_tensor(value)
     )
     expected = f"be {'a' if floating else 'an'} {kind} tensor, but got dtype"
-    return _check_tensor(name, value, like, "a torch.Tensor", dtype_ok, expected, of)
+    return _check_tensor(name, value, like, "a torch.Tensor", None if dtype_ok else expected, of)
 
 
 def check_weight(

@@ -169,7 +169,8 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
         options = _validation.check_list_options(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+            k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
+            ignore_index=ignore_index, validate_args=validate_args
         )
         super().__init__(k, options, confidence, dict(kwargs))
         # The states summed over the ranks, in the order of the sync's buffer.
@@ -201,9 +202,8 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            values, listed = _ndcg.list_values(
-                preds, target, mask, exclude, retrieved, self.options
-            )
+            marks = _ndcg.Marks(mask, exclude, retrieved)
+            values, listed = _ndcg.list_values(preds, target, marks, self.options)
             _validation.check_device(preds, self.sum_ndcg.device)
             self._add_values(values, listed)  # a row of padding only is no list
 
@@ -464,7 +464,8 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         **kwargs: Unpack[MetricKeywords],
     ) -> None:
         options = _validation.check_list_options(
-            k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+            k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
+            ignore_index=ignore_index, validate_args=validate_args
         )
         super().__init__(k, options, confidence, dict(kwargs))
         for name in ("preds", "target", "indexes"):

@@ -332,7 +332,8 @@ def catalog_ndcg(
         tensor([0.6131, 1.0000])
     """
     checked = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, None, validate_args
+        k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
+        ignore_index=None, validate_args=validate_args
     )
     blocks = Blocks(score_fn, chunk_size, memory_budget, item_offset, process_group)
     values = catalog_ndcg_values(queries, items, relevant, exclude, checked, blocks)

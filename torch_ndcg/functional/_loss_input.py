@@ -143,9 +143,7 @@ def prepare(
             preds.detach() if isinstance(preds, Tensor) else preds,
             target,
             mask,
-            gain=gain,
-            ignore_index=options.ignore_index,
-            validate_args=validate_args,
+            options,
             finite_preds=True,
         )
         # A loss step reads back only the input checks, and only on the CPU (see _host), at once.

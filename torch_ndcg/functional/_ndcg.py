@@ -1,6 +1,7 @@
 """Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -107,9 +108,10 @@ def dcg(
         tensor([3.0000, 5.7619])
     """
     checked = _validation.check_list_options(
-        k, gain, discount, ties, "neg", ignore_index, validate_args
+        k=k, gain=gain, discount=discount, ties=ties, empty_target_action="neg",
+        ignore_index=ignore_index, validate_args=validate_args
     )
-    values, _ = list_values(preds, target, mask, exclude, None, checked, normalize=False)
+    values, _ = list_values(preds, target, Marks(mask, exclude, None), checked, False)
     return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
@@ -190,21 +192,23 @@ def ndcg(
         tensor([[1.0000, 0.8950]])
     """
     checked = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
+        ignore_index=ignore_index, validate_args=validate_args
     )
-    values, _ = list_values(preds, target, mask, exclude, retrieved, checked)
+    values, _ = list_values(preds, target, Marks(mask, exclude, retrieved), checked)
     return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
+class Marks(NamedTuple):
+    """What marks a batch's items: ``mask`` (real), ``exclude`` and ``retrieved`` (as given)."""
+
+    mask: Tensor | None
+    exclude: Tensor | None
+    retrieved: Tensor | None
+
+
 def list_values(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    exclude: Tensor | None,
-    retrieved: Tensor | None,
-    options: ListOptions,
-    *,
-    normalize: bool = True,
+    preds: Tensor, target: Tensor, marks: Marks, options: ListOptions, normalize: bool = True
 ) -> tuple[Tensor, Tensor | None]:
     """The one dispatch of `ndcg` (``normalize``), `dcg` and `torch_ndcg.NDCG.update`.
 
@@ -219,6 +223,7 @@ def list_values(
         ``[N, len(k)]`` values in the accumulation dtype, and what marks the lists that count
         (a row of padding only is no list): ``[N, ...]`` bool, or ``None`` for all.
     """
+    mask, exclude, retrieved = marks
     if (
         normalize
         and mask is None
@@ -239,15 +244,7 @@ def list_values(
         mask = _catalog.dense_mask_with_exclusions(exclude, mask, preds, target, options)
     # The value checks raise here (on the CPU one read-back; on an accelerator device-side
     # assertions); then the lists flattened to [N, L].
-    real, check = _validation.check_lists(
-        preds,
-        target,
-        mask,
-        gain=options.gain,
-        ignore_index=options.ignore_index,
-        validate_args=options.validate_args,
-        retrieved=retrieved,
-    )
+    real, check = _validation.check_lists(preds, target, mask, options, retrieved=retrieved)
     length = preds.shape[-1]
     preds, target = preds.reshape(-1, length), target.reshape(-1, length)
     real = None if real is None else real.reshape(-1, length)
@@ -333,7 +330,8 @@ def retrieval_ndcg(
                 [1.0000, 1.0000]]), tensor([-2,  7]))
     """
     checked = _validation.check_list_options(
-        k, gain, discount, ties, empty_target_action, ignore_index, validate_args
+        k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
+        ignore_index=ignore_index, validate_args=validate_args
     )
     preds, target, indexes, real = checked_rows(preds, target, indexes, checked, retrieved)
     values, ids = _retrieval_values(preds, target, indexes, real, checked)

@@ -249,9 +249,6 @@ def _pl_rank(
         gains = gains.to(acc)[:, None, :]  # rho
         reward = gains.expand(n, samples, length).gather(-1, order).mul_(theta)
         to_go = reward.flip(-1).cumsum_(-1).flip(-1)  # sum_{j >= i} theta_j rho_{y_j}
-        # Each item's position in each ranking, kmax where it was not drawn.
-        positions = torch.arange(kmax, device=scores.device).expand_as(order)
-        slot = order.new_full((n, samples, length), kmax).scatter_(-1, order, positions)
         # The estimate's second sum: in linear space where every list's scores lie within
         # `LINEAR_SPAN` of its best (the faster way: 1.6-2.4x on the CPU), in log space
         # elsewhere. The span is the checks' where they read it; else, where a value may be
@@ -259,18 +256,13 @@ def _pl_rank(
         span = lists.score_range
         if span is None and _host.may_read_back(scores.device):
             span = float(_loss_input.score_range(lists))
-        linear = span is not None and span <= LINEAR_SPAN
-        estimate = _probability_terms(
-            theta,
-            to_go,
-            gains,
-            logits,
-            order,
-            slot,
-            linear=linear and acc == torch.float64,
-            # Else not negative:
-            signed=not _gains.declared(options.gain) or callable(options.discount),
-        )
+        if span is not None and span <= LINEAR_SPAN and acc == torch.float64:
+            space = "linear"
+        elif not _gains.declared(options.gain) or callable(options.discount):
+            space = "signed"  # values of both signs
+        else:
+            space = "log"
+        estimate = _probability_terms(theta, to_go, gains, logits, order, space)
         following = torch.nn.functional.pad(to_go[..., 1:], (0, 1))  # sum_{j > i}
         estimate.scatter_add_(-1, order, following)
     # (s.detach() - s) is 0 with slope -1: the loss's gradient is minus the estimate.
@@ -286,38 +278,33 @@ LINEAR_SPAN = 600.0
 
 
 def _probability_terms(
-    theta: Tensor,
-    to_go: Tensor,
-    gains: Tensor,
-    logits: Tensor,
-    order: Tensor,
-    slot: Tensor,
-    *,
-    linear: bool,
-    signed: bool,
+    theta: Tensor, to_go: Tensor, gains: Tensor, logits: Tensor, order: Tensor, space: str
 ) -> Tensor:
     r"""$\sum_{i \le r_d} \pi(d \mid y_{1:i-1}) (\theta_i \rho_d - T_i)$ of every item $d$.
 
     The discounts $\theta$ (``[K]``) and rewards to go $T_i = \sum_{j \ge i} \theta_j
     \rho_{y_j}$ (``to_go``, ``[N, S, K]``) of the rankings drawn (``order``, ``[N, S, K]``),
     the rewards $\rho$ (``gains``) and ``logits`` $s$ (``[N, 1, L]``, centred on each list's
-    best, ``-inf`` on padding) of the items, ``slot`` each item's position $r_d$ in each
-    ranking (``K`` where it was not drawn: its sums run to the last position, where it was
-    still to be drawn); ``[N, S, L]`` back. $\pi(d \mid y_{1:i-1}) = e^{s_d} / \Sigma_i$, with
+    best, ``-inf`` on padding) of the items; ``[N, S, L]`` back. Each item's sums run to its
+    position $r_d$ in each ranking (to the last position where it was not drawn: it was still
+    to be drawn there). $\pi(d \mid y_{1:i-1}) = e^{s_d} / \Sigma_i$, with
     $\Sigma_i$ the sum of $e^s$ over the items drawn at ``i`` or below and those not drawn.
 
     Both sums over positions, of $\theta_i / \Sigma_i$ and $T_i / \Sigma_i$, are taken in log
     space (``logcumsumexp``) and only their products with $e^{s_d}$ exponentiated, each term at
     most $|\theta_i|$ or $|T_i|$: no $1 / \Sigma_i$ overflows and no $e^{s_d}$ underflows
     however far the scores trail their best (e^-800 is 0 in float64, e^-800 / e^-805 is not).
-    ``linear``: as they read, where the caller knows every gap to be at most `LINEAR_SPAN` (in
-    float64). With ``signed`` the positive and negative values are summed apart in log space;
-    else none is negative.
+    ``space`` ``"linear"``: as they read, where the caller knows every gap to be at most
+    `LINEAR_SPAN` (in float64); ``"signed"``: the positive and negative values summed apart in
+    log space; ``"log"``: none is negative.
     """
-    kmax = order.shape[-1]
+    n, samples, kmax = order.shape
+    # Each item's position in each ranking, kmax where it was not drawn.
+    positions = torch.arange(kmax, device=order.device).expand_as(order)
+    slot = order.new_full((n, samples, logits.shape[-1]), kmax).scatter_(-1, order, positions)
     last = slot.clamp(max=kmax - 1)  # the last position an item was still to be drawn at
     rest = None if kmax == slot.shape[-1] else slot == kmax  # the items not drawn
-    if linear:
+    if space == "linear":
         exps = logits.exp()
         sigma = exps.expand_as(slot).gather(-1, order).flip(-1).cumsum_(-1).flip(-1)
         if rest is not None:
@@ -333,6 +320,7 @@ def _probability_terms(
     # log(1 / Sigma_i); -inf past the real items (Sigma = 0: nothing real is left to draw).
     log_inverse = log_sigma.neg_().nan_to_num_(posinf=-torch.inf)
     values = torch.stack([theta.expand_as(to_go), to_go])
+    signed = space == "signed"
     if signed:
         values = torch.cat([values.clamp(min=0), values.clamp(max=0).neg_()])
     log_sums = (values.log_() + log_inverse).logcumsumexp(-1)

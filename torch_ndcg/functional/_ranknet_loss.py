@@ -205,9 +205,7 @@ def prepare_lists(
         preds.detach() if isinstance(preds, Tensor) else preds,
         target,
         mask,
-        gain="linear",
-        ignore_index=options.ignore_index,
-        validate_args=validate,
+        options,  # gain="linear": the labels' only limit is that of finite gains
         finite_preds=True,
     )
     weight_check = _validation.check_weight(weight, preds, real, validate_args=validate)
