@@ -121,3 +121,5 @@ class ListOptions:
     empty_target_action: EmptyTargetAction
     ignore_index: int | None
     validate_args: bool
+    # Set by the checks: the options admit a dense batch (`torch_ndcg._dcg_paths.dense_batch`).
+    dense: bool = False

@@ -160,12 +160,24 @@ def check_list_options(**given: Any) -> ListOptions:
         "empty_target_action", empty_target_action, EMPTY_TARGET_ACTIONS, callable_ok=False
     )
     check_ignore_index(ignore_index)
-    config = ListOptions(cutoffs, gain, *options[2:])
+    dense = dense_options(gain, discount, ignore_index)
+    config = ListOptions(
+        cutoffs, gain, discount, ties, empty_target_action, ignore_index, validate_args, dense
+    )
     if key is not None:
         if len(_kept_options) >= _KEPT_OPTION_SETS:
             _kept_options.clear()
         _kept_options[key] = config
     return config
+
+
+def dense_options(gain: Any, discount: Any, ignore_index: Any) -> bool:
+    """Whether checked options admit a `torch_ndcg._dcg_paths.dense_batch`, decided once.
+
+    A named gain and discount and no ``ignore_index``: then the checks of a dense batch are
+    those of its extremes, and a small one may take the small path.
+    """
+    return _gains.named(gain) and isinstance(discount, str) and ignore_index is None
 
 
 def check_ignore_index(ignore_index: Any) -> None:
@@ -385,9 +397,7 @@ def check_values(
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     declared = gain if _gains.declared(gain) else None
-    kind = InputKind(
-        declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels
-    )
+    kind = (declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels)
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(kind)
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
     if scored is None:
@@ -463,7 +473,7 @@ def small_batch_holds(
     """
     low_pred, high_pred, low, high = extremes
     float_labels = target.is_floating_point()
-    kind = InputKind(gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
+    kind = (gain, preds.dtype, preds.shape[-1], _CPU, None, finite_preds, float_labels)
     rules = eager_rules(kind)
     # A loop, not all() of a generator: fewer Python calls on the small hot paths.
     for check in rules(low_pred, high_pred, low, high):
@@ -499,16 +509,11 @@ def _frames_to_the_caller() -> int:
     return level
 
 
-class InputKind(NamedTuple):
-    """What the value checks of an input depend on, besides its values: the key of its rules."""
-
-    gain: Any  # a declared gain (a name or a table), or None for a callable
-    preds_dtype: torch.dtype
-    n_items: int  # the items whose gains are summed together
-    device: torch.device
-    ignore_index: int | None
-    finite_preds: bool
-    float_labels: bool
+# What the value checks of an input depend on, besides its values (the key of its rules): a
+# declared gain (a name or a table; None for a callable), the scores' dtype, the items whose
+# gains are summed together, the device, `ignore_index`, whether the scores must be finite and
+# whether the labels are floats. A plain tuple: made at every call of the small paths.
+InputKind = tuple[Any, torch.dtype, int, torch.device, int | None, bool, bool]
 
 
 def _value_rules(kind: InputKind) -> Callable[[Any, Any, Any, Any], list[Check]]:

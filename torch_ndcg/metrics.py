@@ -202,7 +202,7 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         # Nothing here is differentiated: inference mode spares every op its autograd
         # bookkeeping (about a tenth of an update of [256, 100]).
         with torch.inference_mode():
-            marks = _ndcg.Marks(mask, exclude, retrieved)
+            marks = (mask, exclude, retrieved)
             values, listed = _ndcg.list_values(preds, target, marks, self.options)
             _validation.check_device(preds, self.sum_ndcg.device)
             self._add_values(values, listed)  # a row of padding only is no list

@@ -66,6 +66,8 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
         given["ignore_index"],
         given["validate_args"],
     )
+    dense = _validation.dense_options(given["gain"], given["discount"], given["ignore_index"])
+    given["dense"] = dense
     return LossOptions(**given)
 
 

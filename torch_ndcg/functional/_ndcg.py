@@ -1,7 +1,6 @@
 """Functional DCG and nDCG at one or many cut-offs: lists ``[..., L]`` and flat query rows."""
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -111,7 +110,7 @@ def dcg(
         k=k, gain=gain, discount=discount, ties=ties, empty_target_action="neg",
         ignore_index=ignore_index, validate_args=validate_args
     )
-    values, _ = list_values(preds, target, Marks(mask, exclude, None), checked, False)
+    values, _ = list_values(preds, target, (mask, exclude, None), checked, False)
     return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
@@ -195,16 +194,13 @@ def ndcg(
         k=k, gain=gain, discount=discount, ties=ties, empty_target_action=empty_target_action,
         ignore_index=ignore_index, validate_args=validate_args
     )
-    values, _ = list_values(preds, target, Marks(mask, exclude, retrieved), checked)
+    values, _ = list_values(preds, target, (mask, exclude, retrieved), checked)
     return _shaped(values, preds.dtype, preds.shape[:-1], checked.cutoffs)
 
 
-class Marks(NamedTuple):
-    """What marks a batch's items: ``mask`` (real), ``exclude`` and ``retrieved`` (as given)."""
-
-    mask: Tensor | None
-    exclude: Tensor | None
-    retrieved: Tensor | None
+# What marks a batch's items: ``mask`` (real), ``exclude`` and ``retrieved``, as given. A plain
+# tuple: made at every update.
+Marks = tuple[Tensor | None, Tensor | None, Tensor | None]
 
 
 def list_values(
