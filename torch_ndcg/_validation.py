@@ -1289,6 +1289,139 @@ def check_click_tensor(
     return _check_tensor(name, value, like, "a torch.Tensor", None if dtype_ok else expected, of)
 
 
+def check_click_simulation(
+    target: Any, positions: Any, mask: Any, examination: Any, noise: Any, max_label: Any
+) -> float:
+    """The input of `torch_ndcg.simulate_clicks`, checked in one read-back; ``noise`` as a float.
+
+    Types, shapes and devices, then the labels of the real items in ``[0, max_label]``, the
+    positions (`check_positions`) and ``examination``'s probabilities in [0, 1].
+    """
+    real = isinstance(noise, numbers.Real) and not isinstance(noise, bool)
+    if not (real and 0 <= float(noise) <= 1):
+        raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
+    check_positive("max_label", max_label)
+    if not isinstance(target, Tensor):
+        raise TypeError(f"Expected `target` to be a torch.Tensor, but got {type(target).__name__}.")
+    if target.ndim == 0:
+        raise ValueError("Expected `target` to have a list dimension, but got a 0-d tensor.")
+    check_mask(mask, target, of="target")
+    n_positions = None
+    if examination is not None:
+        if not (isinstance(examination, Tensor) and examination.is_floating_point()):
+            raise TypeError(
+                "Expected `examination` to be a floating torch.Tensor of probabilities per "
+                f"position, or None, but got {examination!r}."
+            )
+        if examination.ndim != 1 or examination.numel() == 0:
+            raise ValueError(
+                "Expected `examination` to be 1-D and non-empty (one probability per position), "
+                f"but got shape {tuple(examination.shape)}."
+            )
+        check_same_device("examination", examination, target, "target")
+        n_positions = examination.numel()
+    checks = check_positions(positions, target, n_positions, mask, of="target")
+    labels = target.to(torch.get_default_dtype())
+    real_labels = labels if mask is None else torch.where(mask, labels, 0)
+    low, high = torch.aminmax(real_labels) if labels.numel() else (labels.sum(), labels.sum())
+    label_message = (
+        f"Expected `target` to be in [0, {max_label}] (`max_label`), but found {{found}}."
+    )
+    checks.append(Check(low >= 0, low, label_message))
+    checks.append(Check(high <= max_label, high, label_message))
+    if examination is not None:
+        low_p, high_p = torch.aminmax(examination)
+        message = "Expected `examination` to hold probabilities in [0, 1], but found {found}."
+        checks.append(Check(low_p >= 0, low_p, message))
+        checks.append(Check(high_p <= 1, high_p, message))
+    resolve_checks(checks)
+    return float(noise)
+
+
+def check_score_span(
+    span: float | Tensor, length: int, count: int, largest_weight: Any, dtype: torch.dtype
+) -> None:
+    """``count`` terms of at most the scores' ``span`` plus log L each stay finite in ``dtype``.
+
+    Times the largest weight too, where one is given (``largest_weight``, else ``None``): then
+    ``weight`` is named (`check_weight_scale`).
+    """
+    bound, limit = span + math.log(length), torch.finfo(dtype).max / count
+    if isinstance(bound, Tensor) or not bound < limit:  # the message is made where it is used
+        message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
+        if isinstance(bound, Tensor):
+            assert_on_device(bound < limit, message + "span too much; rescale them.")
+        else:
+            raise ValueError(message + f"span {span:.3g}; rescale them.")
+    if largest_weight is not None:
+        check_weight_scale(bound + 1, largest_weight, dtype, count=count)
+
+
+def check_finite_scores(scores: Tensor) -> None:
+    """The scores (padding replaced) are finite: one read-back on the CPU, else on the device."""
+    if scores.numel() > 0:
+        largest = scores.abs().amax()
+        message = "Expected `preds` to be finite on real items, but found {found}."
+        resolve_checks([Check(largest < torch.inf, largest, message)])
+
+
+def noise_checks(
+    noise: Any, preds: Tensor, target: Tensor, mask: Any, options: Any
+) -> DeferredCheck | None:
+    """XE-NDCG's ``noise``: ``None``, or a floating tensor like ``preds``, in [0, 1] on real items.
+
+    Its value check (with ``validate_args``) is returned deferred, to be read with the input's
+    and judged before them (`torch_ndcg._host.DeferredCheck`); ``None`` where there is none.
+    """
+    if noise is None:
+        return None
+    check_preds_target(preds, target)
+    check_mask(mask, preds)
+    check_click_tensor("noise", noise, preds, kind="floating")
+    if not options.validate_args or noise.numel() == 0:
+        return None
+    real = real_items(target, mask, options.ignore_index)
+    found = noise.detach()
+    low, high = torch.aminmax(found if real is None else found.where(real, 0))
+    message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
+    return defer([Check((low >= 0) & (high <= 1), low.where(low < 0, high), message)])
+
+
+def check_click_counts(
+    scores: Tensor, real: Tensor, given: tuple[Tensor, Tensor], mask: Tensor | None
+) -> None:
+    """The value checks of `UnbiasedLambdaRankLoss.aggregated`, each naming the argument at fault.
+
+    The scores of the items ranked (``real``), then the counts ``given`` (clicks, views) of the
+    real items (``mask``; those of an item without views too: negative views would drop it
+    from the ranking unnoticed): no NaN, finite and non-negative, clicks at most views. One
+    read-back on the CPU, device-side assertions elsewhere, before anything is computed or
+    learnt.
+    """
+    counts = torch.stack(given)  # clicks, views: [2, N, L, n]
+    if mask is not None:
+        counts = counts.masked_fill(~mask[None, :, :, None], 0)
+    low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
+    # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
+    low = torch.cat([torch.where(real, scores, torch.inf).amin()[None], low])
+    high = torch.cat([torch.where(real, scores, -torch.inf).amax()[None], high])
+    floor = low.new_tensor([-torch.finfo(scores.dtype).max, 0, 0])
+    found = torch.where(low < floor, low, high)
+    excess = (counts[0] - counts[1]).amax()
+    ok = "non-negative and finite"
+    rows = [("preds", "scores", "finite"), ("clicks", "counts", ok), ("views", "counts", ok)]
+    checks = []
+    for row, (name, noun, expected) in enumerate(rows):
+        nan = f"Expected `{name}` to contain no NaN, but found NaN {noun}."
+        bad = f"Expected `{name}` to be {expected}, but found {{found}}."
+        within = (low[row] >= floor[row]) & (high[row] < torch.inf)
+        checks += [Check(low[row] == low[row], low[row], nan), Check(within, found[row], bad)]
+    above = "Expected `clicks` to be at most `views`, but found clicks above views by {found}."
+    checks.append(Check(~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
+    resolve_checks(checks)
+
+
+
 def check_weight(
     weight: Any, preds: Tensor, real: Tensor | None, *, validate_args: bool
 ) -> DeferredCheck | None:

@@ -13,7 +13,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torch_ndcg import _dcg_paths, _gains, _kernels, _options, _validation
-from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._pairwise_losses import LAMBDARANK_CHECKS, lambda_pairs
@@ -155,7 +154,8 @@ def _aggregated_unbiased_lambdarank(
     # The scores of the others never count: they may be anything (NaN, inf).
     scores = torch.where(real, preds.reshape(-1, length), 0)
     if options.validate_args and won.numel() > 0:
-        _check_click_counts(scores.detach(), real, won.detach(), shown_counts.detach(), flat_mask)
+        given_counts = (won.detach(), shown_counts.detach())
+        _validation.check_click_counts(scores.detach(), real, given_counts, flat_mask)
     if flat_mask is not None:  # padded counts may be anything too: selected, not multiplied
         won = torch.where(real[..., None], won, 0)
         shown_counts = torch.where(real[..., None], shown_counts, 0)
@@ -195,39 +195,6 @@ def _aggregated_unbiased_lambdarank(
     has_click = won.sum(dim=(-1, -2)) > 0
     per_list = torch.where(has_click, per_list, 0)
     return _loss_input.reduce(per_list, has_click, options.reduction, preds.shape[:-1])
-
-
-def _check_click_counts(
-    scores: Tensor, real: Tensor, clicks: Tensor, views: Tensor, mask: Tensor | None
-) -> None:
-    """`aggregated`'s value checks, each naming the argument at fault and the value found.
-
-    The scores of the items ranked (``real``), then the counts of the real items (``mask``;
-    those of an item without views too: negative views would drop it from the ranking
-    unnoticed): no NaN, finite and non-negative, clicks at most views. One read-back on the
-    CPU, device-side assertions elsewhere, before anything is computed or learnt.
-    """
-    counts = torch.stack([clicks, views])  # [2, N, L, n]
-    if mask is not None:
-        counts = counts.masked_fill(~mask[None, :, :, None], 0)
-    low, high = counts.reshape(2, -1).aminmax(dim=1)  # both NaN where a count is
-    # Rows `preds` (the scores ranked: inf and -inf where there are none), `clicks`, `views`.
-    low = torch.cat([torch.where(real, scores, torch.inf).amin()[None], low])
-    high = torch.cat([torch.where(real, scores, -torch.inf).amax()[None], high])
-    floor = low.new_tensor([-torch.finfo(scores.dtype).max, 0, 0])
-    found = torch.where(low < floor, low, high)
-    excess = (counts[0] - counts[1]).amax()
-    ok = "non-negative and finite"
-    rows = [("preds", "scores", "finite"), ("clicks", "counts", ok), ("views", "counts", ok)]
-    checks = []
-    for row, (name, noun, expected) in enumerate(rows):
-        nan = f"Expected `{name}` to contain no NaN, but found NaN {noun}."
-        bad = f"Expected `{name}` to be {expected}, but found {{found}}."
-        within = (low[row] >= floor[row]) & (high[row] < torch.inf)
-        checks += [Check(low[row] == low[row], low[row], nan), Check(within, found[row], bad)]
-    above = "Expected `clicks` to be at most `views`, but found clicks above views by {found}."
-    checks.append(Check(~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
-    _validation.resolve_checks(checks)
 
 
 @torch.no_grad()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Literal, get_args
 
 import torch
@@ -122,45 +121,11 @@ def simulate_clicks(
     """
     _validation.check_option("model", model, get_args(ClickModel), callable_ok=False)
     _validation.check_positive("eta", eta, allow_zero=True)
-    if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0 <= noise <= 1):
-        raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
-    noise = float(noise)
-    _validation.check_positive("max_label", max_label)
-    if not isinstance(target, Tensor):
-        raise TypeError(f"Expected `target` to be a torch.Tensor, but got {type(target).__name__}.")
-    if target.ndim == 0:
-        raise ValueError("Expected `target` to have a list dimension, but got a 0-d tensor.")
-    _validation.check_mask(mask, target, of="target")
-    n_positions = None
-    if examination is not None:
-        if not (isinstance(examination, Tensor) and examination.is_floating_point()):
-            raise TypeError(
-                "Expected `examination` to be a floating torch.Tensor of probabilities per "
-                f"position, or None, but got {examination!r}."
-            )
-        if examination.ndim != 1 or examination.numel() == 0:
-            raise ValueError(
-                "Expected `examination` to be 1-D and non-empty (one probability per position), "
-                f"but got shape {tuple(examination.shape)}."
-            )
-        _validation.check_same_device("examination", examination, target, "target")
-        n_positions = examination.numel()
-    checks = _validation.check_positions(positions, target, n_positions, mask, of="target")
+    noise = _validation.check_click_simulation(
+        target, positions, mask, examination, noise, max_label
+    )
     labels = target.to(torch.get_default_dtype())
     real_labels = labels if mask is None else torch.where(mask, labels, 0)
-    low, high = torch.aminmax(real_labels) if labels.numel() else (labels.sum(), labels.sum())
-    label_message = (
-        f"Expected `target` to be in [0, {max_label}] (`max_label`), but found {{found}}."
-    )
-    checks.append(_validation.Check(low >= 0, low, label_message))
-    checks.append(_validation.Check(high <= max_label, high, label_message))
-    if examination is not None:
-        low_p, high_p = torch.aminmax(examination)
-        message = "Expected `examination` to hold probabilities in [0, 1], but found {found}."
-        checks.append(_validation.Check(low_p >= 0, low_p, message))
-        checks.append(_validation.Check(high_p <= 1, high_p, message))
-    _validation.resolve_checks(checks)
-
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read
         positions = torch.where(mask, positions, _options.NOT_SHOWN)

@@ -156,7 +156,7 @@ def _listmle(
     dtype, length = scores.dtype, scores.shape[-1]
     largest = 1.0 if lists.largest_weight is None else lists.largest_weight
     if span is not None:
-        _loss_input.check_span(span, length, length, largest, dtype)
+        _validation.check_score_span(span, length, length, largest, dtype)
     labels = _options.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
     order = _label_order(scores.detach(), labels, real)
     ranked_real = None if real is None else real.gather(-1, order)

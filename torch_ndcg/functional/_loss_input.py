@@ -7,7 +7,6 @@ Gains, discounts and the ideal DCG@k come from `torch_ndcg._kernels`, so a loss 
 same nDCG that `torch_ndcg.ndcg` reports.
 """
 
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -255,25 +254,6 @@ def real_span(scores: Tensor, real: Tensor | None) -> Tensor:
     high = kept if real is None else torch.where(real, kept, -torch.inf)
     low = kept if real is None else torch.where(real, kept, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
-
-
-def check_span(
-    span: float | Tensor, length: int, count: int, largest_weight: Any, dtype: torch.dtype
-) -> None:
-    """``count`` terms of at most the scores' ``span`` plus log L each stay finite in ``dtype``.
-
-    Times the largest weight too, where one is given (``largest_weight``, else ``None``): then
-    ``weight`` is named (`torch_ndcg._validation.check_weight_scale`).
-    """
-    bound, limit = span + math.log(length), torch.finfo(dtype).max / count
-    if isinstance(bound, Tensor) or not bound < limit:  # the message is made where it is used
-        message = f"Expected `preds` to keep the loss finite in {dtype}, but the scores "
-        if isinstance(bound, Tensor):
-            _host.assert_on_device(bound < limit, message + "span too much; rescale them.")
-        else:
-            raise ValueError(message + f"span {span:.3g}; rescale them.")
-    if largest_weight is not None:
-        _validation.check_weight_scale(bound + 1, largest_weight, dtype, count=count)
 
 
 def check_scale(

@@ -5,7 +5,6 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
-from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 
@@ -102,10 +101,7 @@ def sample_rankings(
     scores = scores.reshape(-1, length)
     if flat_mask is not None:
         scores = torch.where(flat_mask, scores, 0)
-    if scores.numel() > 0:  # a NaN or infinite key would be drawn first, every time
-        largest = scores.abs().amax()
-        message = "Expected `preds` to be finite on real items, but found {found}."
-        _validation.resolve_checks([Check(largest < torch.inf, largest, message)])
+    _validation.check_finite_scores(scores)  # a NaN or infinite key would be drawn first
     order = _gumbel_top_k(scores, flat_mask, kmax, num_samples, generator)
     if flat_mask is not None:
         drawn_real = flat_mask[:, None, :].expand(-1, num_samples, -1).gather(-1, order)

@@ -12,7 +12,6 @@ from torch import Tensor
 
 from torch_ndcg import _kernels, _pairwise, _validation
 from torch_ndcg._options import Gain, Reduction
-from torch_ndcg._validation import Check
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
@@ -231,19 +230,7 @@ def _xe_ndcg(
     """
     noise, generator = draw
     _validation.check_generator("generator", generator)
-    checks = None
-    if noise is not None:  # a floating tensor of preds' shape, in [0, 1] on real items
-        _validation.check_preds_target(preds, target)
-        _validation.check_mask(mask, preds)
-        _validation.check_click_tensor("noise", noise, preds, kind="floating")
-        if options.validate_args and noise.numel() > 0:
-            real = _validation.real_items(target, mask, options.ignore_index)
-            found = noise.detach()
-            low, high = torch.aminmax(found if real is None else found.where(real, 0))
-            message = "Expected `noise` to be in [0, 1] on real items, but found {found}."
-            checks = _validation.defer(
-                [Check((low >= 0) & (high <= 1), low.where(low < 0, high), message)]
-            )
+    checks = _validation.noise_checks(noise, preds, target, mask, options)
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
     gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
     drawn_checked = noise is None and options.validate_args  # then phi is finite
@@ -273,7 +260,7 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
         # -log q_i is at most the score range + log L, so a list's loss is at most that
         # times its largest weight (targets sum to 1), and its slopes at most the weight.
         span = _loss_input.score_range(lists)
-        _loss_input.check_span(span, scores.shape[-1], 1, lists.gain_scale, scores.dtype)
+        _validation.check_score_span(span, scores.shape[-1], 1, lists.gain_scale, scores.dtype)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
     given = (targets, real, lists.has_relevant, options.reduction, lists.leading_shape)
