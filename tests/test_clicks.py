@@ -257,6 +257,7 @@ def test_simulation_is_seeded_and_takes_an_examination_table() -> None:
     [
         ({"model": "dbn"}, ValueError, "Expected `model` to be one of 'position_based'"),
         ({"noise": 1.5}, ValueError, r"Expected `noise` to be a float in \[0, 1\]"),
+        ({"noise": 10**400}, ValueError, r"Expected `noise` to be a float in \[0, 1\]"),
         ({"eta": -1.0}, ValueError, "Expected `eta` to be a non-negative"),
         ({"max_label": 2}, ValueError, r"Expected `target` to be in \[0, 2\] .* found 4"),
         ({"examination": torch.ones(3)}, ValueError, r"`positions` to be in \[0, 3\).* found 4"),

@@ -19,10 +19,11 @@ kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their 
 accelerator nothing is read back: ties are always averaged (the same numbers, branch-free).
 So the dense lists take four paths: the general one, long rows, the branch-free one of the
 accelerators, and the small one (`small_ndcg`) for the usual small CPU batch, which one
-predicate (`small_batch`) admits from metadata alone for `ndcg`, `NDCG.update` and the losses'
-checks. Each earns its place (`python benchmarks/bench_paths.py`: the call with the path against
-the same call with it switched off, one thread of a 2-core CPU, torch 2.13; a test holds each
-equal to the plain formula):
+predicate (`small_batch`, the bounded `dense_batch`) admits from metadata alone for `ndcg` and
+`NDCG.update`; the losses check any `dense_batch` in one read of its extremes. Each earns
+its place (`python benchmarks/bench_paths.py`: the call with the path against the same call
+with it switched off, one thread of a 2-core CPU, torch 2.13; a test holds each equal to the
+plain formula):
 
 | path | input | saving |
 |---|---|---|

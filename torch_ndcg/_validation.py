@@ -1121,7 +1121,7 @@ def check_rows(
     ``scores`` are the flat scores as they will be scored (the metric's stored dtype, whose
     gain limit applies), ``preds`` flattened by default; those of rows not ``retrieved``
     (checked by `check_mask`) are not read. Each row's gain is checked alone
-    (``length=1``): a query may span batches, its sum is checked when it is scored. One
+    (as a list of one): a query may span batches, its sum is checked when it is scored. One
     read-back on the CPU, none elsewhere.
 
     Returns:
@@ -1298,7 +1298,7 @@ def check_click_simulation(
     positions (`check_positions`) and ``examination``'s probabilities in [0, 1].
     """
     real = isinstance(noise, numbers.Real) and not isinstance(noise, bool)
-    if not (real and 0 <= float(noise) <= 1):
+    if not (real and 0 <= noise <= 1):
         raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
     check_positive("max_label", max_label)
     if not isinstance(target, Tensor):

@@ -28,6 +28,8 @@ class LossOptions:
     (A plain class, not a ``types.SimpleNamespace``: ``torch.compile`` traces its making.)
     """
 
+    dense = False  # set by `check_options`; options pickled before it had none
+
     def __init__(self, **options: Any) -> None:
         self.__dict__.update(options)
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _pairwise, _validation
+from torch_ndcg import _gains, _kernels, _pairwise, _validation
 from torch_ndcg._options import Gain, Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
@@ -233,7 +233,8 @@ def _xe_ndcg(
     checks = _validation.noise_checks(noise, preds, target, mask, options)
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
     gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
-    drawn_checked = noise is None and options.validate_args  # then phi is finite
+    # Drawn noise, checked labels and a declared gain (a callable's may be inf): phi is finite.
+    drawn_checked = noise is None and options.validate_args and _gains.declared(options.gain)
     if noise is None:
         noise = torch.rand(
             gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
