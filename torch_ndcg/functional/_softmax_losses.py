@@ -239,8 +239,8 @@ def _xe_ndcg(
         noise = torch.rand(
             gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
         )
-    # G - gamma in the gains' dtype (one promoting operation), then + 1 in place.
-    phi = torch.sub(gains, noise.detach().reshape(gains.shape)).add_(1)
+    # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
+    phi = torch.add(gains, 1 - noise.detach().reshape(gains.shape))
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
     total = phi.sum(-1, keepdim=True).masked_fill_(~lists.has_relevant[:, None], torch.inf)
