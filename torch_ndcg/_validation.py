@@ -1291,14 +1291,18 @@ def check_click_tensor(
 
 def check_click_simulation(
     target: Any, positions: Any, mask: Any, examination: Any, noise: Any, max_label: Any
-) -> float:
-    """The input of `torch_ndcg.simulate_clicks`, checked in one read-back; ``noise`` as a float.
+) -> tuple[float, Tensor]:
+    """The input of `torch_ndcg.simulate_clicks`, checked in one read-back.
 
     Types, shapes and devices, then the labels of the real items in ``[0, max_label]``, the
     positions (`check_positions`) and ``examination``'s probabilities in [0, 1].
+
+    Returns:
+        ``noise`` as a float, and the labels of the real items in the default float dtype (0 on
+        padding), as the checks read them.
     """
-    real = isinstance(noise, numbers.Real) and not isinstance(noise, bool)
-    if not (real and 0 <= noise <= 1):
+    is_number = isinstance(noise, numbers.Real) and not isinstance(noise, bool)
+    if not (is_number and 0 <= noise <= 1):
         raise ValueError(f"Expected `noise` to be a float in [0, 1], but got {noise!r}.")
     check_positive("max_label", max_label)
     if not isinstance(target, Tensor):
@@ -1335,7 +1339,7 @@ def check_click_simulation(
         checks.append(Check(low_p >= 0, low_p, message))
         checks.append(Check(high_p <= 1, high_p, message))
     resolve_checks(checks)
-    return float(noise)
+    return float(noise), real_labels
 
 
 def check_score_span(
@@ -1419,7 +1423,6 @@ def check_click_counts(
     above = "Expected `clicks` to be at most `views`, but found clicks above views by {found}."
     checks.append(Check(~(excess > 0), excess, above))  # NaN (inf - inf): named by the checks above
     resolve_checks(checks)
-
 
 
 def check_weight(

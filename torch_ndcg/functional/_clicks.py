@@ -121,11 +121,9 @@ def simulate_clicks(
     """
     _validation.check_option("model", model, get_args(ClickModel), callable_ok=False)
     _validation.check_positive("eta", eta, allow_zero=True)
-    noise = _validation.check_click_simulation(
+    noise, real_labels = _validation.check_click_simulation(
         target, positions, mask, examination, noise, max_label
     )
-    labels = target.to(torch.get_default_dtype())
-    real_labels = labels if mask is None else torch.where(mask, labels, 0)
     attractiveness = noise + (1 - noise) * (2**real_labels - 1) / (2**max_label - 1)
     if mask is not None:  # padded items are not shown: their positions are never read
         positions = torch.where(mask, positions, _options.NOT_SHOWN)
@@ -133,9 +131,9 @@ def simulate_clicks(
     draws = torch.rand(target.shape, generator=generator, device=target.device)
     if model == "position_based":
         if examination is None:  # `examination_probability` where shown (checked above)
-            examined = _examined(positions, eta, labels.dtype)
+            examined = _examined(positions, eta, real_labels.dtype)
         else:
-            examined = examination.to(labels.dtype)[positions.long().clamp(min=0)]
+            examined = examination.to(real_labels.dtype)[positions.long().clamp(min=0)]
         clicked = draws < examined * attractiveness
     else:
         attractive = (draws < attractiveness) & shown
@@ -144,4 +142,4 @@ def simulate_clicks(
         in_order = attractive.gather(-1, order)
         first = in_order & (in_order.cumsum(dim=-1) == 1)
         clicked = torch.zeros_like(first).scatter_(-1, order, first)
-    return (clicked & shown).to(labels.dtype)
+    return (clicked & shown).to(real_labels.dtype)

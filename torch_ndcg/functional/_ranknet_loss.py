@@ -196,7 +196,7 @@ def prepare_lists(
     small = None
     if mask is None and weight is None:
         small = _loss_input.dense_checks(preds, target, options)
-    if small is not None:  # a small plain CPU batch, checked in a few operations
+    if small is not None:  # a plain CPU batch, checked in a few operations
         scores = preds if preds.ndim == 2 else preds.reshape(-1, preds.shape[-1])
         labels = small[1] if preds.ndim == 2 else small[1].reshape(scores.shape)
         return Lists(scores, labels, None, None, preds.shape[:-1], small[0], None)

@@ -245,10 +245,10 @@ def _xe_ndcg(
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
     total = phi.sum(-1, keepdim=True).masked_fill_(~lists.has_relevant[:, None], torch.inf)
     targets = phi.div_(total).to(lists.scores.dtype)
-    if drawn_checked:
-        return _cross_entropy(lists, targets, options)
-    # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
-    return _cross_entropy(lists, targets.nan_to_num_(0), options)
+    if not drawn_checked:
+        # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
+        targets = targets.nan_to_num_(0)
+    return _cross_entropy(lists, targets, options)
 
 
 def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
