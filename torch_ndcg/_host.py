@@ -23,8 +23,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg._options import as_dtype
-
 
 def may_read_back(device: torch.device) -> bool:
     """Whether a value on ``device`` may be read back: on the CPU, outside ``torch.compile``."""
@@ -50,7 +48,7 @@ class DeferredCheck:
 
 def read_together(tensors: Sequence[Tensor | None]) -> list[list[float]]:
     """Each tensor's values as floats, from one read-back of them all ([] for ``None``)."""
-    present = [as_dtype(t.reshape(-1), torch.float64) for t in tensors if t is not None]
+    present = [t.reshape(-1).to(torch.float64) for t in tensors if t is not None]
     flat: list[float] = (
         (torch.cat(present) if len(present) > 1 else present[0]).tolist() if present else []
     )

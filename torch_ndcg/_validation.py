@@ -38,7 +38,6 @@ from torch_ndcg._options import (
     Cutoffs,
     ListOptions,
     accumulate_dtype,
-    as_dtype,
     compute_dtype,
     is_integer_tensor,
 )
@@ -1236,7 +1235,7 @@ def defer(checks: Sequence[Check]) -> DeferredCheck | None:
     # Each pending check reads back its ``ok`` and what it found (``ok`` again where it is no
     # tensor: nothing to read).
     values = [
-        as_dtype(value, torch.float64)
+        value.to(torch.float64)
         for ok, found, _ in checks
         if isinstance(ok, Tensor)
         for value in (ok, found if isinstance(found, Tensor) else ok)

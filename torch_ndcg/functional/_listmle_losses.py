@@ -11,11 +11,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _options, _validation
+from torch_ndcg import _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
-from torch_ndcg.functional._ranknet_loss import KeptReducedLoss, has_pair, prepare_lists
+from torch_ndcg.functional._ranknet_loss import KeptReducedLoss, has_pair
 
 __all__ = ["listmle_loss"]
 
@@ -151,13 +151,16 @@ def _listmle(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`listmle_loss` with checked ``options``: the tensors are checked and prepared here."""
-    lists = prepare_lists(preds, target, mask, weight, options)
-    scores, real, span = lists.scores, lists.real, lists.span
+    lists = _loss_input.checked_lists(preds, target, mask, weight, options)
+    scores, real = lists.scores, lists.mask
+    span = None
+    if options.validate_args and scores.numel() > 0:
+        span = _loss_input.score_range(lists)
     dtype, length = scores.dtype, scores.shape[-1]
     largest = 1.0 if lists.largest_weight is None else lists.largest_weight
     if span is not None:
         _validation.check_score_span(span, length, length, largest, dtype)
-    labels = _options.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
+    labels = lists.labels.to(dtype)  # compared in the scores' compute dtype
     order = _label_order(scores.detach(), labels, real)
     ranked_real = None if real is None else real.gather(-1, order)
     factor = None if ranked_real is None else ranked_real.to(dtype)

@@ -72,28 +72,50 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
     return LossOptions(**given)
 
 
-class LossInput(NamedTuple):
-    """Validated input as ``[N, L]`` tensors in the compute dtype, and the shape to return.
+class Lists(NamedTuple):
+    """A loss's tensors checked and flattened to ``[N, L]``, and what the checks read.
 
     A named tuple: made at every loss step, where a frozen dataclass's ``__init__`` costs more.
 
     Attributes:
-        scores: ``[N, L]`` scores, 0 on padding.
+        scores: ``[N, L]`` scores in the compute dtype, 0 on padding.
+        labels: ``[N, L]`` labels as given (any value on padding); float64 on a dense batch.
         mask: ``[N, L]`` real items, or ``None``.
+        weight: ``[N, L]`` weights (detached, in the compute dtype, 0 on padding), or ``None``.
+        leading_shape: the shape of the input without its list dimension.
+        score_range: largest minus smallest real score, when the checks read it back.
+        largest_weight: the largest real ``weight``, when one was given and the input is
+            checked (a float read back with the checks on the CPU, else a 0-d tensor): the
+            bounds of a loss's values and slopes grow by it.
+    """
+
+    scores: Tensor
+    labels: Tensor
+    mask: Tensor | None
+    weight: Tensor | None
+    leading_shape: torch.Size
+    score_range: float | None
+    largest_weight: float | Tensor | None
+
+
+class LossInput(NamedTuple):
+    """`Lists` of a loss that takes gains: with their gains over the ideal DCG@k.
+
+    Attributes:
+        scores: as `Lists`.
+        mask: as `Lists`.
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
         scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
             lists with no relevant item: each at most 1, whatever the labels' scale. For a
             ``listwise`` loss: the plain gains, in the accumulation dtype, 0 on padding.
         has_relevant: ``[N]`` lists whose ideal DCG@k (``listwise``: gain sum) is positive.
-        leading_shape: the shape of the input without its list dimension.
-        score_range: largest minus smallest real score, when the input was checked.
-        gain_scale: the largest real ``weight``, when one was given and the input is checked
-            (a float read back with the checks on the CPU, else a 0-d tensor): the scaled gains
-            are at most this, so the value bounds grow by it.
+        leading_shape: as `Lists`.
+        score_range: as `Lists`.
+        largest_weight: as `Lists`; the scaled gains are at most this.
         ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum), in the
             accumulation dtype.
-        weight: ``[N, L]`` weights (detached), or ``None``: each loss applies them as it
-            defines them (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
+        weight: as `Lists`: each loss applies them as it defines them
+            (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
     """
 
     scores: Tensor
@@ -103,9 +125,75 @@ class LossInput(NamedTuple):
     has_relevant: Tensor
     leading_shape: torch.Size
     score_range: float | None
-    gain_scale: float | Tensor | None
+    largest_weight: float | Tensor | None
     ideal: Tensor
     weight: Tensor | None
+
+
+def checked_lists(
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    weight: Tensor | None,
+    options: LossOptions,
+    extra_checks: _host.DeferredCheck | None = None,
+) -> Lists:
+    """Check a loss's tensors (its options are checked already) and flatten them to ``[N, L]``.
+
+    The checks of every loss (`torch_ndcg._validation.check_lists`, with finite scores;
+    `torch_ndcg._validation.check_weight`), read back together once on the CPU, device-side
+    assertions elsewhere; a plain batch is checked from its extremes (`dense_checks`).
+    ``extra_checks`` of the caller are read back with the input's and judged before them, in
+    the order of their device-side assertions (made by the caller before this call).
+    """
+    small = None
+    if mask is None and weight is None and extra_checks is None:
+        small = dense_checks(preds, target, options)
+    if small is not None:  # a plain CPU batch of float32 or float64 scores, checked
+        scores = preds if preds.ndim == 2 else preds.reshape(-1, preds.shape[-1])
+        labels = small[1] if preds.ndim == 2 else small[1].reshape(scores.shape)
+        return Lists(scores, labels, None, None, preds.shape[:-1], small[0], None)
+    real, check = _validation.check_lists(
+        # Checked detached: the checks' operations on the scores would be recorded by autograd
+        # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
+        preds.detach() if isinstance(preds, Tensor) else preds,
+        target,
+        mask,
+        options,
+        finite_preds=True,
+    )
+    # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
+    # The caller's checks were made before these (as device-side assertions they fire first):
+    # judged first, they name the same error eagerly as there.
+    validate_args = options.validate_args
+    weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
+    _, checked, largest = _validation.resolve_checks(extra_checks, check, weight_check)
+    length = preds.shape[-1]
+    dtype = _options.compute_dtype(preds.dtype)
+    # Batches of lists as they come are not reshaped: a view would be one more autograd node
+    # (and, for any tensor, one more operation to dispatch).
+    scores = preds if preds.ndim == 2 else preds.reshape(-1, length)
+    scores = scores if scores.dtype == dtype else scores.to(dtype)  # `to` costs 1 us unneeded
+    flat_real = real if real is None or real.ndim == 2 else real.reshape(-1, length)
+    if flat_real is not None:
+        # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
+        scores = torch.where(flat_real, scores, 0)
+    flat_weight = None
+    if weight is not None:
+        flat_weight = weight.detach().reshape(-1, length).to(dtype)
+        if flat_real is not None:
+            flat_weight = flat_weight.where(flat_real, 0)
+        if largest is None and validate_args and flat_weight.numel() > 0:
+            largest = flat_weight.amax().double()  # checked on the device: found there
+    return Lists(
+        scores=scores,
+        labels=target if target.ndim == 2 else target.reshape(-1, length),
+        mask=flat_real,
+        weight=flat_weight,
+        leading_shape=preds.shape[:-1],
+        score_range=None if checked is None else checked.score_range,
+        largest_weight=largest if flat_weight is not None else None,
+    )
 
 
 def prepare(
@@ -116,67 +204,19 @@ def prepare(
     options: LossOptions,
     extra_checks: _host.DeferredCheck | None = None,
 ) -> LossInput:
-    """Check a loss's tensors, flatten them to ``[N, L]``, take their gains over ideal DCG.
-
-    The options are checked already (``options``).
+    """`checked_lists`, with the lists' gains over their ideal DCG.
 
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
-    for tiny labels. A ``weight`` is checked and flattened; the largest real weight is
-    ``gain_scale``. ``extra_checks`` of the caller are read back with the input's and judged
-    before them, in the order of their device-side assertions (made by the caller before this
-    call).
+    for tiny labels.
     """
-    gain, validate_args = options.gain, options.validate_args
-    score_range: float | None
-    small = (
-        dense_checks(preds, target, options)
-        if mask is None and weight is None and extra_checks is None
-        else None
-    )
-    largest_weight = None
-    if small is not None:
-        real = None
-        score_range, target = small  # the labels in float64, as the gains take them
-    else:
-        real, check = _validation.check_lists(
-            # Checked detached: the checks' operations on the scores would be recorded by autograd
-            # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
-            preds.detach() if isinstance(preds, Tensor) else preds,
-            target,
-            mask,
-            options,
-            finite_preds=True,
-        )
-        # A loss step reads back only the input checks, and only on the CPU (see _host), at once.
-        # The caller's checks were made before these (as device-side assertions they fire
-        # first): judged first, they name the same error eagerly as there.
-        weight_check = _validation.check_weight(weight, preds, real, validate_args=validate_args)
-        _, checked, largest_weight = _validation.resolve_checks(extra_checks, check, weight_check)
-        score_range = None if checked is None else checked.score_range
-    length = preds.shape[-1]
-    dtype = _options.compute_dtype(preds.dtype)
+    lists = checked_lists(preds, target, mask, weight, options, extra_checks)
+    scores, flat_mask, gain = lists.scores, lists.mask, options.gain
+    length = scores.shape[-1]
     acc = _options.accumulate_dtype(preds.device)
-    # Batches of lists as they come are not reshaped: a view would be one more autograd node
-    # (and, for any tensor, one more operation to dispatch).
-    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
-    flat_target = target if target.ndim == 2 else target.reshape(-1, length)
-    flat_mask = real if real is None or real.ndim == 2 else real.reshape(-1, length)
-    if flat_mask is not None:
-        # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
-        scores = torch.where(flat_mask, scores, 0)
-    gain_scale: float | Tensor | None = None
-    flat_weight = None
-    if weight is not None:
-        flat_weight = weight.reshape(-1, length).detach()
-        if largest_weight is not None:  # read back with the checks
-            gain_scale = largest_weight
-        elif validate_args and flat_weight.numel() > 0:
-            real_weight = flat_weight if flat_mask is None else flat_weight.where(flat_mask, 0)
-            gain_scale = real_weight.amax().double()
     kmax = length if options.k is None else min(options.k, length)
-    item_gains = _kernels.list_gains(flat_target, flat_mask, gain, acc)
+    item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, acc)
     if options.listwise:  # the softmax losses make their targets of the gains and their sum
         total = item_gains.sum(-1, keepdim=True)
         return LossInput(
@@ -185,11 +225,11 @@ def prepare(
             kmax,
             item_gains,
             (total > 0).squeeze(1),
-            preds.shape[:-1],
-            score_range,
-            gain_scale,
+            lists.leading_shape,
+            lists.score_range,
+            lists.largest_weight,
             total,
-            flat_weight,
+            lists.weight,
         )
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _gains.declared(gain):
@@ -197,8 +237,9 @@ def prepare(
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
     else:
-        lists = _kernels.Lists(flat_target, flat_mask)
-        best = _kernels.ideal_ranked_gains(lists, item_gains, kmax, gain, acc)
+        best = _kernels.ideal_ranked_gains(
+            _kernels.Lists(lists.labels, flat_mask), item_gains, kmax, gain, acc
+        )
     if acc == torch.float64:  # autocast and TF32 never touch a float64 product
         # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
         ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)
@@ -214,13 +255,13 @@ def prepare(
         scores=scores,
         mask=flat_mask,
         kmax=kmax,
-        scaled_gains=scaled_gains.to(dtype),
+        scaled_gains=scaled_gains.to(scores.dtype),
         has_relevant=has_relevant.squeeze(1),
-        leading_shape=preds.shape[:-1],
-        score_range=score_range,
-        gain_scale=gain_scale,
+        leading_shape=lists.leading_shape,
+        score_range=lists.score_range,
+        largest_weight=lists.largest_weight,
         ideal=ideal,
-        weight=flat_weight,
+        weight=lists.weight,
     )
 
 
@@ -236,14 +277,16 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
     labels = target.to(torch.float64)
-    extremes = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)])
-    values = extremes.tolist()
+    # Labels of the scores' dtype are exact in it: their extremes are stacked in one dtype (a
+    # stack that promotes costs several times more).
+    extremes = torch.aminmax(target if target.dtype == preds.dtype else labels)
+    values = torch.stack([*torch.aminmax(preds.detach()), *extremes]).tolist()
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
     return values[1] - values[0], labels
 
 
-def score_range(lists: LossInput) -> float | Tensor:
+def score_range(lists: Lists | LossInput) -> float | Tensor:
     """Largest minus smallest real score: the checks' value, else on the device (0 if none)."""
     if lists.score_range is not None:  # read back with the checks on the CPU
         return lists.score_range
@@ -259,7 +302,7 @@ def real_span(scores: Tensor, real: Tensor | None) -> Tensor:
 
 
 def check_scale(
-    lists: LossInput, name: str, value: float, bound: float | Tensor, count: int
+    lists: Lists | LossInput, name: str, value: float, bound: float | Tensor, count: int
 ) -> None:
     """``name``'s bound on a loss's values or slopes stays finite, times the largest weight too.
 
@@ -269,8 +312,8 @@ def check_scale(
     """
     dtype = lists.scores.dtype
     _validation.check_finite_scale(name, value, bound, dtype, count=count)
-    if lists.gain_scale is not None:
-        _validation.check_weight_scale(bound, lists.gain_scale, dtype, count=count)
+    if lists.largest_weight is not None:
+        _validation.check_weight_scale(bound, lists.largest_weight, dtype, count=count)
 
 
 def reduce(per_list: Tensor, counted: Tensor, reduction: str, leading_shape: torch.Size) -> Tensor:

@@ -97,7 +97,7 @@ def sample_rankings(
     kmax = length if kmax is None else min(kmax, length)
     flat_mask = None if mask is None else mask.reshape(-1, length)
     # Drawn in the losses' compute dtype: the same noise, so the same rankings, as they draw.
-    scores = _options.as_dtype(preds.detach(), _options.compute_dtype(preds.dtype))
+    scores = preds.detach().to(_options.compute_dtype(preds.dtype))
     scores = scores.reshape(-1, length)
     if flat_mask is not None:
         scores = torch.where(flat_mask, scores, 0)
@@ -227,9 +227,10 @@ def _pl_rank(
     """
     lists = _loss_input.prepare(preds, target, mask, weight, options)
     scores, real = lists.scores, lists.mask
-    if lists.gain_scale is not None:  # the value is at most the largest weight, a slope L + 1 times
+    if lists.largest_weight is not None:
+        # The value is at most the largest weight, a slope L + 1 times it.
         count = scores.shape[-1] + 1
-        _validation.check_weight_scale(1, lists.gain_scale, scores.dtype, count=count)
+        _validation.check_weight_scale(1, lists.largest_weight, scores.dtype, count=count)
     detached = scores.detach()
     order = _gumbel_top_k(detached, real, lists.kmax, options.num_samples, options.generator)
     n, samples, kmax = order.shape

@@ -6,7 +6,7 @@ and its gradient together: memory ``O(B L)`` plus a block, and one block (one au
 for a small batch.
 """
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -129,19 +129,15 @@ def _ranknet(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`ranknet_loss` with checked ``options``: the tensors are checked and prepared here."""
-    lists = prepare_lists(preds, target, mask, weight, options)
-    scores, real, sigma = lists.scores, lists.real, options.sigma
+    lists = _loss_input.checked_lists(preds, target, mask, weight, options)
+    scores, real, sigma = lists.scores, lists.mask, options.sigma
     length = scores.shape[-1]
-    if lists.span is not None:
+    if options.validate_args and scores.numel() > 0:
         # A pair's loss is at most sigma * span + log 2, its slope sigma, times its weight.
-        bound = sigma * (lists.span + 1) + 1
-        _validation.check_finite_scale("sigma", sigma, bound, scores.dtype, count=length * length)
-        if lists.largest_weight is not None:
-            _validation.check_weight_scale(
-                bound, lists.largest_weight, scores.dtype, count=length * length
-            )
+        bound = sigma * (_loss_input.score_range(lists) + 1) + 1
+        _loss_input.check_scale(lists, "sigma", sigma, bound, count=length * length)
     # Labels exactly (float64 holds every integer label), NaN on padding: in no pair.
-    labels = _options.as_dtype(lists.labels, _options.accumulate_dtype(scores.device))
+    labels = lists.labels.to(_options.accumulate_dtype(scores.device))
     if real is not None:
         labels = labels.where(real, torch.nan)
     # A list without a pair sums softplus(-inf) = 0 only, whatever its scores: "mean" alone
@@ -156,86 +152,6 @@ def _ranknet(
             (counted, options.reduction, lists.leading_shape),
             torch.is_grad_enabled() and scores.requires_grad,
         ),
-    )
-
-
-class Lists(NamedTuple):
-    """Checked input of the label-order losses as ``[N, L]`` tensors, and what the checks read.
-
-    Attributes:
-        scores: scores in the compute dtype, 0 on padding.
-        labels: the labels as given (any value on padding).
-        real: the real items, or ``None`` (all real).
-        weight: the weights (detached, in the compute dtype, 0 on padding), or ``None``.
-        leading_shape: the shape of the input without its list dimension.
-        span: largest minus smallest real score where the values are checked (a float read
-            back with the checks on the CPU, else a 0-d tensor), else ``None``.
-        largest_weight: the largest real weight where a ``weight`` is given and checked (as
-            ``span``), else ``None``.
-    """
-
-    scores: Tensor
-    labels: Tensor
-    real: Tensor | None
-    weight: Tensor | None
-    leading_shape: torch.Size
-    span: float | Tensor | None
-    largest_weight: float | Tensor | None
-
-
-def prepare_lists(
-    preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
-) -> Lists:
-    """Check the tensors of a loss that takes the labels' order (no gains), flatten them.
-
-    The checks of every loss (`torch_ndcg._validation.check_lists`, labels as for the linear
-    gain: non-negative and finite; `torch_ndcg._validation.check_weight`), read back together
-    once on the CPU, device-side assertions elsewhere; no gain and no ideal DCG is computed.
-    """
-    validate = options.validate_args
-    small = None
-    if mask is None and weight is None:
-        small = _loss_input.dense_checks(preds, target, options)
-    if small is not None:  # a plain CPU batch, checked in a few operations
-        scores = preds if preds.ndim == 2 else preds.reshape(-1, preds.shape[-1])
-        labels = small[1] if preds.ndim == 2 else small[1].reshape(scores.shape)
-        return Lists(scores, labels, None, None, preds.shape[:-1], small[0], None)
-    real, check = _validation.check_lists(
-        # Checked detached: autograd would record the checks' operations on the scores.
-        preds.detach() if isinstance(preds, Tensor) else preds,
-        target,
-        mask,
-        options,  # gain="linear": the labels' only limit is that of finite gains
-        finite_preds=True,
-    )
-    weight_check = _validation.check_weight(weight, preds, real, validate_args=validate)
-    checked, largest = _validation.resolve_checks(check, weight_check)
-    length = preds.shape[-1]
-    dtype = _options.compute_dtype(preds.dtype)
-    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
-    flat_real = real if real is None or real.ndim == 2 else real.reshape(-1, length)
-    if flat_real is not None:
-        scores = torch.where(flat_real, scores, 0)  # padded scores may be anything (NaN, inf)
-    flat_weight = None
-    if weight is not None:
-        flat_weight = _options.as_dtype(weight.detach().reshape(-1, length), dtype)
-        if flat_real is not None:
-            flat_weight = flat_weight.where(flat_real, 0)
-    span: float | Tensor | None = None
-    if checked is not None:
-        span = checked.score_range
-    elif validate and scores.numel() > 0:  # checked on the device: the span is computed there
-        span = _loss_input.real_span(scores, flat_real)
-        if flat_weight is not None:
-            largest = flat_weight.amax().double()
-    return Lists(
-        scores=scores,
-        labels=target if target.ndim == 2 else target.reshape(-1, length),
-        real=flat_real,
-        weight=flat_weight,
-        leading_shape=preds.shape[:-1],
-        span=span,
-        largest_weight=largest if flat_weight is not None and span is not None else None,
     )
 
 

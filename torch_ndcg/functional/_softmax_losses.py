@@ -261,7 +261,7 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
         # -log q_i is at most the score range + log L, so a list's loss is at most that
         # times its largest weight (targets sum to 1), and its slopes at most the weight.
         span = _loss_input.score_range(lists)
-        _validation.check_score_span(span, scores.shape[-1], 1, lists.gain_scale, scores.dtype)
+        _validation.check_score_span(span, scores.shape[-1], 1, lists.largest_weight, scores.dtype)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
     given = (targets, real, lists.has_relevant, options.reduction, lists.leading_shape)
