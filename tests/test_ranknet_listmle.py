@@ -279,6 +279,21 @@ def test_gradcheck(name: str, opts: dict[str, Any], validate_args: bool) -> None
     assert torch.autograd.gradcheck(loss, (preds.clone().requires_grad_(),))
 
 
+@pytest.mark.parametrize(("name", "opts"), CASES)
+def test_second_derivative_raises(name: str, opts: dict[str, Any]) -> None:
+    """Under ``create_graph`` the first derivative is the one without it; differentiating it
+    again raises rather than treating the kept gradient as a constant (a silent 0)."""
+    preds, target, mask = batch(4, 5, seed=9)
+    leaf = preds.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(
+        FUNCTIONS[name](leaf, target, mask=mask, **opts), leaf, create_graph=True
+    )
+    (expected,) = torch.autograd.grad(FUNCTIONS[name](leaf, target, mask=mask, **opts), leaf)
+    torch.testing.assert_close(grad, expected)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        (grad.square().sum() + leaf.sum()).backward()
+
+
 # --- Modules, options and errors ----------------------------------------------------------------
 
 

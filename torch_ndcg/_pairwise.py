@@ -229,14 +229,28 @@ def reduce_losses(
 class KeptGradient(torch.autograd.Function):
     r"""A reduced loss whose forward computes its gradient too: backward only scales it.
 
-    For the small batches of the dense paths (`dense_pairs_fit`) a step's host time is its
-    operations, autograd nodes and Python, not its memory: here the whole loss is one node,
-    whose gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
-    Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need no
-    gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
-    saves the gradient of the reduced loss (`reduce_losses`) and sets ``ctx.per_list`` for
-    ``"none"``.
+    Where a step's host time is its operations, autograd nodes and Python (the small batches
+    of the dense paths, `dense_pairs_fit`; the listwise losses, RankNet, ListMLE) the whole
+    loss is one node, whose gradient is computed with the loss under no grad (as
+    `PairwiseLogistic`'s) and kept. Subclasses take the ``[N, L]`` scores and one tuple of
+    everything else (tensors that need no gradient, options): one argument fewer to unpack per
+    argument saved. Their ``forward`` ends in `reduced`. Under ``create_graph`` the first
+    derivative is right and a second one raises.
     """
+
+    @staticmethod
+    def reduced(
+        ctx: Any, per_list: Tensor, grad: Tensor | None, reducing: tuple[Any, ...]
+    ) -> Tensor:
+        """``per_list`` reduced (`reduce_losses`), its gradient ``grad`` kept for backward.
+
+        ``reducing``: the counted lists, the reduction and the leading shape.
+        """
+        counted, reduction, leading_shape = reducing
+        loss, kept = reduce_losses(per_list, counted, reduction, leading_shape, grad)
+        ctx.save_for_backward(kept)
+        ctx.per_list = reduction == "none"
+        return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
@@ -250,8 +264,8 @@ class KeptGradient(torch.autograd.Function):
 def _no_second_derivative(grad: Tensor) -> Tensor:
     """``grad``, whose derivative raises (as `once_differentiable`'s, whatever the inputs)."""
     error = torch._C._functions.DelayedError(
-        b"The dense paths of lambdarank_loss and approx_ndcg_loss keep their gradient: it has "
-        b"no derivative of its own (no second derivative, as on their blockwise paths).",
+        b"This loss keeps the gradient its forward computed: it has no derivative of its own "
+        b"(no second derivative).",
         1,
     )
     return error(grad.detach().requires_grad_())
@@ -300,10 +314,7 @@ class DensePairwiseLogistic(KeptGradient):
         if counted is not None:
             per_list = torch.where(counted, per_list, 0)
             grad = None if grad is None else torch.where(counted.unsqueeze(1), grad, 0)
-        loss, grad = reduce_losses(per_list, has_relevant, reduction, leading_shape, grad)
-        ctx.save_for_backward(grad)
-        ctx.per_list = reduction == "none"
-        return loss
+        return KeptGradient.reduced(ctx, per_list, grad, (has_relevant, reduction, leading_shape))
 
 
 class DenseApproxNDCG(KeptGradient):
@@ -372,10 +383,7 @@ class DenseApproxNDCG(KeptGradient):
                 grad = grad / temperature
             grad = torch.where(counted.unsqueeze(1), grad, 0)
         per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
-        loss, grad = reduce_losses(per_list, counted, reduction, leading_shape, grad)
-        ctx.save_for_backward(grad)
-        ctx.per_list = reduction == "none"
-        return loss
+        return KeptGradient.reduced(ctx, per_list, grad, (counted, reduction, leading_shape))
 
 
 class _KeptPerList(torch.autograd.Function):

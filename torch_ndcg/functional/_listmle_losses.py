@@ -11,11 +11,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _validation
+from torch_ndcg import _pairwise, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
-from torch_ndcg.functional._ranknet_loss import KeptReducedLoss, has_pair
+from torch_ndcg.functional._ranknet_loss import has_pair
 
 __all__ = ["listmle_loss"]
 
@@ -214,13 +214,13 @@ def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
     cost less on small batches (54 against 173 us at 8 x 10).
     """
     if scores.dtype == torch.float32 and scores.numel() > KEY_ELEMENTS:
-        bits = scores.view(torch.int32).long()
-        ascending = torch.where(bits >= 0, bits, -(2**31) - 1 - bits)  # score order
-        # -0.0 is +0.0; padding below every label.
-        label_bits = labels.view(torch.int32).long().clamp_(min=0)
-        if real is not None:
+        bits = scores.view(torch.int32)
+        # The scores' order in int32: the bits of a negative float, but its sign, flipped.
+        ascending = bits ^ ((bits >> 31) & (2**31 - 1))
+        label_bits = labels.view(torch.int32).clamp(min=0)  # -0.0 is +0.0
+        if real is not None:  # padding below every label
             label_bits = label_bits.where(real, -1)
-        key = label_bits.mul_(2**32).add_(2**31 - 1 - ascending)
+        key = (label_bits.long() << 32).add_(2**31 - 1 - ascending.long())
         return key.argsort(dim=-1)
     by_score = scores.argsort(dim=-1, descending=True, stable=True)
     keys = labels
@@ -230,14 +230,14 @@ def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
     return by_score.gather(-1, by_label)
 
 
-class _PlackettLuce(KeptReducedLoss):
+class _PlackettLuce(_pairwise.KeptGradient):
     r"""ListMLE per list: $\sum_i a_i (\mathrm{lse}_i - u_i)$ (lse: log-sum-exp of the suffix).
 
     ``u`` are the ``[N, L]`` scores ``s`` taken in ``order``, the labels' order last first
     (`_label_order`); ``given`` holds ``order``, ``real``, the real items in that order
     (``None``: all; the others take no part),
     ``factor``, the terms' factors $a$ in that order (``None``: 1 on the real items), what
-    `KeptReducedLoss.reduced` takes (its ``[N]`` counted lists: the others are 0), whether to
+    ``KeptGradient.reduced`` takes (its ``[N]`` counted lists: the others are 0), whether to
     compute the gradient, and ``direct``: whether the sums may be taken of plain exponentials
     relative to the top item (else by ``logcumsumexp``). The gradient, computed in forward
     and kept, is
@@ -282,4 +282,4 @@ class _PlackettLuce(KeptReducedLoss):
         per_list = torch.where(counted, per_list, 0)
         if need_grad:
             grad = torch.where(counted[:, None], grad, 0)
-        return KeptReducedLoss.reduced(ctx, per_list, grad, reducing)
+        return _pairwise.KeptGradient.reduced(ctx, per_list, grad, reducing)

@@ -146,13 +146,14 @@ def checked_lists(
     ``extra_checks`` of the caller are read back with the input's and judged before them, in
     the order of their device-side assertions (made by the caller before this call).
     """
-    small = None
+    span = None
     if mask is None and weight is None and extra_checks is None:
-        small = dense_checks(preds, target, options)
-    if small is not None:  # a plain CPU batch of float32 or float64 scores, checked
-        scores = preds if preds.ndim == 2 else preds.reshape(-1, preds.shape[-1])
-        labels = small[1] if preds.ndim == 2 else small[1].reshape(scores.shape)
-        return Lists(scores, labels, None, None, preds.shape[:-1], small[0], None)
+        span = dense_checks(preds, target, options)
+    if span is not None:  # a plain CPU batch of float32 or float64 scores, checked
+        scores, labels = preds, target
+        if preds.ndim != 2:
+            scores, labels = preds.reshape(-1, preds.shape[-1]), target.reshape(-1, preds.shape[-1])
+        return Lists(scores, labels, None, None, preds.shape[:-1], span, None)
     real, check = _validation.check_lists(
         # Checked detached: the checks' operations on the scores would be recorded by autograd
         # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
@@ -265,8 +266,8 @@ def prepare(
     )
 
 
-def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
-    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: score range, float64 labels.
+def dense_checks(preds: Any, target: Any, options: LossOptions) -> float | None:
+    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`; its score range.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
@@ -276,14 +277,13 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
-    labels = target.to(torch.float64)
-    # Labels of the scores' dtype are exact in it: their extremes are stacked in one dtype (a
-    # stack that promotes costs several times more).
-    extremes = torch.aminmax(target if target.dtype == preds.dtype else labels)
-    values = torch.stack([*torch.aminmax(preds.detach()), *extremes]).tolist()
+    extremes = [*torch.aminmax(preds.detach()), *torch.aminmax(target)]
+    if target.dtype != preds.dtype:  # stacked in float64, where the labels were checked
+        extremes = [value.double() for value in extremes]
+    values: list[float] = torch.stack(extremes).tolist()
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0], labels
+    return values[1] - values[0]
 
 
 def score_range(lists: Lists | LossInput) -> float | Tensor:

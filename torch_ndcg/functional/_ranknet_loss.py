@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from torch_ndcg import _options, _pairwise, _validation
@@ -163,34 +162,11 @@ def has_pair(labels: Tensor, real: Tensor | None) -> Tensor:
     return labels.where(real, -torch.inf).amax(-1) > labels.where(real, torch.inf).amin(-1)
 
 
-class KeptReducedLoss(torch.autograd.Function):
-    """A reduced loss whose forward computed its gradient too: backward only scales it.
-
-    One autograd node for the whole loss. Subclasses take the ``[N, L]`` scores and one tuple
-    of everything else, and end their ``forward`` in `reduced`.
-    """
-
-    @staticmethod
-    def reduced(ctx: Any, per_list: Tensor, grad: Tensor, reducing: tuple[Any, ...]) -> Tensor:
-        """``per_list`` reduced (``reducing``: counted lists, reduction, leading shape)."""
-        counted, reduction, leading_shape = reducing
-        loss, kept = _pairwise.reduce_losses(per_list, counted, reduction, leading_shape, grad)
-        ctx.save_for_backward(kept)
-        ctx.per_list = reduction == "none"
-        return loss
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, None]:
-        (grad,) = ctx.saved_tensors
-        return (grad_loss.reshape(-1, 1) if ctx.per_list else grad_loss) * grad, None
-
-
-class _RankNetPairs(KeptReducedLoss):
+class _RankNetPairs(_pairwise.KeptGradient):
     r"""RankNet's $\sum_{y_i > y_j} v_i \, \mathrm{softplus}(\sigma (s_j - s_i))$, blockwise.
 
     ``s`` the ``[N, L]`` scores; ``given`` holds the labels (NaN on padding: in no pair), the
-    winners' weights (or ``None``), sigma, what `KeptReducedLoss.reduced` takes and whether to
+    winners' weights (or ``None``), sigma, what ``KeptGradient.reduced`` takes and whether to
     compute the gradient. A block of rows ``i`` against every column ``j``; the slope
     $S_{ij} = v_i \operatorname{sigmoid}(z_{ij})$ of each pair gives
     $\partial \ell / \partial s_m = \sigma (\sum_i S_{im} - \sum_j S_{mj})$.
@@ -220,4 +196,4 @@ class _RankNetPairs(KeptReducedLoss):
             del z
         if need_grad and sigma != 1:
             grad.mul_(sigma)
-        return KeptReducedLoss.reduced(ctx, loss, grad, reducing)
+        return _pairwise.KeptGradient.reduced(ctx, loss, grad, reducing)

@@ -288,7 +288,5 @@ class SoftmaxCrossEntropy(_pairwise.KeptGradient):
         grad = None
         if s.requires_grad:  # q sum(t) - t; q is 0 on padding
             grad = log_q.exp_().mul_(targets.sum(-1, keepdim=True)).sub_(targets)
-        loss, grad = _pairwise.reduce_losses(per_list, counted, reduction, leading_shape, grad)
-        ctx.save_for_backward(grad)
-        ctx.per_list = reduction == "none"
-        return loss
+        reducing = (counted, reduction, leading_shape)
+        return _pairwise.KeptGradient.reduced(ctx, per_list, grad, reducing)
