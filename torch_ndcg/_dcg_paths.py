@@ -43,6 +43,7 @@ A small CPU batch padded so that ATen's ``topk`` used two threads went for savin
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -409,21 +410,21 @@ def dense_batch(preds: Any, target: Any, options: Any, most: int | None = None) 
     number). The losses check one in a single read of its extremes
     (`torch_ndcg._validation.small_batch_holds`), whatever its size.
     """
+    if not (options.dense and type(preds) is type(target) is Tensor):
+        return False  # `dense`: a named gain and discount, no ignore_index (`dense_options`)
+    shape, scores, labels = preds.shape, preds.dtype, target.dtype  # each read once: hot
     return (
-        options.dense  # a named gain and discount, no ignore_index (`dense_options`)
-        and type(preds) is type(target) is Tensor
-        and preds.layout == target.layout == torch.strided
-        and preds.shape == target.shape
-        and preds.ndim > 0
-        and preds.shape[-1] > 1
-        and preds.numel() > 0
-        and (most is None or preds.numel() <= most)
-        and preds.dtype in _SMALL_SCORES
+        preds.layout == target.layout == torch.strided
+        and shape == target.shape
+        and len(shape) > 0
+        and shape[-1] > 1
+        and 0 < preds.numel() <= (most or math.inf)
+        and scores in _SMALL_SCORES
         and target.is_cpu
         and _host.may_read_back(preds.device)
         and not torch.is_autocast_enabled("cpu")
-        and not target.dtype.is_complex
-        and not (target.dtype.is_floating_point and target.dtype.itemsize > preds.dtype.itemsize)
+        and not labels.is_complex
+        and not (labels.is_floating_point and labels.itemsize > scores.itemsize)
     )
 
 
