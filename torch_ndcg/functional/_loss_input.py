@@ -79,7 +79,7 @@ class Lists(NamedTuple):
 
     Attributes:
         scores: ``[N, L]`` scores in the compute dtype, 0 on padding.
-        labels: ``[N, L]`` labels as given (any value on padding); float64 on a dense batch.
+        labels: ``[N, L]`` labels as given (any value on padding), or in float64 (`dense_checks`).
         mask: ``[N, L]`` real items, or ``None``.
         weight: ``[N, L]`` weights (detached, in the compute dtype, 0 on padding), or ``None``.
         leading_shape: the shape of the input without its list dimension.
@@ -146,13 +146,14 @@ def checked_lists(
     ``extra_checks`` of the caller are read back with the input's and judged before them, in
     the order of their device-side assertions (made by the caller before this call).
     """
-    span = None
+    small = None
     if mask is None and weight is None and extra_checks is None:
-        span = dense_checks(preds, target, options)
-    if span is not None:  # a plain CPU batch of float32 or float64 scores, checked
-        scores, labels = preds, target
+        small = dense_checks(preds, target, options)
+    if small is not None:  # a plain CPU batch of float32 or float64 scores, checked
+        span, labels = small
+        scores, length = preds, preds.shape[-1]
         if preds.ndim != 2:
-            scores, labels = preds.reshape(-1, preds.shape[-1]), target.reshape(-1, preds.shape[-1])
+            scores, labels = preds.reshape(-1, length), labels.reshape(-1, length)
         return Lists(scores, labels, None, None, preds.shape[:-1], span, None)
     real, check = _validation.check_lists(
         # Checked detached: the checks' operations on the scores would be recorded by autograd
@@ -266,24 +267,25 @@ def prepare(
     )
 
 
-def dense_checks(preds: Any, target: Any, options: LossOptions) -> float | None:
-    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`; its score range.
+def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
+    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: its score range and labels.
 
     The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
-    operations and a few lines: the extremes of the scores and labels. ``None`` where the
-    general checks must run: without ``validate_args``, for input that is no dense batch, and
-    for input that breaks a rule or calls for the swapped-arguments hint (they raise its error).
+    operations and a few lines: the extremes of the scores and labels. The labels come back as
+    given where they have the scores' dtype (exact in it), else in float64, as the gains take
+    them. ``None`` where the general checks must run: without ``validate_args``, for input that
+    is no dense batch, and for input that breaks a rule or calls for the swapped-arguments hint
+    (they raise its error).
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
-    extremes = [*torch.aminmax(preds.detach()), *torch.aminmax(target)]
-    if target.dtype != preds.dtype:  # stacked in float64, where the labels were checked
-        extremes = [value.double() for value in extremes]
-    values: list[float] = torch.stack(extremes).tolist()
+    # One dtype for the one stack of the four extremes (a stack that promotes costs more).
+    labels = target if target.dtype == preds.dtype else target.to(torch.float64)
+    values = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)]).tolist()
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0]
+    return values[1] - values[0], labels
 
 
 def score_range(lists: Lists | LossInput) -> float | Tensor:
