@@ -43,7 +43,6 @@ A small CPU batch padded so that ATen's ``topk`` used two threads went for savin
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -418,7 +417,8 @@ def dense_batch(preds: Any, target: Any, options: Any, most: int | None = None) 
         and shape == target.shape
         and len(shape) > 0
         and shape[-1] > 1
-        and 0 < preds.numel() <= (most or math.inf)
+        and preds.numel() > 0
+        and (most is None or preds.numel() <= most)
         and scores in _SMALL_SCORES
         and target.is_cpu
         and _host.may_read_back(preds.device)
@@ -496,7 +496,8 @@ def small_ndcg(
         position_gains = item_gains.gather(-1, top_index)
     ideal_gains = item_gains.topk(kmax, dim=-1, sorted=True).values
     weights = _kernels.cutoff_matrix(kmax, ks, options.discount, torch.float64, scores.device)
-    # Both DCGs in one product (one operation fewer): each row's sum is its own.
-    dcg, ideal = torch.cat([position_gains, ideal_gains]).to(torch.float64).mm(weights).chunk(2)
+    # Two products, as the general path's: one of both stacked may sum in another order.
+    dcg = position_gains.to(torch.float64).mm(weights)
+    ideal = ideal_gains.to(torch.float64).mm(weights)
     values = _kernels.normalize(dcg, ideal, options.empty_target_action, options.gain)
     return values, extremes if options.validate_args else None

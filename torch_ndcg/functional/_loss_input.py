@@ -270,7 +270,7 @@ def prepare(
 def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
     """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: its score range and labels.
 
-    The checks `prepare` makes through `torch_ndcg._validation.check_lists`, with the same
+    The checks `checked_lists` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
     operations and a few lines: the extremes of the scores and labels. The labels come back as
     given where they have the scores' dtype (exact in it), else in float64, as the gains take
@@ -280,9 +280,11 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
-    # One dtype for the one stack of the four extremes (a stack that promotes costs more).
+    # Labels of the scores' dtype are exact in it: read as they are, the four extremes stack in
+    # one dtype (a stack that promotes costs several times more); others are read in float64.
     labels = target if target.dtype == preds.dtype else target.to(torch.float64)
-    values = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)]).tolist()
+    extremes = [*torch.aminmax(preds.detach()), *torch.aminmax(labels)]
+    values: list[float] = torch.stack(extremes).tolist()
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
     return values[1] - values[0], labels
