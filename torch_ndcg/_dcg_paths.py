@@ -54,6 +54,7 @@ from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
 from torch_ndcg._options import (
     LONG_ROW_LENGTH,
     ListOptions,
+    as_dtype,
     compute_dtype,
 )
 
@@ -103,8 +104,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        dtype = compute_dtype(preds.dtype)
-        return preds if preds.dtype == dtype else preds.to(dtype)  # `to` costs 1 us unneeded
+        return as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _options, _tables
 from torch_ndcg._gains import gains as gains
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype, as_dtype
 
 Select = Callable[[Tensor, int], tuple[Tensor, Tensor]]
 
@@ -86,7 +86,7 @@ def position_discounts(
 
 def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dtype) -> Tensor:
     """Gains of every item in ``dtype``, 0 for padded items."""
-    item_gains = gains(target if target.dtype == dtype else target.to(dtype), gain)
+    item_gains = gains(as_dtype(target, dtype), gain)
     if mask is not None:
         item_gains = torch.where(mask, item_gains, 0)
     return item_gains

@@ -67,6 +67,15 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def as_dtype(tensor: Tensor, dtype: torch.dtype) -> Tensor:
+    """``tensor.to(dtype)``, without the call where it is that dtype already.
+
+    A ``Tensor.to`` that changes nothing still parses its arguments: about a microsecond of
+    host time, several times per call of a hot path on small input.
+    """
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
 def accumulate_dtype(device: torch.device) -> torch.dtype:
     """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
     return torch.float32 if device.type == "mps" else torch.float64

@@ -25,6 +25,7 @@ from torch_ndcg._options import (
     Gain,
     ScoreFn,
     Ties,
+    as_dtype,
     compute_dtype,
 )
 from torch_ndcg.functional import _catalog, _ndcg
@@ -285,8 +286,7 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         Called in the caller's inference mode (in-place additions to the states are allowed
         there). Values not counted (NaN: ``"skip"``; lists not ``real``) add nothing.
         """
-        dtype = self.sum_ndcg.dtype
-        values = values if values.dtype == dtype else values.to(dtype)  # `to` costs 1 us unneeded
+        values = as_dtype(values, self.sum_ndcg.dtype)
         count: Tensor | int = values.shape[0]
         if real is not None or self.options.empty_target_action == "skip":
             counted = ~values.isnan()
