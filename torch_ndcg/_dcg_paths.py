@@ -14,7 +14,7 @@
 The tie averaging itself, in memory bounded for large inputs, is
 `torch_ndcg._kernels.tie_averaged_gains`.
 
-`dcg_and_ideal` and `ranked_dcg` choose among them from metadata and, on the CPU only, from the
+`dcg_and_ideal` chooses among them from metadata and, on the CPU only, from the
 kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their own). On an
 accelerator nothing is read back: ties are always averaged (the same numbers, branch-free).
 So the dense lists take four paths: the general one, long rows, the branch-free one of the
@@ -51,12 +51,7 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _host, _kernels
 from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
-from torch_ndcg._options import (
-    LONG_ROW_LENGTH,
-    ListOptions,
-    as_dtype,
-    compute_dtype,
-)
+from torch_ndcg._options import LONG_ROW_LENGTH, ListOptions, compute_dtype
 
 
 def ordered_int32(scores: Tensor) -> Tensor:
@@ -104,7 +99,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return as_dtype(preds, compute_dtype(preds.dtype))
+        return preds.to(compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 
@@ -317,19 +312,6 @@ def _position_gains(
     return averaged, item_gains, probe_values
 
 
-def ranked_dcg(
-    preds: Tensor,
-    target: Tensor,
-    mask: Tensor | None,
-    options: ListOptions,
-) -> Tensor:
-    """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``."""
-    ks = options.cutoffs.resolve(preds.shape[-1])[0]
-    position_gains = _position_gains(preds, target, mask, options)[0]
-    with _host.full_precision(preds.device):
-        return _kernels.cumulative_dcg(position_gains, ks, options.discount)
-
-
 def dcg_and_ideal(
     preds: Tensor,
     target: Tensor,
@@ -486,7 +468,7 @@ def small_ndcg(
     if options.validate_args:  # the extremes of the scores and labels, in the one read-back
         read = [*torch.aminmax(scores), *torch.aminmax(float_labels), *read]
     *extremes, largest_step = torch.stack(read).tolist()
-    item_gains = _kernels.gains(float_labels, options.gain)
+    item_gains = _kernels.gains(float_labels, options.gain, scores.dtype)
     top_index = top_index.narrow(-1, 0, kmax)
     if not largest_step < 0:  # a tie
         position_gains = _kernels.tie_averaged_gains(

@@ -112,19 +112,22 @@ def _table(gain: tuple[float, ...], dtype: torch.dtype, device: torch.device) ->
     return torch.tensor((*gain, math.nan), dtype=dtype, device=device)
 
 
-def gains(target: Tensor, gain: Gain) -> Tensor:
-    r"""Gain of each label: $2^y - 1$, $y$, ``gain[y]`` or ``gain(y)``.
+def gains(target: Tensor, gain: Gain, dtype: torch.dtype) -> Tensor:
+    r"""Gain of each label, computed in ``dtype``: $2^y - 1$, $y$, ``gain[y]`` or ``gain(y)``.
 
     A table gives NaN to a label that is not one of its indices (negative, fractional or past
     its end): the checks reject those labels, and padding's gain is replaced by the callers.
 
     Args:
-        target: relevance labels, floating.
+        target: relevance labels.
         gain: a checked gain: a name, a tuple of per-label gains or an element-wise callable.
+        dtype: the floating dtype the labels are taken in (a callable may answer in another).
 
     Returns:
         A tensor of the shape of ``target``.
     """
+    if target.dtype != dtype:  # (a `to` that changes nothing still costs a microsecond)
+        target = target.to(dtype)
     if gain == "exponential":  # the default, without a call through `_NAMED`
         return torch.exp2(target) - 1
     if isinstance(gain, str):
@@ -134,5 +137,4 @@ def gains(target: Tensor, gain: Gain) -> Tensor:
     size = len(gain)
     index = target.long()
     inside = (target == index) & (index >= 0) & (index < size)
-    dtype = target.dtype if target.is_floating_point() else torch.float64
     return _table(tuple(gain), dtype, target.device)[torch.where(inside, index, size)]

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _options, _tables
 from torch_ndcg._gains import gains as gains
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype, as_dtype
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype
 
 Select = Callable[[Tensor, int], tuple[Tensor, Tensor]]
 
@@ -86,7 +86,7 @@ def position_discounts(
 
 def list_gains(target: Tensor, mask: Tensor | None, gain: Gain, dtype: torch.dtype) -> Tensor:
     """Gains of every item in ``dtype``, 0 for padded items."""
-    item_gains = gains(as_dtype(target, dtype), gain)
+    item_gains = gains(target, gain, dtype)
     if mask is not None:
         item_gains = torch.where(mask, item_gains, 0)
     return item_gains
@@ -252,7 +252,7 @@ def ideal_ranked_gains(
         lowest = float("-inf") if values.is_floating_point() else torch.iinfo(values.dtype).min
         values = torch.where(mask, values, lowest)
     best = select(values, kmax)[0]
-    best_gains = gains(best.to(dtype), gain) if item_gains is None else best.to(dtype)
+    best_gains = gains(best, gain, dtype) if item_gains is None else best.to(dtype)
     if mask is not None:
         best_gains = torch.where(best == lowest, 0, best_gains)
     return best_gains
@@ -272,7 +272,7 @@ def _level_gain_steps(
     steps then add up to the very gains the DCG credits.
     """
     levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
-    level_gains = gains(levels_down, gain).to(acc)
+    level_gains = gains(levels_down, gain, dtype).to(acc)
     return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
 
 

@@ -1516,8 +1516,8 @@ _ITEM_KINDS = {
 }
 
 
-def check_items(value: Any, name: str, users: int, n_items: int | None) -> bool:
-    """``relevant`` or ``exclude`` (``name``) of ``users`` users: whether it holds item ids.
+def check_items(value: Any, name: str, users: int, n_items: int | None) -> None:
+    """``relevant`` or ``exclude`` (``name``) of ``users`` users, as item ids or per item.
 
     Item ids: an integer ``[B, P]`` tensor; else a sparse COO/CSR ``[B, N]`` tensor (or a dense
     bool one for ``exclude``) of ``n_items`` columns (``None``: any).
@@ -1539,7 +1539,7 @@ def check_items(value: Any, name: str, users: int, n_items: int | None) -> bool:
             raise ValueError(
                 f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
             )
-        return True
+        return
     if value.dim() != 2 or value.shape[0] != users or n_items not in (None, value.shape[1]):
         expected = f"[{users}, {'N' if n_items is None else n_items}]"
         raise ValueError(
@@ -1551,7 +1551,6 @@ def check_items(value: Any, name: str, users: int, n_items: int | None) -> bool:
             f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
             f"but got the layout {value.layout}."
         )
-    return False
 
 
 def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[Check]:
@@ -1608,11 +1607,14 @@ def check_catalog_target(
     resolve_checks(checks)
 
 
-def check_catalog(queries: Any, items: Any, score_fn: Any, relevant: Any, exclude: Any) -> None:
+def check_catalog(
+    queries: Any, items: Any, score_fn: Any, relevant: Any, exclude: Any, sharded: bool
+) -> None:
     """``queries`` ``[B, d]`` and ``items`` ``[N, d]`` embeddings of one dtype and device.
 
     Scored by a product where ``score_fn`` is ``None``: then of one width, on one device.
-    ``relevant`` and ``exclude`` lie on the device of ``queries``.
+    ``relevant`` and ``exclude`` (`check_items`) lie on the device of ``queries``; with their
+    ``N`` columns unless the catalog is ``sharded`` (then of any width).
     """
     for name, value in (("queries", queries), ("items", items)):
         if not isinstance(value, Tensor):
@@ -1634,8 +1636,12 @@ def check_catalog(queries: Any, items: Any, score_fn: Any, relevant: Any, exclud
         )
     if score_fn is None:  # a `score_fn` may take its chunks from another device
         check_same_device("items", items, queries, "queries")
+    n_items = None if sharded else items.shape[0]
+    check_items(relevant, "relevant", queries.shape[0], n_items)
     check_same_device("relevant", relevant, queries, "queries")
-    check_same_device("exclude", exclude, queries, "queries")
+    if exclude is not None:
+        check_items(exclude, "exclude", queries.shape[0], n_items)
+        check_same_device("exclude", exclude, queries, "queries")
 
 
 def check_streaming(
@@ -1704,20 +1710,27 @@ def check_sparse(preds: Any, target: Tensor, exclude: Any, mask: Any, options: L
             "Expected 2-D `preds` [B, N] and a sparse `target` of the same shape, but got "
             f"{tuple(preds.shape)} and {tuple(target.shape)}."
         )
+    if target.layout not in (torch.sparse_coo, torch.sparse_csr):
+        raise ValueError(
+            f"Expected a sparse `target` in the COO or CSR layout, but got {target.layout}."
+        )
     check_same_device("target", target, preds)
     check_mask(mask, preds)
-    check_same_device("exclude", exclude, preds)
+    if exclude is not None:
+        check_items(exclude, "exclude", *preds.shape)
+        check_same_device("exclude", exclude, preds)
 
 
 def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
-    """``exclude`` with dense 2-D ``preds`` and ``target`` (and their ``mask``)."""
+    """``exclude`` (`check_items`) with dense 2-D ``preds`` and ``target`` (and their ``mask``)."""
     check_preds_target(preds, target)
     check_mask(mask, preds)
-    check_same_device("exclude", exclude, preds)
     if preds.ndim != 2:
         raise ValueError(
             f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(preds.shape)}."
         )
+    check_items(exclude, "exclude", *preds.shape)
+    check_same_device("exclude", exclude, preds)
 
 
 # --- The paired tests' samples -------------------------------------------------------------------

@@ -25,7 +25,6 @@ from torch_ndcg._options import (
     Gain,
     ScoreFn,
     Ties,
-    as_dtype,
     compute_dtype,
 )
 from torch_ndcg.functional import _catalog, _ndcg
@@ -284,9 +283,10 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         """Add ``[N, len(k)]`` values to the state; ``real`` marks lists that count.
 
         Called in the caller's inference mode (in-place additions to the states are allowed
-        there). Values not counted (NaN: ``"skip"``; lists not ``real``) add nothing.
+        there). Values not counted (NaN: ``"skip"``; lists not ``real``) add nothing. The values
+        are summed in their own dtype (float64 where the device has it), and the sums added to
+        the states in theirs.
         """
-        values = as_dtype(values, self.sum_ndcg.dtype)
         count: Tensor | int = values.shape[0]
         if real is not None or self.options.empty_target_action == "skip":
             counted = ~values.isnan()

@@ -48,17 +48,15 @@ class Blocks(NamedTuple):
     process_group: Any | None = None
 
 
-def _item_ids(
-    value: Any, name: str, users: int, n_items: int | None
-) -> tuple[Tensor, Tensor | None]:
-    """``relevant`` or ``exclude`` as ``[B, P]`` int64 ids per user (``-1``: padding) and values.
+def _item_ids(value: Tensor, name: str, users: int) -> tuple[Tensor, Tensor | None]:
+    """Checked ``relevant`` or ``exclude`` as ``[B, P]`` int64 ids per user (``-1``: padding).
 
     A ``[B, N]`` tensor (sparse COO/CSR; dense bool for ``exclude``) gives its stored entries
     (those with a non-zero value for ``exclude``; repeats of an uncoalesced COO tensor kept, to
     be reported, never summed) sorted by item id, and their values (one read-back); an integer
     ``[B, P]`` tensor gives its item ids (negative: padding) and ``None``.
     """
-    if _validation.check_items(value, name, users, n_items):
+    if value.layout == torch.strided and value.dtype != torch.bool:  # item ids
         ids = value.to(torch.int64).clamp(min=-1)
         return (ids if ids.shape[1] else ids.new_full((users, 1), -1)), None
     # A bool `exclude` holds its True items; CSR converts with every stored entry.
@@ -74,13 +72,13 @@ def _item_ids(
     return ids, padded_values
 
 
-def excluded_ids(exclude: Tensor, users: int, n_items: int | None) -> Tensor:
+def excluded_ids(exclude: Tensor, users: int) -> Tensor:
     """``exclude`` as ``[B, E]`` ids, ascending per user, padded with the int64 maximum.
 
     Sparse COO/CSR ``[B, N]``: the stored entries with a non-zero value; dense bool
     ``[B, N]``: the ``True`` entries; integer ``[B, E]``: item ids (negative: padding).
     """
-    ids = _item_ids(exclude, "exclude", users, n_items)[0]
+    ids = _item_ids(exclude, "exclude", users)[0]
     return torch.where(ids.lt(0), _INT64_MAX, ids).sort(dim=-1).values
 
 
@@ -90,18 +88,19 @@ def catalog_target(
 ) -> CatalogTarget:
     """``relevant`` and ``exclude`` padded, checked (`check_target`), on the device of ``like``.
 
-    Grades take the compute dtype of ``like`` (the scores or queries).
+    Their kinds and shapes are checked (`torch_ndcg._validation.check_items`). Grades take
+    the compute dtype of ``like`` (the scores or queries).
 
     A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
     ``[B, P]`` one holds item ids (negative: padding), each with grade 1. A checked ``mask``
     (``False``: padding) drops the grades of padded items and joins ``exclude`` once checked.
     """
     (users, n_items), device = shape, like.device
-    ids, grades = _item_ids(relevant, "relevant", users, n_items)
+    ids, grades = _item_ids(relevant, "relevant", users)
     dtype = _options.compute_dtype(like.dtype)
     grades = (ids.ge(0) if grades is None else grades).to(device, dtype)
     ids = ids.to(device)
-    excluded = None if exclude is None else excluded_ids(exclude, users, n_items).to(device)
+    excluded = None if exclude is None else excluded_ids(exclude, users).to(device)
     if mask is not None:  # padding is padding, as with a dense target: its grades are none
         padding = ids.ge(0) & ~mask.gather(1, ids.clamp(min=0))
         ids, grades = ids.masked_fill(padding, -1), grades.masked_fill(padding, 0)
@@ -109,7 +108,7 @@ def catalog_target(
     check_target(target, n_items, options)  # `exclude` as given, before padding joins it
     if mask is None:  # (an item both excluded and padded is listed twice: harmless)
         return target
-    padded = excluded_ids(~mask, users, n_items)
+    padded = excluded_ids(~mask, users)
     both = padded if excluded is None else torch.cat([excluded, padded], dim=-1)
     return target._replace(excluded=both.sort(dim=-1).values)
 
@@ -124,7 +123,8 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     if not options.validate_args:
         return
     (ids, grades, excluded), gain = target, options.gain
-    finite = _kernels.gains(grades, gain).isfinite() if _gains.declared(gain) else None
+    declared = _gains.declared(gain)
+    finite = _kernels.gains(grades, gain, grades.dtype).isfinite() if declared else None
     both = None
     if excluded is not None:  # a stored grade of 0 is no relevant item (as a dense label 0)
         both = _catalog_stream.excluded(ids.clamp(min=0), excluded) & grades.ne(0)
@@ -351,11 +351,12 @@ def catalog_ndcg_values(
     streaming arguments (``blocks``: those of `catalog_ndcg`) are checked here.
     """
     score_fn, *streaming = blocks
-    _validation.check_catalog(queries, items, score_fn, relevant, exclude)
+    sharded = blocks.process_group is not None
+    _validation.check_catalog(queries, items, score_fn, relevant, exclude, sharded)
     _validation.check_streaming(items.shape[0], options, *streaming)
     n_items = items.shape[0]
     # Ids are checked against a shard's size only once the catalog's is known (gathered).
-    shape = (queries.shape[0], None if blocks.process_group is not None else n_items)
+    shape = (queries.shape[0], None if sharded else n_items)
     target = catalog_target(relevant, exclude, None, shape, queries, options)
 
     def scores(users: slice, chunk: slice) -> Tensor:
@@ -421,7 +422,7 @@ def dense_mask_with_exclusions(
     """
     _validation.check_exclusions(preds, target, mask, exclude)
     users, n_items = target.shape
-    ids = excluded_ids(exclude, users, n_items).to(target.device)
+    ids = excluded_ids(exclude, users).to(target.device)
     # Padding (the int64 maximum) and ids past the catalog (unchecked) fall in a spare column.
     ranked = torch.ones(users, n_items + 1, dtype=torch.bool, device=ids.device)
     ranked = ranked.scatter_(1, ids.clamp(max=n_items), False)[:, :n_items]
