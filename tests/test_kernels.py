@@ -34,9 +34,13 @@ def small_integer_labels(
 
 def test_gains() -> None:
     labels = torch.tensor([0.0, 1.0, 2.0, 4.0])
-    torch.testing.assert_close(kernels.gains(labels, "exponential"), torch.tensor([0.0, 1, 3, 15]))
-    torch.testing.assert_close(kernels.gains(labels, "linear"), labels)
-    torch.testing.assert_close(kernels.gains(labels, lambda y: y + 1), labels + 1)
+    exponential = kernels.gains(labels, "exponential", torch.float32)
+    torch.testing.assert_close(exponential, torch.tensor([0.0, 1, 3, 15]))
+    torch.testing.assert_close(kernels.gains(labels, "linear", torch.float32), labels)
+    torch.testing.assert_close(kernels.gains(labels, lambda y: y + 1, torch.float32), labels + 1)
+    # Integer labels are taken in the dtype asked for, a table's gains too.
+    as_float64 = kernels.gains(torch.tensor([0, 1, 3]), (0.0, 0.5, 2.0, 9.0), torch.float64)
+    torch.testing.assert_close(as_float64, torch.tensor([0.0, 0.5, 9.0], dtype=torch.float64))
 
 
 def test_discounts() -> None:

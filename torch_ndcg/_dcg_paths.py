@@ -258,6 +258,23 @@ def grouped_top(values: Tensor, count: int) -> tuple[Tensor, Tensor]:
     return best, columns.gather(-1, at)
 
 
+def settled_long_order(preds: Tensor, mask: Tensor | None, kmax: int) -> Tensor | None:
+    """The ``[N, kmax]`` indices of the best items of `long_rows`, where they settle the ranking.
+
+    Their scores are their own keys (padding ``-inf``): `grouped_top` selects the best
+    ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
+    equal values among them (no tie touches the top ``kmax``, under either tie rule), no
+    ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. ``None`` where it
+    does not (ties at the top, mostly).
+    """
+    scores = preds.to(compute_dtype(preds.dtype))
+    keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
+    best, best_index = grouped_top(keys, kmax + 1)
+    unsettled = best.narrow(-1, 1, kmax).eq(best.narrow(-1, 0, kmax)).any()
+    unsettled |= best.narrow(-1, kmax - 1, 1).isneginf().any() | best.isnan().any()
+    return None if bool(unsettled) else best_index.narrow(-1, 0, kmax)
+
+
 def _position_gains(
     preds: Tensor,
     target: Tensor,
@@ -268,12 +285,9 @@ def _position_gains(
     """Gains credited to the top ``kmax`` positions (of `options`), by the path the input takes.
 
     Where a value may be read back (`torch_ndcg._host.may_read_back`: the CPU, eagerly), long
-    rows (`long_rows`) have their scores as their own keys (padding ``-inf``): `grouped_top`
-    selects the best ``kmax + 1``, and one read-back tells whether the selection settles the
-    ranking: no two equal values among them (no tie touches the top ``kmax``, under either tie
-    rule), no ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. Then the
-    gains are those of the selected items; otherwise (ties at the top, mostly) the whole batch
-    takes the branch-free path below without a read. Other input takes the general path with the
+    rows (`long_rows`) take the gains of the items `settled_long_order` selects; where those
+    do not settle the ranking (ties at the top, mostly) the whole batch takes the branch-free
+    path below without a read. Other input takes the general path with the
     kernel's one read-back: whether a tie touches the top items, read together with ``probe``
     (the labels' range, `label_range_probe`); the tie flag spares tie-free batches the
     averaging. Elsewhere the branch-free path reads nothing: ties are always averaged (the same
@@ -283,28 +297,22 @@ def _position_gains(
     kmax = options.cutoffs.resolve(preds.shape[-1])[1]
     read_back = _host.may_read_back(preds.device)
     dtype = compute_dtype(preds.dtype)
-    if read_back and long_rows(preds.shape[-1], kmax):
-        scores = preds.to(dtype)
-        keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
-        best, best_index = grouped_top(keys, kmax + 1)
-        unsettled = best.narrow(-1, 1, kmax).eq(best.narrow(-1, 0, kmax)).any()
-        unsettled |= best.narrow(-1, kmax - 1, 1).isneginf().any() | best.isnan().any()
-        if not bool(unsettled):
-            order = best_index.narrow(-1, 0, kmax)
-            return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, None
-        read_back = False
-    keys = sort_keys(preds, mask)
+    long = read_back and long_rows(preds.shape[-1], kmax)
+    order = settled_long_order(preds, mask, kmax) if long else None
     top_keys = tie_flag = probe_values = None
-    if options.ties == "first":
-        order = stable_descending_order(keys, kmax)
-    elif read_back:
-        top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
-    else:  # branch-free: ties always averaged
-        top_keys, order = _kernels.top(keys, kmax)
-    if read_back:
-        tie_value, probe_values = _host.read_together([tie_flag, probe])
-        if not tie_value or not tie_value[0]:  # no tie touches the top: nothing to average
-            top_keys = None
+    if order is None:  # (long rows not settled: the branch-free path)
+        read_back = read_back and not long
+        keys = sort_keys(preds, mask)
+        if options.ties == "first":
+            order = stable_descending_order(keys, kmax)
+        elif read_back:
+            top_keys, order, tie_flag = top_items(keys, kmax, padded=mask is not None)
+        else:  # branch-free: ties always averaged
+            top_keys, order = _kernels.top(keys, kmax)
+        if read_back:
+            tie_value, probe_values = _host.read_together([tie_flag, probe])
+            if not tie_value or not tie_value[0]:  # no tie touches the top: nothing to average
+                top_keys = None
     if top_keys is None:
         return _kernels.ranked_gains(target, mask, order, options.gain, dtype), None, probe_values
     item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
