@@ -14,9 +14,10 @@
 The tie averaging itself, in memory bounded for large inputs, is
 `torch_ndcg._kernels.tie_averaged_gains`.
 
-`dcg_and_ideal` chooses among them from metadata and, on the CPU only, from the
-kernel's one read-back (`torch_ndcg._host`; the checks, at the edge, read their own). On an
-accelerator nothing is read back: ties are always averaged (the same numbers, branch-free).
+`dcg_and_ideal` (and `ranked_dcg`, its DCG alone) chooses among them from metadata and, on
+the CPU only, from the kernel's one read-back (`torch_ndcg._host`; the checks, at the edge,
+read their own). On an accelerator nothing is read back: ties are always averaged (the same
+numbers, branch-free).
 So the dense lists take four paths: the general one, long rows, the branch-free one of the
 accelerators, and the small one (`small_ndcg`) for the usual small CPU batch, which one
 predicate (`small_batch`, the bounded `dense_batch`) admits from metadata alone for `ndcg` and
@@ -300,7 +301,7 @@ def _position_gains(
     long = read_back and long_rows(preds.shape[-1], kmax)
     order = settled_long_order(preds, mask, kmax) if long else None
     top_keys = tie_flag = probe_values = None
-    if order is None:  # (long rows not settled: the branch-free path)
+    if order is None:  # not long rows, or not settled by their selection (then branch-free)
         read_back = read_back and not long
         keys = sort_keys(preds, mask)
         if options.ties == "first":
@@ -318,6 +319,18 @@ def _position_gains(
     item_gains = _kernels.list_gains(target, mask, options.gain, dtype)
     averaged = _kernels.tie_averaged_gains(keys, top_keys, order, item_gains)
     return averaged, item_gains, probe_values
+
+
+def ranked_dcg(preds: Tensor, target: Tensor, mask: Tensor | None, options: ListOptions) -> Tensor:
+    """The DCG of `dcg_and_ideal` alone (no label probe, no ideal DCG), ``[N, len(k)]``.
+
+    Computing the ideal DCG only to drop it would cost `dcg` 1.25x / 1.4x its time at
+    ``[8, 10]`` / ``[256, 100]``.
+    """
+    ks = options.cutoffs.resolve(preds.shape[-1])[0]
+    position_gains = _position_gains(preds, target, mask, options)[0]
+    with _host.full_precision(preds.device):
+        return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
 
 def dcg_and_ideal(

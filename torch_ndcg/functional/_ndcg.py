@@ -245,10 +245,10 @@ def list_values(
     preds, target = preds.reshape(-1, length), target.reshape(-1, length)
     real = None if real is None else real.reshape(-1, length)
     max_label = None if check is None else check.resolve().max_label
+    if not normalize:
+        return _dcg_paths.ranked_dcg(preds, target, real, options), real
     ranked = None if retrieved is None else retrieved.reshape(-1, length)
     value, ideal = _dcg_paths.dcg_and_ideal(preds, target, real, options, max_label, ranked)
-    if not normalize:  # `dcg`: the same dispatch, its ideal DCG not wanted
-        return value, real
     values = _kernels.normalize(value, ideal, options.empty_target_action, options.gain)
     if options.empty_target_action == "error":
         empty = _kernels.empty_lists(ideal, real)
