@@ -618,3 +618,56 @@ def test_update_catalog_after_to_dtype(dtype: torch.dtype) -> None:
     expected = ndcg(scores, target, k=5, mask=mask).mean()
     assert metric.compute().dtype == metric.result_dtype
     assert metric.compute().item() == pytest.approx(expected.item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["csc", "bsr"])
+def test_a_sparse_target_of_another_layout_is_named(layout: str) -> None:
+    preds = torch.rand(3, 6)
+    target = torch.zeros(3, 6)
+    target[0, 2] = 1.0
+    sparse = target.to_sparse_csc() if layout == "csc" else target.to_sparse_bsr((1, 1))
+    for call in (
+        lambda: ndcg(preds, sparse),
+        lambda: dcg(preds, sparse),
+        lambda: NDCG().update(preds, sparse),
+    ):
+        with pytest.raises(ValueError, match=r"sparse `target` in the COO or CSR layout"):
+            call()
+
+
+def test_item_kinds_are_checked_before_anything_is_computed() -> None:
+    """A bad ``relevant`` or ``exclude`` raises before a score is taken or a stream starts."""
+    scored: list[int] = []
+
+    def score_fn(queries: Tensor, chunk: Tensor) -> Tensor:
+        scored.append(chunk.shape[0])
+        return queries @ chunk.T
+
+    queries, items = torch.rand(2, 4), torch.rand(8, 4)
+    with pytest.raises(TypeError, match="`relevant`"):
+        catalog_ndcg(queries, items, torch.rand(2, 3), k=2, score_fn=score_fn)
+    with pytest.raises(TypeError, match="`exclude`"):
+        catalog_ndcg(
+            queries,
+            items,
+            torch.tensor([[1], [2]]),
+            k=2,
+            exclude=torch.rand(2, 1),
+            score_fn=score_fn,
+        )
+    with pytest.raises(ValueError, match="`exclude` with 2 rows"):
+        catalog_ndcg(
+            queries,
+            items,
+            torch.tensor([[1], [2]]),
+            k=2,
+            exclude=torch.tensor([[0]]),
+            score_fn=score_fn,
+            chunk_size=0,  # a bad tensor is named before a bad size
+        )
+    assert scored == []
+    sparse = torch.zeros(2, 8).index_put_((torch.tensor([0]), torch.tensor([1])), torch.tensor(1.0))
+    with pytest.raises(TypeError, match="`exclude`"):
+        ndcg(torch.rand(2, 8), sparse.to_sparse(), exclude=torch.rand(2, 1))
+    with pytest.raises(TypeError, match="`exclude`"):
+        ndcg(torch.rand(2, 8), sparse, exclude=torch.rand(2, 1))

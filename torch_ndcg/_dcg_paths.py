@@ -52,7 +52,7 @@ from torch import Tensor
 
 from torch_ndcg import _gains, _host, _kernels
 from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
-from torch_ndcg._options import LONG_ROW_LENGTH, ListOptions, compute_dtype
+from torch_ndcg._options import LONG_ROW_LENGTH, ListOptions, as_dtype, compute_dtype
 
 
 def ordered_int32(scores: Tensor) -> Tensor:
@@ -100,7 +100,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return preds.to(compute_dtype(preds.dtype))
+        return as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 
@@ -301,7 +301,7 @@ def _position_gains(
     long = read_back and long_rows(preds.shape[-1], kmax)
     order = settled_long_order(preds, mask, kmax) if long else None
     top_keys = tie_flag = probe_values = None
-    if order is None:  # not long rows, or not settled by their selection (then branch-free)
+    if order is None:  # not long rows, or long rows their selection does not settle
         read_back = read_back and not long
         keys = sort_keys(preds, mask)
         if options.ties == "first":

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from torch_ndcg import _tables
-from torch_ndcg._options import Gain, GainName
+from torch_ndcg._options import Gain, GainName, as_dtype
 
 
 class _Named(NamedTuple):
@@ -126,8 +126,7 @@ def gains(target: Tensor, gain: Gain, dtype: torch.dtype) -> Tensor:
     Returns:
         A tensor of the shape of ``target``.
     """
-    if target.dtype != dtype:  # (a `to` that changes nothing still costs a microsecond)
-        target = target.to(dtype)
+    target = as_dtype(target, dtype)
     if gain == "exponential":  # the default, without a call through `_NAMED`
         return torch.exp2(target) - 1
     if isinstance(gain, str):

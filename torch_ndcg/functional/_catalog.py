@@ -88,8 +88,9 @@ def catalog_target(
 ) -> CatalogTarget:
     """``relevant`` and ``exclude`` padded, checked (`check_target`), on the device of ``like``.
 
-    Their kinds and shapes are checked (`torch_ndcg._validation.check_items`). Grades take
-    the compute dtype of ``like`` (the scores or queries).
+    Their kinds and shapes must be checked already (`torch_ndcg._validation.check_items`, which
+    `check_sparse` and `check_catalog` call). Grades take the compute dtype of ``like`` (the
+    scores or queries).
 
     A sparse COO/CSR ``[B, N]`` ``relevant`` holds grades at its stored entries; an integer
     ``[B, P]`` one holds item ids (negative: padding), each with grade 1. A checked ``mask``
