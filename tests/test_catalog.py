@@ -643,28 +643,18 @@ def test_item_kinds_are_checked_before_anything_is_computed() -> None:
         scored.append(chunk.shape[0])
         return queries @ chunk.T
 
-    queries, items = torch.rand(2, 4), torch.rand(8, 4)
+    def scored_catalog(relevant: Tensor, **options: object) -> Tensor:
+        queries, items = torch.rand(2, 4), torch.rand(8, 4)
+        return catalog_ndcg(queries, items, relevant, k=2, score_fn=score_fn, **options)
+
     with pytest.raises(TypeError, match="`relevant`"):
-        catalog_ndcg(queries, items, torch.rand(2, 3), k=2, score_fn=score_fn)
+        scored_catalog(torch.rand(2, 3))
+    ids = torch.tensor([[1], [2]])
     with pytest.raises(TypeError, match="`exclude`"):
-        catalog_ndcg(
-            queries,
-            items,
-            torch.tensor([[1], [2]]),
-            k=2,
-            exclude=torch.rand(2, 1),
-            score_fn=score_fn,
-        )
+        scored_catalog(ids, exclude=torch.rand(2, 1))
     with pytest.raises(ValueError, match="`exclude` with 2 rows"):
-        catalog_ndcg(
-            queries,
-            items,
-            torch.tensor([[1], [2]]),
-            k=2,
-            exclude=torch.tensor([[0]]),
-            score_fn=score_fn,
-            chunk_size=0,  # a bad tensor is named before a bad size
-        )
+        # A bad tensor is named before a bad size.
+        scored_catalog(ids, exclude=torch.tensor([[0]]), chunk_size=0)
     assert scored == []
     sparse = torch.zeros(2, 8).index_put_((torch.tensor([0]), torch.tensor([1])), torch.tensor(1.0))
     with pytest.raises(TypeError, match="`exclude`"):

@@ -1516,12 +1516,15 @@ _ITEM_KINDS = {
 }
 
 
-def check_items(value: Any, name: str, users: int, n_items: int | None) -> None:
-    """``relevant`` or ``exclude`` (``name``) of ``users`` users, as item ids or per item.
+def check_items(
+    value: Any, name: str, like: Tensor, n_items: int | None, of: str = "preds"
+) -> None:
+    """``relevant`` or ``exclude`` (``name``) of the users of ``like``, on its device (``of``).
 
     Item ids: an integer ``[B, P]`` tensor; else a sparse COO/CSR ``[B, N]`` tensor (or a dense
-    bool one for ``exclude``) of ``n_items`` columns (``None``: any).
+    bool one for ``exclude``) of ``n_items`` columns (``None``: any); ``B`` is ``like``'s rows.
     """
+    users = like.shape[0]
     if not isinstance(value, Tensor):
         raise TypeError(
             f"Expected `{name}` as {_ITEM_KINDS[name]}, but got {type(value).__name__}."
@@ -1539,6 +1542,7 @@ def check_items(value: Any, name: str, users: int, n_items: int | None) -> None:
             raise ValueError(
                 f"Expected `{name}` with {users} rows (one per user), but got {value.shape[0]}."
             )
+        check_same_device(name, value, like, of)
         return
     if value.dim() != 2 or value.shape[0] != users or n_items not in (None, value.shape[1]):
         expected = f"[{users}, {'N' if n_items is None else n_items}]"
@@ -1551,6 +1555,7 @@ def check_items(value: Any, name: str, users: int, n_items: int | None) -> None:
             f"Expected `{name}` as a sparse COO or CSR tensor, a dense tensor or item ids, "
             f"but got the layout {value.layout}."
         )
+    check_same_device(name, value, like, of)
 
 
 def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> list[Check]:
@@ -1613,7 +1618,7 @@ def check_catalog(
     """``queries`` ``[B, d]`` and ``items`` ``[N, d]`` embeddings of one dtype and device.
 
     Scored by a product where ``score_fn`` is ``None``: then of one width, on one device.
-    ``relevant`` and ``exclude`` (`check_items`) lie on the device of ``queries``; with their
+    ``relevant`` and ``exclude`` (`check_items`) lie on the device of ``queries``, with its
     ``N`` columns unless the catalog is ``sharded`` (then of any width).
     """
     for name, value in (("queries", queries), ("items", items)):
@@ -1637,11 +1642,9 @@ def check_catalog(
     if score_fn is None:  # a `score_fn` may take its chunks from another device
         check_same_device("items", items, queries, "queries")
     n_items = None if sharded else items.shape[0]
-    check_items(relevant, "relevant", queries.shape[0], n_items)
-    check_same_device("relevant", relevant, queries, "queries")
+    check_items(relevant, "relevant", queries, n_items, "queries")
     if exclude is not None:
-        check_items(exclude, "exclude", queries.shape[0], n_items)
-        check_same_device("exclude", exclude, queries, "queries")
+        check_items(exclude, "exclude", queries, n_items, "queries")
 
 
 def check_streaming(
@@ -1717,8 +1720,7 @@ def check_sparse(preds: Any, target: Tensor, exclude: Any, mask: Any, options: L
     check_same_device("target", target, preds)
     check_mask(mask, preds)
     if exclude is not None:
-        check_items(exclude, "exclude", *preds.shape)
-        check_same_device("exclude", exclude, preds)
+        check_items(exclude, "exclude", preds, preds.shape[1])
 
 
 def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
@@ -1729,8 +1731,7 @@ def check_exclusions(preds: Any, target: Any, mask: Any, exclude: Any) -> None:
         raise ValueError(
             f"Expected 2-D `preds` [B, N] with `exclude`, but got {tuple(preds.shape)}."
         )
-    check_items(exclude, "exclude", *preds.shape)
-    check_same_device("exclude", exclude, preds)
+    check_items(exclude, "exclude", preds, preds.shape[1])
 
 
 # --- The paired tests' samples -------------------------------------------------------------------
