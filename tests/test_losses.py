@@ -673,6 +673,21 @@ def test_small_batch_checks_raise_the_general_checks_error(
     assert str(small.value) == str(general.value)
 
 
+@pytest.mark.budget
+def test_small_batch_checks_leave_labels_past_the_scores_precision_to_the_general_checks() -> None:
+    """The labels' extremes are read in the scores' dtype: an integer label that float32 may round
+    (2^24 + 1 reads as 2^24) is checked by the general checks, exactly; one below is read so."""
+    from torch_ndcg.functional import _loss_input
+
+    options = _loss_input.check_options(
+        {}, gain="linear", reduction="mean", ignore_index=None, validate_args=True
+    )
+    preds = torch.tensor([[0.1, 0.2, 0.3]])
+    below = _loss_input.dense_checks(preds, torch.tensor([[0, 1, 2**24 - 1]]), options)
+    assert below is not None
+    assert _loss_input.dense_checks(preds, torch.tensor([[0, 1, 2**24 + 1]]), options) is None
+
+
 @pytest.mark.parametrize("function", [*BOTH, neural_ndcg_loss])
 def test_small_batch_checks_give_the_swapped_arguments_hint(function: LossFn) -> None:
     """Label-like scores with fractional float labels: the general checks' hint, as for a

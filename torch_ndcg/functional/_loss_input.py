@@ -79,7 +79,7 @@ class Lists(NamedTuple):
 
     Attributes:
         scores: ``[N, L]`` scores in the compute dtype, 0 on padding.
-        labels: ``[N, L]`` labels as given (any value on padding), or in float64 (`dense_checks`).
+        labels: ``[N, L]`` labels as given (any value on padding).
         mask: ``[N, L]`` real items, or ``None``.
         weight: ``[N, L]`` weights (detached, in the compute dtype, 0 on padding), or ``None``.
         leading_shape: the shape of the input without its list dimension.
@@ -256,7 +256,7 @@ def prepare(
         scores=scores,
         mask=flat_mask,
         kmax=kmax,
-        scaled_gains=scaled_gains.to(scores.dtype),
+        scaled_gains=_options.as_dtype(scaled_gains, scores.dtype),
         has_relevant=has_relevant.squeeze(1),
         leading_shape=lists.leading_shape,
         score_range=lists.score_range,
@@ -272,21 +272,25 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     The checks `checked_lists` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
     operations and a few lines: the extremes of the scores and labels. The labels come back as
-    given where they have the scores' dtype (exact in it), else in float64, as the gains take
-    them. ``None`` where the general checks must run: without ``validate_args``, for input that
+    given. ``None`` where the general checks must run: without ``validate_args``, for input that
     is no dense batch, and for input that breaks a rule or calls for the swapped-arguments hint
     (they raise its error).
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
-    # Labels of the scores' dtype are exact in it: read as they are, the four extremes stack in
-    # one dtype (a stack that promotes costs several times more); others are read in float64.
-    labels = target if target.dtype == preds.dtype else target.to(torch.float64)
-    extremes = [*torch.aminmax(preds.detach()), *torch.aminmax(labels)]
-    values: list[float] = torch.stack(extremes).tolist()
+    # The labels' extremes are read in the scores' dtype: a stack that promotes costs several
+    # times more. Float labels are exact in it (never wider); integer labels up to `_EXACT`.
+    labels = _options.as_dtype(target, preds.dtype)
+    values = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)]).tolist()
+    if values[3] >= _EXACT[preds.dtype]:  # a label that may have been rounded: checked exactly
+        return None
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0], labels
+    return values[1] - values[0], target
+
+
+# Every integer below this is exact in the dtype (its mantissa bits and the implicit one).
+_EXACT = {torch.float32: 2.0**24, torch.float64: 2.0**53}
 
 
 def score_range(lists: Lists | LossInput) -> float | Tensor:

@@ -136,7 +136,7 @@ def _ranknet(
         bound = sigma * (_loss_input.score_range(lists) + 1) + 1
         _loss_input.check_scale(lists, "sigma", sigma, bound, count=length * length)
     # Labels exactly (float64 holds every integer label), NaN on padding: in no pair.
-    labels = lists.labels.to(_options.accumulate_dtype(scores.device))
+    labels = _options.as_dtype(lists.labels, _options.accumulate_dtype(scores.device))
     if real is not None:
         labels = labels.where(real, torch.nan)
     # A list without a pair sums softplus(-inf) = 0 only, whatever its scores: "mean" alone

@@ -5,13 +5,11 @@ normalised gains plus noise. Their targets come from the labels (and noise), not
 ideal DCG; ``weight`` multiplies each item's term.
 """
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _kernels, _pairwise, _validation
-from torch_ndcg._options import Gain, Reduction
+from torch_ndcg import _gains, _kernels, _validation
+from torch_ndcg._options import Gain, Reduction, as_dtype
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
@@ -211,7 +209,7 @@ def _softmax(
     lists = _loss_input.prepare(preds, target, mask, weight, options)
     # Where the sum is 0 every gain is (the list is not counted): 0 over the smallest normal.
     targets = lists.scaled_gains / lists.ideal.clamp(min=torch.finfo(lists.ideal.dtype).tiny)
-    return _cross_entropy(lists, targets.to(lists.scores.dtype), options)
+    return _cross_entropy(lists, as_dtype(targets, lists.scores.dtype), options)
 
 
 def _xe_ndcg(
@@ -239,12 +237,14 @@ def _xe_ndcg(
         noise = torch.rand(
             gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
         )
+    else:
+        noise = noise.detach().reshape(gains.shape)
     # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
-    phi = torch.add(gains, 1 - noise.detach().reshape(gains.shape))
+    phi = torch.add(gains, 1 - noise)
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
-    total = phi.sum(-1, keepdim=True).masked_fill_(~lists.has_relevant[:, None], torch.inf)
-    targets = phi.div_(total).to(lists.scores.dtype)
+    total = torch.where(lists.has_relevant[:, None], phi.sum(-1, keepdim=True), torch.inf)
+    targets = as_dtype(phi.div_(total), lists.scores.dtype)
     if not drawn_checked:
         # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
         targets = targets.nan_to_num_(0)
@@ -252,9 +252,13 @@ def _xe_ndcg(
 
 
 def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
-    r"""Cross-entropy of the scores' softmax against ``targets`` times the weights, reduced.
+    r"""$-\sum_i t_i \log q_i$ per list, $q = \operatorname{softmax}(s)$ of the real items; reduced.
 
-    Padding is left out of the softmax (`SoftmaxCrossEntropy`).
+    ``targets`` are the ``[N, L]`` $t$ (0 on padding), times the weights here; ``"mean"``
+    averages over the lists with a positive gain. Plain autograd, three nodes: they cost less
+    than one `torch.autograd.Function` that computes its gradient with the loss
+    (``python benchmarks/bench_losses.py --peers``). Padding is left out of the softmax, and its
+    log-softmax, $-\infty$, never meets arithmetic.
     """
     scores, real = lists.scores, lists.mask
     if options.validate_args and scores.numel() > 0:
@@ -264,29 +268,21 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
         _validation.check_score_span(span, scores.shape[-1], 1, lists.largest_weight, scores.dtype)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
-    given = (targets, real, lists.has_relevant, options.reduction, lists.leading_shape)
-    return SoftmaxCrossEntropy.apply(scores, given)  # type: ignore[no-any-return,no-untyped-call]
-
-
-class SoftmaxCrossEntropy(_pairwise.KeptGradient):
-    r"""$-\sum_i t_i \log q_i$ per list, $q = \operatorname{softmax}(s)$ of the real items; reduced.
-
-    ``given`` holds the ``[N, L]`` targets $t$ (0 on padding), the real items (or ``None``),
-    the lists ``"mean"`` averages over, the ``reduction`` and the batch's ``leading_shape``.
-    One autograd node whose gradient, $q_i \sum_j t_j - t_i$, is computed with the loss
-    (`torch_ndcg._pairwise.KeptGradient`): half the operations of autograd through
-    ``log_softmax``. Padding's log-softmax, $-\infty$, never meets arithmetic.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, s: Tensor, given: tuple[Any, ...]) -> Tensor:
-        targets, real, counted, reduction, leading_shape = given
-        padded = None if real is None else ~real
-        log_q = (s if padded is None else s.masked_fill(padded, -torch.inf)).log_softmax(-1)
-        terms = targets * log_q
-        per_list = (terms if padded is None else terms.masked_fill(padded, 0)).sum(-1).neg_()
-        grad = None
-        if s.requires_grad:  # q sum(t) - t; q is 0 on padding
-            grad = log_q.exp_().mul_(targets.sum(-1, keepdim=True)).sub_(targets)
-        reducing = (counted, reduction, leading_shape)
-        return _pairwise.KeptGradient.reduced(ctx, per_list, grad, reducing)
+    if real is None:
+        log_q = scores.log_softmax(-1)
+    else:
+        padded = ~real
+        log_q = scores.masked_fill(padded, -torch.inf).log_softmax(-1).masked_fill(padded, 0)
+    # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
+    # fewer than a negated loss divided after its sum.
+    if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
+        counted = lists.has_relevant.sum(dtype=targets.dtype).clamp_(min=1)
+        targets = targets / counted.neg_()
+    else:
+        targets = targets.neg()
+    terms = targets * log_q
+    if options.reduction != "none":
+        return terms.sum()
+    per_list, shape = terms.sum(-1), lists.leading_shape
+    # Reshaped only where needed: a view is one more autograd node.
+    return per_list if per_list.shape == shape else per_list.reshape(shape)
