@@ -220,7 +220,8 @@ def _label_order(scores: Tensor, labels: Tensor, real: Tensor | None) -> Tensor:
         label_bits = labels.view(torch.int32).clamp(min=0)  # -0.0 is +0.0
         if real is not None:  # padding below every label
             label_bits = label_bits.where(real, -1)
-        key = (label_bits.long() << 32).add_(2**31 - 1 - ascending.long())
+        # Descending scores within a label: its bits subtracted (a constant would not reorder).
+        key = (label_bits.long() << 32).sub_(ascending)
         return key.argsort(dim=-1)
     by_score = scores.argsort(dim=-1, descending=True, stable=True)
     keys = labels

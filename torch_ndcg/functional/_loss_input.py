@@ -79,7 +79,8 @@ class Lists(NamedTuple):
 
     Attributes:
         scores: ``[N, L]`` scores in the compute dtype, 0 on padding.
-        labels: ``[N, L]`` labels as given (any value on padding).
+        labels: ``[N, L]`` labels as given (any value on padding), or in the scores' dtype where
+            that holds them exactly (`dense_checks`).
         mask: ``[N, L]`` real items, or ``None``.
         weight: ``[N, L]`` weights (detached, in the compute dtype, 0 on padding), or ``None``.
         leading_shape: the shape of the input without its list dimension.
@@ -270,10 +271,12 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: its score range and labels.
 
     The checks `checked_lists` makes through `torch_ndcg._validation.check_lists`, with the same
-    rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in three
-    operations and a few lines: the extremes of the scores and labels. The labels come back as
-    given. ``None`` where the general checks must run: without ``validate_args``, for input that
-    is no dense batch, and for input that breaks a rule or calls for the swapped-arguments hint
+    rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in a few
+    operations and lines: the extremes of the scores and labels. The labels come back in the
+    scores' dtype, which holds them exactly. ``None`` where the general checks must run: without
+    ``validate_args``, for input that is no dense batch, for integer labels past what the
+    scores' dtype holds exactly, and for input that breaks a rule or calls for the
+    swapped-arguments hint
     (they raise its error).
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
@@ -286,7 +289,7 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
         return None
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0], target
+    return values[1] - values[0], labels
 
 
 # Every integer below this is exact in the dtype (its mantissa bits and the implicit one).
