@@ -276,8 +276,7 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     scores' dtype, which holds them exactly. ``None`` where the general checks must run: without
     ``validate_args``, for input that is no dense batch, for integer labels past what the
     scores' dtype holds exactly, and for input that breaks a rule or calls for the
-    swapped-arguments hint
-    (they raise its error).
+    swapped-arguments hint (they raise its error).
     """
     if not (options.validate_args and _dcg_paths.dense_batch(preds, target, options)):
         return None
