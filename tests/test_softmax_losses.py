@@ -123,6 +123,24 @@ def test_gradcheck_in_float64() -> None:
     )
 
 
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_second_derivative_in_float64(reduction: str, masked: bool) -> None:
+    """Plain autograd: the Hessian-vector products are right too (gradgradcheck), with and
+    without padding, under every reduction."""
+    preds, target, mask = batch(3, 5, seed=11)
+    leaf = preds.clone().requires_grad_()
+    weight = torch.rand(preds.shape, generator=torch.Generator().manual_seed(12), dtype=preds.dtype)
+    gamma = noise_for(preds, seed=13)
+    real = mask if masked else None
+    assert torch.autograd.gradgradcheck(
+        lambda p: softmax_loss(p, target, mask=real, weight=weight, reduction=reduction), (leaf,)
+    )
+    assert torch.autograd.gradgradcheck(
+        lambda p: xe_ndcg_loss(p, target, mask=real, noise=gamma, reduction=reduction), (leaf,)
+    )
+
 # --- Peers' formulas under the parity recipes ---------------------------------------------------
 
 
