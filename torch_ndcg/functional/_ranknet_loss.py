@@ -156,9 +156,8 @@ def _ranknet(
 
 def has_pair(labels: Tensor, real: Tensor | None) -> Tensor:
     """``[N]``: the lists with two real items of different labels (NaN on padding)."""
-    if real is None:
-        low, high = torch.aminmax(labels, dim=-1)
-        return high > low
+    if real is None:  # two reductions: `aminmax` along a dimension costs several times more
+        return labels.amax(-1) > labels.amin(-1)
     return labels.where(real, -torch.inf).amax(-1) > labels.where(real, torch.inf).amin(-1)
 
 
