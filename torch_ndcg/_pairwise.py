@@ -230,9 +230,10 @@ class KeptGradient(torch.autograd.Function):
     r"""A reduced loss whose forward computes its gradient too: backward only scales it.
 
     Where a step's host time is its operations, autograd nodes and Python (the small batches
-    of the dense paths, `dense_pairs_fit`; the listwise losses, RankNet, ListMLE) the whole
-    loss is one node, whose gradient is computed with the loss under no grad (as
-    `PairwiseLogistic`'s) and kept. Subclasses take the ``[N, L]`` scores and one tuple of
+    of the dense paths, `dense_pairs_fit`; RankNet, ListMLE) the whole loss is one node, whose
+    gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
+    (A loss of a few operations, as the softmax cross-entropy, costs less as plain autograd.)
+    Subclasses take the ``[N, L]`` scores and one tuple of
     everything else (tensors that need no gradient, options): one argument fewer to unpack per
     argument saved. Their ``forward`` ends in `reduced`. Under ``create_graph`` the first
     derivative is right and a second one raises.
