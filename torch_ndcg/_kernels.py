@@ -158,7 +158,7 @@ def tie_averaged_gains(
         same_key = keys[:, None, :] == top_keys[:, :, None]
         group_gain = torch.where(same_key, item_gains[:, None, :], 0).sum(-1, dtype=acc)
         return group_gain / same_key.sum(-1)
-    top_gains = item_gains.gather(-1, top_index).to(acc)
+    top_gains = item_gains.gather(-1, top_index).to(dtype=acc)
     starts_group = torch.ones_like(top_keys, dtype=torch.bool)
     starts_group[..., 1:] = top_keys[..., 1:] != top_keys[..., :-1]
     group_id = starts_group.cumsum(dim=-1) - 1
@@ -228,7 +228,7 @@ def cumulative_dcg(position_gains: Tensor, ks: Sequence[int], discount: Discount
     """
     acc = accumulate_dtype(position_gains.device)
     weights = cutoff_matrix(position_gains.shape[-1], ks, discount, acc, position_gains.device)
-    return position_gains.to(acc) @ weights
+    return position_gains.to(dtype=acc) @ weights
 
 
 def ideal_ranked_gains(
@@ -252,7 +252,7 @@ def ideal_ranked_gains(
         lowest = float("-inf") if values.is_floating_point() else torch.iinfo(values.dtype).min
         values = torch.where(mask, values, lowest)
     best = select(values, kmax)[0]
-    best_gains = gains(best, gain, dtype) if item_gains is None else best.to(dtype)
+    best_gains = gains(best, gain, dtype) if item_gains is None else best.to(dtype=dtype)
     if mask is not None:
         best_gains = torch.where(best == lowest, 0, best_gains)
     return best_gains
@@ -272,7 +272,7 @@ def _level_gain_steps(
     steps then add up to the very gains the DCG credits.
     """
     levels_down = torch.arange(levels - 1, -1, -1, dtype=dtype, device=device)
-    level_gains = gains(levels_down, gain, dtype).to(acc)
+    level_gains = gains(levels_down, gain, dtype).to(dtype=acc)
     return level_gains - torch.cat([level_gains[1:], level_gains.new_zeros(1)])
 
 
@@ -369,5 +369,5 @@ def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor
     weight of a list with one click (the usual click log), turning inverse-propensity weighting
     back into naive training.
     """
-    scaled = gains * weight.to(gains.dtype)
+    scaled = gains * weight.to(dtype=gains.dtype)
     return scaled if mask is None else torch.where(mask, scaled, 0)

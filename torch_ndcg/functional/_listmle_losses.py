@@ -163,7 +163,7 @@ def _listmle(
     labels = _options.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
     order = _label_order(scores.detach(), labels, real)
     ranked_real = None if real is None else real.gather(-1, order)
-    factor = None if ranked_real is None else ranked_real.to(dtype)
+    factor = None if ranked_real is None else ranked_real.to(dtype=dtype)
     if options.position_aware:
         count = torch.full_like(scores[:, :1], length) if factor is None else factor.sum(-1, True)
         # The positions from the top, of the order taken last first.

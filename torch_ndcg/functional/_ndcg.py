@@ -17,7 +17,7 @@ def _shaped(values: Tensor, dtype: torch.dtype, shape: Sequence[int], cutoffs: C
 
     In the result dtype of scores of ``dtype`` (float64 stays, else float32).
     """
-    out = values.to(_options.compute_dtype(dtype))
+    out = values.to(dtype=_options.compute_dtype(dtype))
     out = out.reshape((*shape, out.shape[-1]))
     return out if cutoffs.is_sequence else out.squeeze(-1)
 
