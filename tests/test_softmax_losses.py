@@ -123,7 +123,6 @@ def test_gradcheck_in_float64() -> None:
     )
 
 
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("masked", [False, True])
 def test_second_derivative_in_float64(reduction: str, masked: bool) -> None:
@@ -140,6 +139,7 @@ def test_second_derivative_in_float64(reduction: str, masked: bool) -> None:
     assert torch.autograd.gradgradcheck(
         lambda p: xe_ndcg_loss(p, target, mask=real, noise=gamma, reduction=reduction), (leaf,)
     )
+
 
 # --- Peers' formulas under the parity recipes ---------------------------------------------------
 

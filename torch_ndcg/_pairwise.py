@@ -222,8 +222,13 @@ def reduce_losses(
     total = per_list.sum()
     if reduction == "sum":
         return total, grad
-    divisor = counted.sum(dtype=total.dtype).clamp_(min=1)
+    divisor = mean_divisor(counted, total.dtype)
     return total / divisor, None if grad is None else grad.div_(divisor)
+
+
+def mean_divisor(counted: Tensor, dtype: torch.dtype) -> Tensor:
+    """The divisor of ``"mean"``: the number of lists in ``counted``, at least 1, in ``dtype``."""
+    return counted.sum(dtype=dtype).clamp_(min=1)
 
 
 class KeptGradient(torch.autograd.Function):
@@ -233,10 +238,10 @@ class KeptGradient(torch.autograd.Function):
     of the dense paths, `dense_pairs_fit`; RankNet, ListMLE) the whole loss is one node, whose
     gradient is computed with the loss under no grad (as `PairwiseLogistic`'s) and kept.
     (A loss of a few operations, as the softmax cross-entropy, costs less as plain autograd.)
-    Subclasses take the ``[N, L]`` scores and one tuple of
-    everything else (tensors that need no gradient, options): one argument fewer to unpack per
-    argument saved. Their ``forward`` ends in `reduced`. Under ``create_graph`` the first
-    derivative is right and a second one raises.
+    Subclasses take the ``[N, L]`` scores and one tuple of everything else (tensors that need
+    no gradient, options): one argument fewer to unpack per argument saved. Their ``forward``
+    ends in `reduced`. Under ``create_graph`` the first derivative is right and a second one
+    raises.
     """
 
     @staticmethod

@@ -284,15 +284,15 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
     # times more. Float labels are exact in it (never wider); integer labels up to `_EXACT`.
     labels = _options.as_dtype(target, preds.dtype)
     values = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)]).tolist()
-    if values[3] >= _EXACT[preds.dtype]:  # a label that may have been rounded: checked exactly
-        return None
+    if values[3] >= _EXACT[preds.dtype]:  # an integer label may have rounded: checked exactly
+        return None  # (float labels this large take the general checks too)
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
     return values[1] - values[0], labels
 
 
-# Every integer below this is exact in the dtype (its mantissa bits and the implicit one).
-_EXACT = {torch.float32: 2.0**24, torch.float64: 2.0**53}
+# Every integer below this is exact in the dtype: 2 / eps, 2^24 in float32 and 2^53 in float64.
+_EXACT = {dtype: 2 / torch.finfo(dtype).eps for dtype in (torch.float32, torch.float64)}
 
 
 def score_range(lists: Lists | LossInput) -> float | Tensor:

@@ -8,7 +8,7 @@ ideal DCG; ``weight`` multiplies each item's term.
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _kernels, _validation
+from torch_ndcg import _gains, _kernels, _pairwise, _validation
 from torch_ndcg._options import Gain, Reduction, as_dtype
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
@@ -276,8 +276,8 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
     # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
     # fewer than a negated loss divided after its sum.
     if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
-        counted = lists.has_relevant.sum(dtype=targets.dtype).clamp_(min=1)
-        targets = targets / counted.neg_()
+        divisor = _pairwise.mean_divisor(lists.has_relevant, targets.dtype)
+        targets = targets / divisor.neg_()
     else:
         targets = targets.neg()
     terms = targets * log_q
