@@ -509,6 +509,29 @@ def test_compiled_at_two_lengths_equals_eager() -> None:
         assert drawn > 0
 
 
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_compiled_with_dynamic_shapes_equals_eager(reduction: str) -> None:
+    """``dynamic=True``, lists of three lengths and two batch shapes: the values and gradients
+    of eager, for both losses (XE-NDCG with its noise passed in)."""
+    torch._dynamo.reset()
+
+    def call(p: torch.Tensor, t: torch.Tensor, m: torch.Tensor, g: torch.Tensor) -> Any:
+        both = softmax_loss(p, t, mask=m, reduction=reduction)
+        return both + xe_ndcg_loss(p, t, mask=m, noise=g, reduction=reduction)
+
+    compiled = torch.compile(call, backend="aot_eager", dynamic=True)
+    for batch_size, length in ((3, 6), (3, 9), (5, 13)):
+        preds, target, mask = batch(batch_size, length, seed=31 + length, dtype=torch.float32)
+        gamma = noise_for(preds)
+        eager_leaf, compiled_leaf = preds.clone().requires_grad_(), preds.clone().requires_grad_()
+        got = compiled(compiled_leaf, target, mask, gamma)
+        expected = call(eager_leaf, target, mask, gamma)
+        got.sum().backward()
+        expected.sum().backward()
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(compiled_leaf.grad, eager_leaf.grad)
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("loss_name", ["SoftmaxLoss", "XENDCGLoss"])
 def test_lightning_trainer_fits_and_ranks_better(loss_name: str) -> None:
