@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torch_ndcg import _dcg_paths as fast_paths
-from torch_ndcg import _host as host
+from torch_ndcg import _kernels as host
 from torch_ndcg import _kernels as kernels
 from torch_ndcg import _tables as tables
 from torch_ndcg._validation import check_list_options

@@ -387,7 +387,7 @@ def catalog_dcg(
     spanned = table[(before + tied).clamp_(max=kmax)] - table[before]  # [B, P, len(ks)]
     share = torch.where(counted, rel_gains.to(acc) / tied, 0)
     value = (share[:, :, None] * spanned).sum(1)
-    with _host.full_precision(device):
+    with _kernels.full_precision(device):
         lists = _kernels.Lists(grades, valid)
         ideal = _kernels.ideal_dcg(lists, options, dtype, item_gains=rel_gains)
     return value, ideal

@@ -50,9 +50,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _host, _kernels
+from torch_ndcg import _host, _kernels, _options
 from torch_ndcg._kernels import SMALL_ELEMENTS as SMALL_ELEMENTS
-from torch_ndcg._options import LONG_ROW_LENGTH, ListOptions, as_dtype, compute_dtype
+from torch_ndcg._options import LONG_ROW_LENGTH, ListOptions, compute_dtype
 
 
 def ordered_int32(scores: Tensor) -> Tensor:
@@ -100,7 +100,8 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return as_dtype(preds, compute_dtype(preds.dtype))
+        dtype = compute_dtype(preds.dtype)
+        return preds if preds.dtype == dtype else preds.to(dtype=dtype)
     return ranking_keys(preds, mask)
 
 
@@ -329,7 +330,7 @@ def ranked_dcg(preds: Tensor, target: Tensor, mask: Tensor | None, options: List
     """
     ks = options.cutoffs.resolve(preds.shape[-1])[0]
     position_gains = _position_gains(preds, target, mask, options)[0]
-    with _host.full_precision(preds.device):
+    with _kernels.full_precision(preds.device):
         return _kernels.cumulative_dcg(position_gains, ks, options.discount)
 
 
@@ -370,7 +371,7 @@ def dcg_and_ideal(
     read_back = _host.may_read_back(preds.device)
     long = read_back and long_rows(length, kmax)
     count_labels = (  # never long rows: they are longer than `COUNT_LABELS_UP_TO`
-        _gains.monotone(options.gain)
+        _options.monotone(options.gain)
         and preds.numel() > COUNT_LABELS_PAST
         and length <= COUNT_LABELS_UP_TO
     )
@@ -381,7 +382,7 @@ def dcg_and_ideal(
     if count_labels and read_back and checked is None:
         probe = label_range_probe(target, judged)
     position_gains, gains, probe_values = _position_gains(preds, target, mask, options, probe)
-    with _host.full_precision(preds.device):
+    with _kernels.full_precision(preds.device):
         dcg = _kernels.cumulative_dcg(position_gains, ks, options.discount)
         ideal = _kernels.ideal_dcg(
             _kernels.Lists(target, judged),
@@ -481,7 +482,7 @@ def small_ndcg(
     # Labels in the scores' dtype, as the gains take them: exact for the labels of the small
     # path, but for integers past 2^24 in float32, which round on the right side of every
     # limit the checks set.
-    # `dtype=` by keyword here and below: `Tensor.to` parses it faster (`_options.as_dtype`).
+    # `dtype=` by keyword here and below: `Tensor.to` parses it faster (`_kernels.as_dtype`).
     float_labels = labels.to(dtype=scores.dtype)
     top_scores, top_index = scores.topk(min(kmax + 1, length), dim=-1, sorted=True)
     # The largest step down between neighbours of the top k + 1, each best first: 0 where a

@@ -17,20 +17,23 @@ when, is `torch_ndcg._dcg_paths`' business (here only the ways of the tie averag
 memory, and of the ideal DCG, from the top labels or from label counts, which it picks).
 Everything here assumes checked input.
 
-The matrix products here run in the dtypes they are given only with autocast off: callers enter
-`torch_ndcg._host.full_precision` once around them.
+The matrix products of the package run in the dtypes they are given only with autocast off:
+callers enter `full_precision` once around them. The gains' properties (monotone, declared,
+their largest label) are `torch_ndcg._options`'; their formulas are computed here (`gains`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import functools
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _options, _tables
-from torch_ndcg._gains import gains as gains
+from torch_ndcg import _options, _tables
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype
 
 Select = Callable[[Tensor, int], tuple[Tensor, Tensor]]
@@ -47,6 +50,49 @@ class Lists(NamedTuple):
     mask: Tensor | None = None
     preds: Tensor | None = None
     ranked: Tensor | None = None
+
+
+def as_dtype(tensor: Tensor, dtype: torch.dtype) -> Tensor:
+    """``tensor.to(dtype)``, without the call where it is that dtype already.
+
+    A ``Tensor.to`` that changes nothing still parses its arguments: about a microsecond of
+    host time, several times per call of a hot path on small input. The dtype is passed by
+    keyword, which ``Tensor.to`` parses faster than a positional one (1.8 against 2.5 us).
+    """
+    return tensor if tensor.dtype == dtype else tensor.to(dtype=dtype)
+
+
+@_tables.kept
+def _table(gain: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """The table as a tensor, NaN past its end (the gain of a label outside it): kept."""
+    return torch.tensor((*gain, math.nan), dtype=dtype, device=device)
+
+
+def gains(target: Tensor, gain: Gain, dtype: torch.dtype) -> Tensor:
+    r"""Gain of each label, computed in ``dtype``: $2^y - 1$, $y$, ``gain[y]`` or ``gain(y)``.
+
+    A table gives NaN to a label that is not one of its indices (negative, fractional or past
+    its end): the checks reject those labels, and padding's gain is replaced by the callers.
+
+    Args:
+        target: relevance labels.
+        gain: a checked gain: a name, a tuple of per-label gains or an element-wise callable.
+        dtype: the floating dtype the labels are taken in (a callable may answer in another).
+
+    Returns:
+        A tensor of the shape of ``target``.
+    """
+    target = as_dtype(target, dtype)
+    if gain == "exponential":  # the default, without a call through `_NAMED`
+        return torch.exp2(target) - 1
+    if isinstance(gain, str):
+        return _options.NAMED_GAINS[gain].formula(target)
+    if callable(gain):
+        return gain(target)
+    size = len(gain)
+    index = target.long()
+    inside = (target == index) & (index >= 0) & (index < size)
+    return _table(tuple(gain), dtype, target.device)[torch.where(inside, index, size)]
 
 
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:
@@ -237,7 +283,7 @@ def ideal_ranked_gains(
 ) -> Tensor:
     """Gains of the ideal ranking's top ``kmax`` positions, ``[N, kmax]``; 0 past the real items.
 
-    A monotone gain (`torch_ndcg._gains.monotone`) gives the ideal order as the label order, and
+    A monotone gain (`torch_ndcg._options.monotone`) gives the ideal order as the label order, and
     the top ``kmax`` labels are selected in the labels' own dtype (cheaper for integer labels);
     any other gain is ranked by the gains themselves (``item_gains``, required then), and so
     are labels whose gains are at hand (the same order; no gain is taken twice). ``select``
@@ -310,7 +356,7 @@ def ideal_dcg(
     ks, kmax = options.cutoffs.resolve(length)
     gain, discount = options.gain, options.discount
     if levels is None:
-        if not _gains.monotone(gain) and item_gains is None:
+        if not _options.monotone(gain) and item_gains is None:
             item_gains = list_gains(target, mask, gain, dtype)
         ideal_gains = ideal_ranked_gains(lists, item_gains, kmax, gain, dtype, select)
         return cumulative_dcg(ideal_gains, ks, discount)
@@ -349,7 +395,7 @@ def normalize(
     which is clamped away.
     """
     fill = _EMPTY_VALUES.get(empty_target_action, 0.0)
-    if not _gains.declared(gain):
+    if not _options.declared(gain):
         return torch.where(ideal != 0, dcg / ideal, fill)  # x / 0 is computed, then not taken
     # Declared gains are never negative: the DCG is at most the ideal DCG, so a quotient is
     # infinite or NaN only where the ideal DCG is 0 (x / 0), and only those take the fill.
@@ -371,3 +417,71 @@ def weighted_gains(gains: Tensor, weight: Tensor, mask: Tensor | None) -> Tensor
     """
     scaled = gains * weight.to(dtype=gains.dtype)
     return scaled if mask is None else torch.where(mask, scaled, 0)
+
+
+def full_precision(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """Autocast and, on CUDA, TF32 switched off: the kernels' products run in their own dtypes.
+
+    Under ``torch.autocast`` a float32 matrix product would run in float16/bfloat16, which
+    cannot even count ranks past 256 exactly; with ``torch.set_float32_matmul_precision("high")``
+    (common with Lightning) a CUDA float32 product runs in TF32, about 1e-3 relative error,
+    which Sinkhorn's tolerance of 1e-6 cannot meet. Every product of the package runs inside
+    this. (Under ``torch.compile`` the matmul precision is the caller's: it cannot be switched
+    inside a graph.)
+    """
+    compiling = torch.compiler.is_compiling()  # then autocast is switched off unread
+    autocast = device.type in _AUTOCAST_DEVICES and (
+        compiling or torch.is_autocast_enabled(device.type)
+    )
+    if device.type == "cuda" and not compiling:
+        precision, set_precision, full = cuda_matmul_precision()
+        if autocast or precision != full:
+            return _cuda_full_precision(precision, set_precision, full)
+    if autocast:
+        return torch.autocast(device.type, enabled=False)
+    # Eager: nothing to switch (the usual case) costs no context manager, a few microseconds of
+    # host time that a GPU step, bound by the host, would otherwise pay for every product.
+    return contextlib.nullcontext() if compiling else _NOTHING_TO_SWITCH
+
+
+# The context of `full_precision` where nothing is switched: one object, entered again and again.
+_NOTHING_TO_SWITCH: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def cuda_matmul_precision() -> tuple[str, Callable[[str], None], str]:
+    """The CUDA float32 matmul precision as the caller set it: ``(current, set, full)``.
+
+    Through the legacy ``torch.get/set_float32_matmul_precision`` (full: ``"highest"``), or,
+    where the caller used the newer ``torch.backends[.cuda.matmul].fp32_precision`` (torch
+    refuses to mix the two), through ``torch.backends.cuda.matmul.fp32_precision`` (full:
+    ``"ieee"``).
+    """
+    with contextlib.suppress(RuntimeError):  # the legacy getter raises where the newer API set it
+        return torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision, "highest"
+    matmul = torch.backends.cuda.matmul
+    return str(matmul.fp32_precision), functools.partial(setattr, matmul, "fp32_precision"), "ieee"
+
+
+@contextlib.contextmanager
+def _cuda_full_precision(
+    previous: str, set_precision: Callable[[str], None], full: str
+) -> Iterator[None]:
+    """No CUDA autocast and full float32 matrix products, then ``previous`` again.
+
+    The arguments are those of `cuda_matmul_precision`, read once by the caller.
+    """
+    set_precision(full)
+    try:
+        with torch.autocast("cuda", enabled=False):
+            yield
+    finally:
+        set_precision(previous)
+
+
+# Device types with an autocast, read once: `torch.amp.is_autocast_available` cannot be traced
+# by every torch.compile (2.11's fails on it), a set lookup can.
+_AUTOCAST_DEVICES = frozenset(
+    device
+    for device in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "xla", "ipu", "maia")
+    if torch.amp.is_autocast_available(device)
+)

@@ -1,7 +1,8 @@
-"""Option literals, their names, dtype rules and the checked configurations: the leaf module.
+"""Option literals, their names, dtype rules, what each gain declares, the checked options.
 
-One place says which values an option takes; the kernels read the literals, the checks the
-name tuples, and both the dtype rules. The public signatures annotate their keyword parameters
+The leaf module. One place says which values an option takes; the kernels read the literals,
+the checks the name tuples, and both the dtype rules and the gains' properties (`monotone`,
+`largest_label`, ...). The public signatures annotate their keyword parameters
 with these literals and state each default there, once. `ListOptions` is what
 `torch_ndcg._validation` returns once it has checked the options of a metric (at a function
 call, or in a metric's ``__init__``; a loss's are `torch_ndcg.functional._loss_input.LossOptions`):
@@ -10,9 +11,11 @@ internals take them and check nothing again, so an ``update`` checks only its te
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeGuard, get_args
 
 import torch
 from torch import Tensor
@@ -67,16 +70,6 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def as_dtype(tensor: Tensor, dtype: torch.dtype) -> Tensor:
-    """``tensor.to(dtype)``, without the call where it is that dtype already.
-
-    A ``Tensor.to`` that changes nothing still parses its arguments: about a microsecond of
-    host time, several times per call of a hot path on small input. The dtype is passed by
-    keyword, which ``Tensor.to`` parses faster than a positional one (1.8 against 2.5 us).
-    """
-    return tensor if tensor.dtype == dtype else tensor.to(dtype=dtype)
-
-
 def accumulate_dtype(device: torch.device) -> torch.dtype:
     """Dtype of DCG sums: float64 wherever the device has it (MPS has not)."""
     return torch.float32 if device.type == "mps" else torch.float64
@@ -124,3 +117,94 @@ class ListOptions:
     validate_args: bool
     # Set by the checks: the options admit a dense batch (`torch_ndcg._dcg_paths.dense_batch`).
     dense: bool = False
+
+# The gains, and what each kind declares: the one place that tells the kinds apart. A checked
+# ``gain`` is a name, a table or a callable; per label y, and for a largest allowed gain G (the
+# overflow limit of `torch_ndcg._validation`):
+#
+# | kind            | gain           | monotone in y     | largest label         |
+# |-----------------|----------------|-------------------|-----------------------|
+# | "exponential"   | 2^y - 1        | yes               | log2(G + 1)           |
+# | "linear"        | y              | yes               | G                     |
+# | a table t       | t[y], whole y  | if non-decreasing | before a t[y] > G     |
+# | a callable f    | f(y)           | not known         | none                  |
+#
+# Names and tables are *declared*: never negative (so nDCG is at most 1), with a largest label.
+# A table is LightGBM's and XGBoost's ``label_gain``, checked (`torch_ndcg._validation.check_gain`)
+# into a tuple of finite non-negative floats. A monotone gain lets the ideal DCG come from the
+# label order (or the label counts). The rest of the package asks the questions below and
+# branches on nothing else: a new named gain is a row of `NAMED_GAINS` and its literal in
+# `GainName` (its formula is computed by `torch_ndcg._kernels.gains`).
+
+
+class _Named(NamedTuple):
+    """What a named gain declares: its formula, its inverse, and how its limit is worded."""
+
+    formula: Callable[[Tensor], Tensor]
+    inverse: Callable[[float], float]  # the largest label whose gain is at most a given gain
+    shown: Callable[[float], str]  # the limit as the message gives it (never above it)
+    symbolic: str  # the limit where the list length is a traced symbol
+    advice: str
+
+
+NAMED_GAINS: dict[str, _Named] = {
+    "exponential": _Named(
+        lambda y: torch.exp2(y) - 1,
+        lambda largest: math.log2(largest + 1),  # 2^y - 1 <= largest
+        lambda limit: f"{math.floor(limit * 100) / 100:.2f}",
+        "log2(max(float64) / L + 1)",
+        "use `gain`='linear' or rescale",
+    ),
+    "linear": _Named(
+        lambda y: y, lambda largest: largest, "{:.6g}".format, "max(float64) / L", "rescale"
+    ),
+}
+
+
+def elementwise(gain: Any) -> bool:
+    """A name or a callable, taken as given; any other ``gain`` is checked as a table."""
+    return isinstance(gain, str) or callable(gain)
+
+
+def named(gain: Gain) -> TypeGuard[GainName]:
+    """A built-in name: the small paths take only these (their checks are the label range's)."""
+    return isinstance(gain, str)
+
+
+def declared(gain: Gain) -> bool:
+    """A name or a table: non-negative (nDCG at most 1), with a largest label; not a callable."""
+    return not callable(gain)
+
+
+def indexed(gain: Gain) -> bool:
+    """A table: the labels index it, so they must be whole numbers in its range."""
+    return isinstance(gain, tuple)
+
+
+def monotone(gain: Gain) -> bool:
+    """Whether the gain never decreases with the label: then the ideal order is the label order."""
+    if isinstance(gain, str):
+        return True
+    return isinstance(gain, tuple) and all(low <= high for low, high in itertools.pairwise(gain))
+
+
+def largest_label(gain: Gain, largest_gain: Any) -> Any:
+    """The largest label whose gain (and every smaller label's) is at most ``largest_gain``.
+
+    ``None`` for a callable (no limit); for a table, the last label before the first entry
+    above ``largest_gain`` (its length less one where none is).
+    """
+    if isinstance(gain, str):
+        return NAMED_GAINS[gain].inverse(largest_gain)
+    if isinstance(gain, tuple):
+        return next((label for label, g in enumerate(gain) if g > largest_gain), len(gain)) - 1
+    return None
+
+
+def limit_words(gain: Gain, limit: Any, number: bool) -> tuple[str, str, str]:
+    """How a message names the gain, its label limit (a formula unless ``number``), the remedy."""
+    if isinstance(gain, tuple):
+        what = f" a table of {len(gain)} per-label gains"
+        return what, str(limit), "give every label a finite gain in the table or rescale"
+    words = NAMED_GAINS[str(gain)]
+    return f"={gain!r}", words.shown(limit) if number else words.symbolic, words.advice

@@ -44,8 +44,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from torch_ndcg import _tables
-from torch_ndcg._host import full_precision
-from torch_ndcg._kernels import position_discounts
+from torch_ndcg._kernels import full_precision, position_discounts
 from torch_ndcg._options import Discount
 
 # Elements of one block temporary on the CPU: 2^18 float32 = 1 MiB, so the handful of live

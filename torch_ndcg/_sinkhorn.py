@@ -35,7 +35,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from torch_ndcg import _pairwise
-from torch_ndcg._host import full_precision
+from torch_ndcg._kernels import full_precision
 
 # Bytes of kernel (B * L * L entries) kept in memory between the Sinkhorn products: 1 GiB, that
 # is 4 lists of 8,192 items in float32. Above it the kernel is recomputed in blocks of rows for

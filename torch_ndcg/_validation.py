@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _host
+from torch_ndcg import _host, _options
 from torch_ndcg._host import DeferredCheck, assert_on_device
 from torch_ndcg._options import (
     AGGREGATIONS,
@@ -74,7 +74,7 @@ def check_gain(gain: Any) -> Any:
     A table (LightGBM's and XGBoost's ``label_gain``: label i gains ``gain[i]``) is a list,
     tuple, 1-D tensor or array of at least one finite, non-negative number.
     """
-    if _gains.elementwise(gain):
+    if _options.elementwise(gain):
         check_option("gain", gain, GAIN_NAMES, callable_ok=True)
         return gain
     try:
@@ -176,7 +176,7 @@ def dense_options(gain: Any, discount: Any, ignore_index: Any) -> bool:
     A named gain and discount and no ``ignore_index``: then the checks of a dense batch are
     those of its extremes, and a small one may take the small path.
     """
-    return _gains.named(gain) and isinstance(discount, str) and ignore_index is None
+    return _options.named(gain) and isinstance(discount, str) and ignore_index is None
 
 
 def check_ignore_index(ignore_index: Any) -> None:
@@ -395,7 +395,7 @@ def check_values(
     float_labels = real_target.is_floating_point()
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
-    declared = gain if _gains.declared(gain) else None
+    declared = gain if _options.declared(gain) else None
     kind = (declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels)
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(kind)
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
@@ -408,7 +408,7 @@ def check_values(
         high_pred = torch.where(scored, preds, -torch.inf).amax()
     low, high = torch.aminmax(real_target)
     # A table of gains is indexed by the labels: float labels must be whole numbers.
-    fraction = _gains.indexed(gain) and float_labels and (real_target != real_target.trunc())
+    fraction = _options.indexed(gain) and float_labels and (real_target != real_target.trunc())
     if not read_back:
         deferred = defer(rules(low_pred, high_pred, low, high))  # device-side assertions
         if fraction is not False:
@@ -558,10 +558,10 @@ def _value_rules(kind: InputKind) -> Callable[[Any, Any, Any, Any], list[Check]]
         largest_sum = torch.finfo(accumulate_dtype(device)).max
         sums_bind = n_items > int(largest_sum // torch.finfo(dtype).max)
         largest_gain = min(torch.finfo(dtype).max, largest_sum / (n_items if sums_bind else 1))
-        limit = _gains.largest_label(gain, largest_gain)
+        limit = _options.largest_label(gain, largest_gain)
         # Traced, a length-bound limit may be a symbol (dynamic lengths): never written out.
         number = not (sums_bind and torch.compiler.is_compiling())
-        named_as, shown, advice = _gains.limit_words(gain, limit, number)
+        named_as, shown, advice = _options.limit_words(gain, limit, number)
         count = f"{n_items} " if isinstance(n_items, int) else ""
         too_large = (
             f"Expected `target` values of at most {shown} with `gain`{named_as} (each gain "
@@ -1601,7 +1601,7 @@ def check_catalog_target(
     )
     checks.append(Check(~(valid & (grades.isnan() | grades.lt(0))).any(), None, negative))
     if finite is not None:
-        named_as, _, advice = _gains.limit_words(gain, None, False)
+        named_as, _, advice = _options.limit_words(gain, None, False)
         overflow = (
             f"Expected grades with a finite gain (`gain`{named_as}), but a grade has none; "
             f"{advice} the grades."

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _catalog_stream, _gains, _host, _kernels, _options, _validation
+from torch_ndcg import _catalog_stream, _kernels, _options, _validation
 from torch_ndcg._options import Discount, EmptyTargetAction, Gain, ListOptions, ScoreFn, Ties
 
 __all__ = ["catalog_ndcg"]
@@ -124,7 +124,7 @@ def check_target(target: CatalogTarget, n_items: int | None, options: ListOption
     if not options.validate_args:
         return
     (ids, grades, excluded), gain = target, options.gain
-    declared = _gains.declared(gain)
+    declared = _options.declared(gain)
     finite = _kernels.gains(grades, gain, grades.dtype).isfinite() if declared else None
     both = None
     if excluded is not None:  # a stored grade of 0 is no relevant item (as a dense label 0)
@@ -191,7 +191,7 @@ def catalog_values(
     if chunk_size is None:  # whole multiples of DEFAULT_CHUNK items (of GROUP below it)
         chunk -= chunk % (DEFAULT_CHUNK if chunk >= DEFAULT_CHUNK else _catalog_stream.GROUP)
     states = [_catalog_stream.new_state(target.ids[:0], kmax, target.grades.dtype)]  # (no user)
-    with torch.no_grad(), _host.full_precision(device):  # (blocks are never modified)
+    with torch.no_grad(), _kernels.full_precision(device):  # (blocks are never modified)
         for first in range(0, users, block_users):
             rows = slice(first, first + block_users)
             excluded = None if target.excluded is None else target.excluded[rows]

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_ndcg import _dcg_paths, _gains, _kernels, _options, _validation
+from torch_ndcg import _dcg_paths, _kernels, _options, _validation
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
 from torch_ndcg.functional._pairwise_losses import LAMBDARANK_CHECKS, lambda_pairs
@@ -121,7 +121,7 @@ def _unbiased_lambdarank(
     # callable discount 0 at the top makes it 0 on a list with one click: there the clicks of
     # the items shown tell them apart.
     counted = lists.has_relevant
-    named = _gains.named(options.gain) and not callable(options.discount)
+    named = _options.named(options.gain) and not callable(options.discount)
     if options.reduction == "mean" and not named:
         counted = shown_bins.masked_fill(unclicked, 0).any(dim=-1)
     return _loss_input.reduce(per_list, counted, options.reduction, lists.leading_shape)

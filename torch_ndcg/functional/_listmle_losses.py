@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _options, _pairwise, _validation
+from torch_ndcg import _kernels, _pairwise, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -160,7 +160,7 @@ def _listmle(
     largest = 1.0 if lists.largest_weight is None else lists.largest_weight
     if span is not None:
         _validation.check_score_span(span, length, length, largest, dtype)
-    labels = _options.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
+    labels = _kernels.as_dtype(lists.labels, dtype)  # compared in the scores' compute dtype
     order = _label_order(scores.detach(), labels, real)
     ranked_real = None if real is None else real.gather(-1, order)
     factor = None if ranked_real is None else ranked_real.to(dtype=dtype)

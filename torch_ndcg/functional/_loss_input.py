@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import Tensor
 
-from torch_ndcg import _dcg_paths, _gains, _host, _kernels, _options, _pairwise, _validation
+from torch_ndcg import _dcg_paths, _host, _kernels, _options, _pairwise, _validation
 
 # The options only a loss takes, each with its check (called with the name and the value, it
 # returns the value checked, or ``None`` for the value as given), in the order they are checked.
@@ -175,14 +175,14 @@ def checked_lists(
     dtype = _options.compute_dtype(preds.dtype)
     # Batches of lists as they come are not reshaped: a view would be one more autograd node
     # (and, for any tensor, one more operation to dispatch).
-    scores = _options.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
+    scores = _kernels.as_dtype(preds if preds.ndim == 2 else preds.reshape(-1, length), dtype)
     flat_real = real if real is None or real.ndim == 2 else real.reshape(-1, length)
     if flat_real is not None:
         # Padded scores may be anything (NaN, inf): they must not reach any arithmetic.
         scores = torch.where(flat_real, scores, 0)
     flat_weight = None
     if weight is not None:
-        flat_weight = _options.as_dtype(weight.detach().reshape(-1, length), dtype)
+        flat_weight = _kernels.as_dtype(weight.detach().reshape(-1, length), dtype)
         if flat_real is not None:
             flat_weight = flat_weight.where(flat_real, 0)
         if largest is None and validate_args and flat_weight.numel() > 0:
@@ -234,7 +234,7 @@ def prepare(
             lists.weight,
         )
     # From the top gains (the label counts would need the labels' range): no read-back.
-    if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _gains.declared(gain):
+    if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _options.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
         # small path), so the gains are selected as they are, in one operation.
         best = item_gains.topk(kmax, dim=-1, sorted=True).values
@@ -246,7 +246,7 @@ def prepare(
         # `_kernels.cumulative_dcg` at the one cut-off, ``best`` in float64 already.
         ideal = best @ _kernels.cutoff_matrix(kmax, (kmax,), options.discount, acc, preds.device)
     else:
-        with _host.full_precision(preds.device):
+        with _kernels.full_precision(preds.device):
             ideal = _kernels.cumulative_dcg(best, (kmax,), options.discount)
     has_relevant = ideal > 0
     # Where the ideal DCG is not positive (no relevant item, or a callable gain or discount
@@ -257,7 +257,7 @@ def prepare(
         scores=scores,
         mask=flat_mask,
         kmax=kmax,
-        scaled_gains=_options.as_dtype(scaled_gains, scores.dtype),
+        scaled_gains=_kernels.as_dtype(scaled_gains, scores.dtype),
         has_relevant=has_relevant.squeeze(1),
         leading_shape=lists.leading_shape,
         score_range=lists.score_range,
@@ -282,7 +282,7 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
         return None
     # The labels' extremes are read in the scores' dtype: a stack that promotes costs several
     # times more. Float labels are exact in it (never wider); integer labels up to `_EXACT`.
-    labels = _options.as_dtype(target, preds.dtype)
+    labels = _kernels.as_dtype(target, preds.dtype)
     values = torch.stack([*torch.aminmax(preds.detach()), *torch.aminmax(labels)]).tolist()
     if values[3] >= _EXACT[preds.dtype]:  # an integer label may have rounded: checked exactly
         return None  # (float labels this large take the general checks too)

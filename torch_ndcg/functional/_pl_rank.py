@@ -3,7 +3,7 @@
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _host, _kernels, _options, _validation
+from torch_ndcg import _host, _kernels, _options, _validation
 from torch_ndcg._options import Discount, Gain, Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -255,7 +255,7 @@ def _pl_rank(
             span = float(_loss_input.score_range(lists))
         if span is not None and span <= LINEAR_SPAN and acc == torch.float64:
             space = "linear"
-        elif not _gains.declared(options.gain) or callable(options.discount):
+        elif not _options.declared(options.gain) or callable(options.discount):
             space = "signed"  # values of both signs
         else:
             space = "log"

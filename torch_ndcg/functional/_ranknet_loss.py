@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from torch_ndcg import _options, _pairwise, _validation
+from torch_ndcg import _kernels, _options, _pairwise, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -136,7 +136,7 @@ def _ranknet(
         bound = sigma * (_loss_input.score_range(lists) + 1) + 1
         _loss_input.check_scale(lists, "sigma", sigma, bound, count=length * length)
     # Labels exactly (float64 holds every integer label), NaN on padding: in no pair.
-    labels = _options.as_dtype(lists.labels, _options.accumulate_dtype(scores.device))
+    labels = _kernels.as_dtype(lists.labels, _options.accumulate_dtype(scores.device))
     if real is not None:
         labels = labels.where(real, torch.nan)
     # A list without a pair sums softplus(-inf) = 0 only, whatever its scores: "mean" alone

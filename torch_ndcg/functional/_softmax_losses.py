@@ -8,8 +8,9 @@ ideal DCG; ``weight`` multiplies each item's term.
 import torch
 from torch import Tensor
 
-from torch_ndcg import _gains, _kernels, _pairwise, _validation
-from torch_ndcg._options import Gain, Reduction, as_dtype
+from torch_ndcg import _kernels, _options, _pairwise, _validation
+from torch_ndcg._kernels import as_dtype
+from torch_ndcg._options import Gain, Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
 
@@ -232,7 +233,7 @@ def _xe_ndcg(
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
     gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
     # Drawn noise, checked labels and a declared gain (a callable's may be inf): phi is finite.
-    drawn_checked = noise is None and options.validate_args and _gains.declared(options.gain)
+    drawn_checked = noise is None and options.validate_args and _options.declared(options.gain)
     if noise is None:
         noise = torch.rand(
             gains.shape, generator=generator, dtype=lists.scores.dtype, device=gains.device
