@@ -287,12 +287,11 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     timing: dict[str, Any] = {"repeats": args.repeats, "seconds": args.seconds}
-    timing["only"] = args.only
     if args.serve:
         serve()
         return
     if args.baseline:
-        compare(args.baseline, timing)
+        compare(args.baseline, {**timing, "only": args.only})
         return
     torch.set_num_threads(1)
     tiny = tiny_op_us(repeats=args.repeats, seconds=args.seconds)

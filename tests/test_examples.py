@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,16 @@ def test_train_ranker_progress_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     data = plot.read_bytes()
     assert len(data) > 1000
     assert data.startswith(PNG_MAGIC)
+
+
+def test_bench_host_prints_every_row() -> None:
+    """The command `docs/benchmarks.md` quotes runs as written (its timings cut short here)."""
+    script = EXAMPLES.parent / "benchmarks" / "bench_host.py"
+    command = [sys.executable, str(script), "--repeats", "1", "--seconds", "0.001"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300).stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith(("ndcg ", "NDCG.update"))]
+    assert [row[1] for row in rows] == ["8x10", "8x10", "256x100", "256x100"]
+    assert all(int(row[3]) > 0 and int(row[4]) > 0 for row in rows)  # ops, Python calls
 
 
 def test_bench_losses_plot(tmp_path: Path) -> None:
