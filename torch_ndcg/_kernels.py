@@ -28,13 +28,13 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
 
 from torch_ndcg import _options, _tables
-from torch_ndcg._options import Discount, EmptyTargetAction, Gain, accumulate_dtype
+from torch_ndcg._options import Discount, EmptyTargetAction, Gain, GainFn, accumulate_dtype
 
 Select = Callable[[Tensor, int], tuple[Tensor, Tensor]]
 
@@ -83,16 +83,16 @@ def gains(target: Tensor, gain: Gain, dtype: torch.dtype) -> Tensor:
         A tensor of the shape of ``target``.
     """
     target = as_dtype(target, dtype)
-    if gain == "exponential":  # the default, without a call through `_NAMED`
+    if gain == "exponential":  # the default, without a call through `NAMED_GAINS`
         return torch.exp2(target) - 1
-    if isinstance(gain, str):
+    if _options.named(gain):  # the kinds told apart by `torch_ndcg._options` alone
         return _options.NAMED_GAINS[gain].formula(target)
-    if callable(gain):
-        return gain(target)
+    if not _options.indexed(gain):  # the kind left: a callable
+        return cast(GainFn, gain)(target)
     size = len(gain)
     index = target.long()
     inside = (target == index) & (index >= 0) & (index < size)
-    return _table(tuple(gain), dtype, target.device)[torch.where(inside, index, size)]
+    return _table(gain, dtype, target.device)[torch.where(inside, index, size)]
 
 
 def discounts(ranks: Tensor, discount: Discount) -> Tensor:

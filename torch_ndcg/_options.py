@@ -176,7 +176,7 @@ def declared(gain: Gain) -> bool:
     return not callable(gain)
 
 
-def indexed(gain: Gain) -> bool:
+def indexed(gain: Gain) -> TypeGuard[tuple[float, ...]]:
     """A table: the labels index it, so they must be whole numbers in its range."""
     return isinstance(gain, tuple)
 
