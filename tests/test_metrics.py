@@ -218,6 +218,49 @@ def test_state_dict_clone_pickle_reset_merge(retrieval: bool) -> None:
         assert as_tensor(whole.compute()).tolist() == [0.0, 0.0]
 
 
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+def test_a_saved_state_of_other_options_is_refused_at_load() -> None:
+    # NDCG's sums are per cut-off: the state of NDCG(k=1) read as NDCG(k=10)'s would report
+    # nDCG@1 as nDCG@10, so the saved `options_key` must be this metric's.
+    preds, target = random_lists(30, 5, seed=6)
+    saved = NDCG(k=1)
+    saved.persistent(True)
+    saved.update(preds, target)
+    other = NDCG(k=10)
+    other.persistent(True)
+    with pytest.raises(ValueError, match="`state_dict` from a metric with the same options"):
+        other.load_state_dict(saved.state_dict())
+    holder, into = torch.nn.ModuleDict({"ndcg": saved}), torch.nn.ModuleDict({"ndcg": other})
+    with pytest.raises(ValueError, match="`options_key`"):  # inside a module: its prefix
+        into.load_state_dict(holder.state_dict())
+    same = NDCG(k=1)
+    same.persistent(True)
+    same.load_state_dict(saved.state_dict())
+    torch.testing.assert_close(same.compute(), saved.compute())
+    # Without the key (saved without it) the states load as given.
+    keyless = {name: v for name, v in saved.state_dict().items() if name != "options_key"}
+    fresh = NDCG(k=1)
+    fresh.persistent(True)
+    fresh.load_state_dict(keyless, strict=False)
+    torch.testing.assert_close(fresh.compute(), saved.compute())
+    # RetrievalNDCG keeps the rows, which any `k` reads alike; another `ignore_index` is refused.
+    flat_preds, flat_target, ids = flat(preds, target)
+    rows = RetrievalNDCG(k=1)
+    rows.persistent(True)
+    rows.update(flat_preds, flat_target, ids)
+    at_ten = RetrievalNDCG(k=10)
+    at_ten.persistent(True)
+    at_ten.load_state_dict(rows.state_dict())
+    direct = RetrievalNDCG(k=10)
+    direct.update(flat_preds, flat_target, ids)
+    torch.testing.assert_close(at_ten.compute(), direct.compute())
+    assert not torch.equal(at_ten.compute(), rows.compute())  # the rows read at another k
+    ignoring = RetrievalNDCG(k=10, ignore_index=-1)
+    ignoring.persistent(True)
+    with pytest.raises(ValueError, match="`options_key`"):
+        ignoring.load_state_dict(rows.state_dict())
+
+
 def test_metric_collection_logs_every_cutoff() -> None:
     preds, target = random_lists(20, 6, seed=7)
     collection = MetricCollection({"ndcg": NDCG(k=[1, 5]), "ndcg_lin": NDCG(k=5, gain="linear")})

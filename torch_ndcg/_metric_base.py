@@ -181,15 +181,27 @@ class NDCGMetricBase(Metric):
             incoming = incoming.metric_state
         if isinstance(incoming, dict):
             key = incoming.get("options_key", self.options_key)
-            if not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
-                raise ValueError(
-                    "Expected `incoming_state` from a metric with the same options, but its "
-                    f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
-                    f"metric's {self.options_key.tolist()}."
-                )
+            self._check_options_key("incoming_state", key)
             incoming_state = {**incoming, "options_key": key}
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics would return the value cached before the merge
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+        # A saved `options_key` (persistent states) must be this metric's: the states of other
+        # options (another `k`, gain, ...) would be read as this metric's, a silent wrong value.
+        key = state_dict.get(prefix + "options_key")
+        if key is not None:
+            self._check_options_key("state_dict", key)
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def _check_options_key(self, argument: str, key: Any) -> None:
+        """Raise where ``key`` is another options' digest (bytes 0-3: equal in every process)."""
+        if not torch.equal(torch.as_tensor(key).cpu()[:4], self.options_key.cpu()[:4]):
+            raise ValueError(
+                f"Expected `{argument}` from a metric with the same options, but its "
+                f"`options_key` {torch.as_tensor(key).tolist()} differs from this "
+                f"metric's {self.options_key.tolist()}."
+            )
 
     def plot(self, val: Any = None, ax: Any = None) -> Any:
         """Plot the metric's value(s), or with ``aggregation="none"`` their distribution.
