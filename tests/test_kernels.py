@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torch_ndcg import _dcg_paths as fast_paths
-from torch_ndcg import _kernels as host
 from torch_ndcg import _kernels as kernels
 from torch_ndcg import _tables as tables
 from torch_ndcg._validation import check_list_options
@@ -315,9 +314,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("high")
-        precision, set_precision, full = host.cuda_matmul_precision()
+        precision, set_precision, full = kernels.cuda_matmul_precision()
         assert (precision, full) == ("high", "highest")
-        with host._cuda_full_precision(precision, set_precision, full):
+        with kernels._cuda_full_precision(precision, set_precision, full):
             assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == "high"
     finally:
@@ -326,9 +325,9 @@ def test_cuda_full_precision_switches_through_the_api_the_caller_uses() -> None:
         matmul.fp32_precision = "tf32"
         with pytest.raises(RuntimeError):
             torch.get_float32_matmul_precision()  # what full_precision must not call blindly
-        precision, set_precision, full = host.cuda_matmul_precision()
+        precision, set_precision, full = kernels.cuda_matmul_precision()
         assert (precision, full) == ("tf32", "ieee")
-        with host._cuda_full_precision(precision, set_precision, full):
+        with kernels._cuda_full_precision(precision, set_precision, full):
             assert matmul.fp32_precision == "ieee"
         assert matmul.fp32_precision == "tf32"
     finally:

@@ -100,8 +100,7 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
     """
     if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        dtype = compute_dtype(preds.dtype)
-        return preds if preds.dtype == dtype else preds.to(dtype=dtype)
+        return _kernels.as_dtype(preds, compute_dtype(preds.dtype))
     return ranking_keys(preds, mask)
 
 

@@ -118,6 +118,7 @@ class ListOptions:
     # Set by the checks: the options admit a dense batch (`torch_ndcg._dcg_paths.dense_batch`).
     dense: bool = False
 
+
 # The gains, and what each kind declares: the one place that tells the kinds apart. A checked
 # ``gain`` is a name, a table or a callable; per label y, and for a largest allowed gain G (the
 # overflow limit of `torch_ndcg._validation`):
