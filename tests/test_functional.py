@@ -392,6 +392,11 @@ def test_preds_dtypes(dtype: torch.dtype, out_dtype: torch.dtype, ties: str) -> 
     torch.testing.assert_close(
         value, ndcg(preds.double(), target, k=[2, 4], ties=ties).to(out_dtype)
     )
+    # `dcg` ranks by its own keys: half-precision scores are converted, not taken as keys.
+    gains = dcg(preds.to(dtype), target, k=[2, 4], ties=ties)
+    assert gains.dtype == out_dtype
+    exact = dcg(preds.double(), target, k=[2, 4], ties=ties)
+    torch.testing.assert_close(gains, exact.to(out_dtype))
 
 
 @pytest.mark.parametrize("ties", ["average", "first"])

@@ -93,14 +93,19 @@ def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     return keys
 
 
+_KEY_DTYPES = (torch.float32, torch.float64)  # the kernels' dtypes: scores that are their own keys
+
+
 def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     """`ranking_keys`, or for an unpadded small batch (`SMALL_ELEMENTS`) its scores themselves.
 
     Float scores have the order and equalities of their integer keys (no NaN is ranked), so
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
+    Scores of another dtype than the kernels' (half precision, integers) take `ranking_keys`,
+    which converts them.
     """
-    if mask is None and preds.numel() <= SMALL_ELEMENTS:
-        return _kernels.as_dtype(preds, compute_dtype(preds.dtype))
+    if mask is None and preds.numel() <= SMALL_ELEMENTS and preds.dtype in _KEY_DTYPES:
+        return preds
     return ranking_keys(preds, mask)
 
 
