@@ -321,6 +321,33 @@ def test_xe_ndcg_noise_of_one_or_zero_gives_the_bounds() -> None:
 
 
 @pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize("largest", [3, 30])
+def test_float32_gains_of_small_integer_labels_equal_the_float64_path(
+    function: Any, largest: int
+) -> None:
+    """A checked plain float32 batch of small integer labels computes its gains in float32: the
+    same numbers as float labels (float64 gains), unchecked input and the float64 formula. Label
+    30's gain is past what float32 holds exactly: that batch keeps float64 gains."""
+    gen = torch.Generator().manual_seed(21)
+    preds = torch.randn(3, 300, generator=gen)
+    target = torch.randint(0, largest + 1, (3, 300), generator=gen)
+    target[:, 0] = largest
+
+    def loss(labels: torch.Tensor, **options: Any) -> torch.Tensor:
+        if function is xe_ndcg_loss:
+            options["generator"] = torch.Generator().manual_seed(3)
+        return function(preds, labels, reduction="none", **options)
+
+    ours = loss(target)
+    torch.testing.assert_close(ours, loss(target.float()), rtol=1e-6, atol=0)
+    torch.testing.assert_close(ours, loss(target, validate_args=False), rtol=1e-6, atol=0)
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(3))
+    extra = {"noise": noise.double()} if function is xe_ndcg_loss else {}
+    exact = function(preds.double(), target, reduction="none", **extra)
+    torch.testing.assert_close(ours.double(), exact, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("function", BOTH)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_are_computed_in_float32(function: Any, dtype: torch.dtype) -> None:
     preds, target, mask = batch(seed=16, dtype=torch.float32)

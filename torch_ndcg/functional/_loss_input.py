@@ -88,6 +88,8 @@ class Lists(NamedTuple):
         largest_weight: the largest real ``weight``, when one was given and the input is
             checked (a float read back with the checks on the CPU, else a 0-d tensor): the
             bounds of a loss's values and slopes grow by it.
+        gains_dtype: the dtype the gains are computed in: the accumulation dtype, or the
+            scores' where it holds them and their sums exactly (`dense_checks`).
     """
 
     scores: Tensor
@@ -97,6 +99,7 @@ class Lists(NamedTuple):
     leading_shape: torch.Size
     score_range: float | None
     largest_weight: float | Tensor | None
+    gains_dtype: torch.dtype
 
 
 class LossInput(NamedTuple):
@@ -108,13 +111,14 @@ class LossInput(NamedTuple):
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
         scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
             lists with no relevant item: each at most 1, whatever the labels' scale. For a
-            ``listwise`` loss: the plain gains, in the accumulation dtype, 0 on padding.
-        has_relevant: ``[N]`` lists whose ideal DCG@k (``listwise``: gain sum) is positive.
+            ``listwise`` loss: the plain gains, in `Lists`'s ``gains_dtype``, 0 on padding.
+        has_relevant: ``[N]`` lists whose ideal DCG@k is positive (``listwise``: ``[N, 1]``,
+            whose gain sum is, as the sums it selects).
         leading_shape: as `Lists`.
         score_range: as `Lists`.
         largest_weight: as `Lists`; the scaled gains are at most this.
         ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum), in the
-            accumulation dtype.
+            accumulation dtype (``listwise``: the gains').
         weight: as `Lists`: each loss applies them as it defines them
             (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
     """
@@ -151,11 +155,11 @@ def checked_lists(
     if mask is None and weight is None and extra_checks is None:
         small = dense_checks(preds, target, options)
     if small is not None:  # a plain CPU batch of float32 or float64 scores, checked
-        span, labels = small
+        span, labels, gains_dtype = small
         scores, length = preds, preds.shape[-1]
         if preds.ndim != 2:
             scores, labels = preds.reshape(-1, length), labels.reshape(-1, length)
-        return Lists(scores, labels, None, None, preds.shape[:-1], span, None)
+        return Lists(scores, labels, None, None, preds.shape[:-1], span, None, gains_dtype)
     real, check = _validation.check_lists(
         # Checked detached: the checks' operations on the scores would be recorded by autograd
         # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
@@ -195,6 +199,7 @@ def checked_lists(
         leading_shape=preds.shape[:-1],
         score_range=None if checked is None else checked.score_range,
         largest_weight=largest if flat_weight is not None else None,
+        gains_dtype=_options.accumulate_dtype(preds.device),
     )
 
 
@@ -211,28 +216,30 @@ def prepare(
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
-    for tiny labels.
+    for tiny labels. A ``listwise`` loss's gains and their sum come in the `Lists`'
+    ``gains_dtype``: the scores' where that holds them exactly.
     """
     lists = checked_lists(preds, target, mask, weight, options, extra_checks)
     scores, flat_mask, gain = lists.scores, lists.mask, options.gain
     length = scores.shape[-1]
     acc = _options.accumulate_dtype(preds.device)
     kmax = length if options.k is None else min(options.k, length)
-    item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, acc)
     if options.listwise:  # the softmax losses make their targets of the gains and their sum
+        item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, lists.gains_dtype)
         total = item_gains.sum(-1, keepdim=True)
         return LossInput(
             scores,
             flat_mask,
             kmax,
             item_gains,
-            (total > 0).squeeze(1),
+            total > 0,
             lists.leading_shape,
             lists.score_range,
             lists.largest_weight,
             total,
             lists.weight,
         )
+    item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _options.declared(gain):
         # Padding's gain of 0 is the least: it never displaces a real item (as in the metric's
@@ -267,13 +274,18 @@ def prepare(
     )
 
 
-def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, Tensor] | None:
-    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: its score range and labels.
+def dense_checks(
+    preds: Any, target: Any, options: LossOptions
+) -> tuple[float, Tensor, torch.dtype] | None:
+    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: score range, labels, gain dtype.
 
     The checks `checked_lists` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in a few
     operations and lines: the extremes of the scores and labels. The labels come back in the
-    scores' dtype, which holds them exactly. ``None`` where the general checks must run: without
+    scores' dtype, which holds them exactly. So does it their gains and every sum of them where
+    the labels are integers whose gains are below `_EXACT` (at most 24 for ``"exponential"``
+    gains in float32): the listwise losses then compute their gains in it, not in float64, two
+    conversions fewer. ``None`` where the general checks must run: without
     ``validate_args``, for input that is no dense batch, for integer labels past what the
     scores' dtype holds exactly, and for input that breaks a rule or calls for the
     swapped-arguments hint (they raise its error).
@@ -288,7 +300,9 @@ def dense_checks(preds: Any, target: Any, options: LossOptions) -> tuple[float, 
         return None  # (float labels this large take the general checks too)
     if not _validation.small_batch_holds(values, options.gain, preds, target, finite_preds=True):
         return None
-    return values[1] - values[0], labels
+    largest = values[3] if options.gain == "linear" else 2 ** min(values[3], 64)
+    exact = not target.is_floating_point() and largest * preds.shape[-1] < _EXACT[preds.dtype]
+    return values[1] - values[0], labels, preds.dtype if exact else torch.float64
 
 
 # Every integer below this is exact in the dtype: 2 / eps, 2^24 in float32 and 2^53 in float64.

@@ -209,8 +209,8 @@ def _softmax(
     """`softmax_loss` with checked ``options``, reduced: the target is the gains over their sum."""
     lists = _loss_input.prepare(preds, target, mask, weight, options)
     # Where the sum is 0 every gain is (the list is not counted): 0 over the smallest normal.
-    targets = lists.scaled_gains / lists.ideal.clamp(min=torch.finfo(lists.ideal.dtype).tiny)
-    return _cross_entropy(lists, as_dtype(targets, lists.scores.dtype), options)
+    totals = lists.ideal.clamp(min=torch.finfo(lists.ideal.dtype).tiny)
+    return _cross_entropy(lists, lists.scaled_gains, totals, options)
 
 
 def _xe_ndcg(
@@ -231,7 +231,7 @@ def _xe_ndcg(
     _validation.check_generator("generator", generator)
     checks = _validation.noise_checks(noise, preds, target, mask, options)
     lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
-    gains = lists.scaled_gains  # plain gains (`listwise`), in the accumulation dtype
+    gains = lists.scaled_gains  # plain gains (`listwise`), in their dtype
     # Drawn noise, checked labels and a declared gain (a callable's may be inf): phi is finite.
     drawn_checked = noise is None and options.validate_args and _options.declared(options.gain)
     if noise is None:
@@ -244,20 +244,21 @@ def _xe_ndcg(
     phi = torch.add(gains, 1 - noise)
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
-    total = torch.where(lists.has_relevant[:, None], phi.sum(-1, keepdim=True), torch.inf)
-    targets = as_dtype(phi.div_(total), lists.scores.dtype)
-    if not drawn_checked:
-        # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
-        targets = targets.nan_to_num_(0)
-    return _cross_entropy(lists, targets, options)
+    totals = torch.where(lists.has_relevant, phi.sum(-1, keepdim=True), torch.inf)
+    # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
+    return _cross_entropy(lists, phi, totals, options, finite=drawn_checked)
 
 
-def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> Tensor:
+def _cross_entropy(
+    lists: LossInput, numerators: Tensor, totals: Tensor, options: LossOptions, finite: bool = True
+) -> Tensor:
     r"""$-\sum_i t_i \log q_i$ per list, $q = \operatorname{softmax}(s)$ of the real items; reduced.
 
-    ``targets`` are the ``[N, L]`` $t$ (0 on padding), times the weights here; ``"mean"``
-    averages over the lists with a positive gain. Plain autograd, three nodes: they cost less
-    than one `torch.autograd.Function` that computes its gradient with the loss
+    The targets $t$ are the ``[N, L]`` ``numerators`` (0 on padding) over their list's ``[N, 1]``
+    ``totals``, times the weights here (NaN made 0 unless ``finite``); ``"mean"`` averages over
+    the lists with a positive gain. The sign and the divisor of the reduction go into the
+    totals: one division of the lists, in the numerators' dtype. Plain autograd, three nodes:
+    they cost less than one `torch.autograd.Function` that computes its gradient with the loss
     (``python benchmarks/bench_losses.py --peers``). Padding is left out of the softmax, and its
     log-softmax, $-\infty$, never meets arithmetic.
     """
@@ -267,6 +268,15 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
         # times its largest weight (targets sum to 1), and its slopes at most the weight.
         span = _loss_input.score_range(lists)
         _validation.check_score_span(span, scores.shape[-1], 1, lists.largest_weight, scores.dtype)
+    # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
+    # fewer than a negated loss divided after its sum.
+    if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
+        totals = totals * _pairwise.mean_divisor(lists.has_relevant, totals.dtype).neg_()
+    else:
+        totals = totals.neg()
+    targets = as_dtype(numerators / totals, scores.dtype)
+    if not finite:
+        targets = targets.nan_to_num_(0)
     if lists.weight is not None:
         targets = _kernels.weighted_gains(targets, lists.weight, real)
     if real is None:
@@ -274,13 +284,6 @@ def _cross_entropy(lists: LossInput, targets: Tensor, options: LossOptions) -> T
     else:
         padded = ~real
         log_q = scores.masked_fill(padded, -torch.inf).log_softmax(-1).masked_fill(padded, 0)
-    # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
-    # fewer than a negated loss divided after its sum.
-    if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
-        divisor = _pairwise.mean_divisor(lists.has_relevant, targets.dtype)
-        targets = targets / divisor.neg_()
-    else:
-        targets = targets.neg()
     terms = targets * log_q
     if options.reduction != "none":
         return terms.sum()
