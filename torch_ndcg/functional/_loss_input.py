@@ -222,7 +222,6 @@ def prepare(
     lists = checked_lists(preds, target, mask, weight, options, extra_checks)
     scores, flat_mask, gain = lists.scores, lists.mask, options.gain
     length = scores.shape[-1]
-    acc = _options.accumulate_dtype(preds.device)
     kmax = length if options.k is None else min(options.k, length)
     if options.listwise:  # the softmax losses make their targets of the gains and their sum
         item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, lists.gains_dtype)
@@ -239,6 +238,7 @@ def prepare(
             total,
             lists.weight,
         )
+    acc = _options.accumulate_dtype(preds.device)
     item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.
     if preds.numel() <= _dcg_paths.SMALL_ELEMENTS and _options.declared(gain):

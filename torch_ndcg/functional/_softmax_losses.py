@@ -241,7 +241,7 @@ def _xe_ndcg(
     else:
         noise = noise.detach().reshape(gains.shape)
     # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
-    phi = torch.add(gains, 1 - noise)
+    phi = torch.add(gains, torch.rsub(noise, 1))  # `1 - noise` would add a Python call
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
     totals = torch.where(lists.has_relevant, phi.sum(-1, keepdim=True), torch.inf)
