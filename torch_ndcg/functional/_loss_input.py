@@ -49,14 +49,13 @@ def check_options(checks: Checks, **given: Any) -> LossOptions:
     """A loss's options ``given`` by keyword, checked: its own by ``checks``, then the shared.
 
     The options every loss shares are checked by `torch_ndcg._validation.check_loss_options`,
-    after the loss's own. A loss without ``k`` (the softmax losses) is ``listwise``: `prepare`
-    gives it the plain gains and their sum, not the gains over an ideal DCG.
+    after the loss's own (a loss without ``k`` and ``discount``, as the softmax losses, gets
+    their defaults).
     """
     for name, check in checks.items():
         checked = check(name, given[name])
         if checked is not None:  # `check_option` and `check_bool` return nothing
             given[name] = checked
-    given.setdefault("listwise", "k" not in given)
     given.setdefault("k", None)
     given.setdefault("discount", "log2")
     given["k"], given["gain"] = _validation.check_loss_options(
@@ -88,8 +87,9 @@ class Lists(NamedTuple):
         largest_weight: the largest real ``weight``, when one was given and the input is
             checked (a float read back with the checks on the CPU, else a 0-d tensor): the
             bounds of a loss's values and slopes grow by it.
-        gains_dtype: the dtype the gains are computed in: the accumulation dtype, or the
-            scores' where it holds them and their sums exactly (`dense_checks`).
+        gains_dtype: the dtype a loss that takes the plain gains and their sum (the softmax
+            losses) computes them in: the accumulation dtype, or the scores' where that holds
+            them and their sums exactly (`dense_checks`).
     """
 
     scores: Tensor
@@ -110,15 +110,12 @@ class LossInput(NamedTuple):
         mask: as `Lists`.
         kmax: positions the cut-off needs: ``k`` capped at the list length (``None``: all).
         scaled_gains: ``[N, L]`` gains divided by the list's ideal DCG@k, 0 on padding and in
-            lists with no relevant item: each at most 1, whatever the labels' scale. For a
-            ``listwise`` loss: the plain gains, in `Lists`'s ``gains_dtype``, 0 on padding.
-        has_relevant: ``[N]`` lists whose ideal DCG@k is positive (``listwise``: ``[N, 1]``,
-            whose gain sum is, as the sums it selects).
+            lists with no relevant item: each at most 1, whatever the labels' scale.
+        has_relevant: ``[N]`` lists whose ideal DCG@k is positive.
         leading_shape: as `Lists`.
         score_range: as `Lists`.
         largest_weight: as `Lists`; the scaled gains are at most this.
-        ideal: ``[N, 1]`` ideal DCG@k of each list (``listwise``: its gain sum), in the
-            accumulation dtype (``listwise``: the gains').
+        ideal: ``[N, 1]`` ideal DCG@k of each list, in the accumulation dtype.
         weight: as `Lists`: each loss applies them as it defines them
             (`torch_ndcg._kernels.weighted_gains` for a weight of the gains).
     """
@@ -216,28 +213,12 @@ def prepare(
     Gains and ideal DCG are computed in the accumulation dtype (float64), where the largest
     gains validation admits (2^127 - 1 in float32) still sum finitely, and only their ratio, at
     most 1, is brought to the compute dtype: no overflow to 0 or NaN, and no ``1/IDCG`` of inf
-    for tiny labels. A ``listwise`` loss's gains and their sum come in the `Lists`'
-    ``gains_dtype``: the scores' where that holds them exactly.
+    for tiny labels.
     """
     lists = checked_lists(preds, target, mask, weight, options, extra_checks)
     scores, flat_mask, gain = lists.scores, lists.mask, options.gain
     length = scores.shape[-1]
     kmax = length if options.k is None else min(options.k, length)
-    if options.listwise:  # the softmax losses make their targets of the gains and their sum
-        item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, lists.gains_dtype)
-        total = item_gains.sum(-1, keepdim=True)
-        return LossInput(
-            scores,
-            flat_mask,
-            kmax,
-            item_gains,
-            total > 0,
-            lists.leading_shape,
-            lists.score_range,
-            lists.largest_weight,
-            total,
-            lists.weight,
-        )
     acc = _options.accumulate_dtype(preds.device)
     item_gains = _kernels.list_gains(lists.labels, flat_mask, gain, acc)
     # From the top gains (the label counts would need the labels' range): no read-back.

@@ -12,7 +12,7 @@ from torch_ndcg import _kernels, _options, _pairwise, _validation
 from torch_ndcg._kernels import as_dtype
 from torch_ndcg._options import Gain, Reduction
 from torch_ndcg.functional import _loss_input
-from torch_ndcg.functional._loss_input import Checks, LossInput, LossOptions
+from torch_ndcg.functional._loss_input import Checks, Lists, LossOptions
 
 __all__ = ["softmax_loss", "xe_ndcg_loss"]
 
@@ -207,10 +207,17 @@ def _softmax(
     preds: Tensor, target: Tensor, mask: Tensor | None, weight: Tensor | None, options: LossOptions
 ) -> Tensor:
     """`softmax_loss` with checked ``options``, reduced: the target is the gains over their sum."""
-    lists = _loss_input.prepare(preds, target, mask, weight, options)
+    lists = _loss_input.checked_lists(preds, target, mask, weight, options)
+    gains, totals = _plain_gains(lists, options)
     # Where the sum is 0 every gain is (the list is not counted): 0 over the smallest normal.
-    totals = lists.ideal.clamp(min=torch.finfo(lists.ideal.dtype).tiny)
-    return _cross_entropy(lists, lists.scaled_gains, totals, options)
+    floored = totals.clamp(min=torch.finfo(totals.dtype).tiny)
+    return _cross_entropy(lists, gains, floored, totals > 0, options)
+
+
+def _plain_gains(lists: Lists, options: LossOptions) -> tuple[Tensor, Tensor]:
+    """The ``[N, L]`` gains (0 on padding) and their ``[N, 1]`` sums, in ``lists.gains_dtype``."""
+    gains = _kernels.list_gains(lists.labels, lists.mask, options.gain, lists.gains_dtype)
+    return gains, gains.sum(-1, keepdim=True)
 
 
 def _xe_ndcg(
@@ -230,8 +237,9 @@ def _xe_ndcg(
     noise, generator = draw
     _validation.check_generator("generator", generator)
     checks = _validation.noise_checks(noise, preds, target, mask, options)
-    lists = _loss_input.prepare(preds, target, mask, weight, options, checks)
-    gains = lists.scaled_gains  # plain gains (`listwise`), in their dtype
+    lists = _loss_input.checked_lists(preds, target, mask, weight, options, checks)
+    gains, sums = _plain_gains(lists, options)
+    has_relevant = sums > 0
     # Drawn noise, checked labels and a declared gain (a callable's may be inf): phi is finite.
     drawn_checked = noise is None and options.validate_args and _options.declared(options.gain)
     if noise is None:
@@ -244,23 +252,28 @@ def _xe_ndcg(
     phi = torch.add(gains, torch.rsub(noise, 1))  # `1 - noise` would add a Python call
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
     # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
-    totals = torch.where(lists.has_relevant, phi.sum(-1, keepdim=True), torch.inf)
+    totals = torch.where(has_relevant, phi.sum(-1, keepdim=True), torch.inf)
     # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
-    return _cross_entropy(lists, phi, totals, options, finite=drawn_checked)
+    return _cross_entropy(lists, phi, totals, has_relevant, options, finite=drawn_checked)
 
 
 def _cross_entropy(
-    lists: LossInput, numerators: Tensor, totals: Tensor, options: LossOptions, finite: bool = True
+    lists: Lists,
+    numerators: Tensor,
+    totals: Tensor,
+    has_relevant: Tensor,
+    options: LossOptions,
+    finite: bool = True,
 ) -> Tensor:
     r"""$-\sum_i t_i \log q_i$ per list, $q = \operatorname{softmax}(s)$ of the real items; reduced.
 
     The targets $t$ are the ``[N, L]`` ``numerators`` (0 on padding) over their list's ``[N, 1]``
     ``totals``, times the weights here (NaN made 0 unless ``finite``); ``"mean"`` averages over
-    the lists with a positive gain. The sign and the divisor of the reduction go into the
-    totals: one division of the lists, in the numerators' dtype. Plain autograd, three nodes:
-    they cost less than one `torch.autograd.Function` that computes its gradient with the loss
-    (``python benchmarks/bench_losses.py --peers``). Padding is left out of the softmax, and its
-    log-softmax, $-\infty$, never meets arithmetic.
+    the lists with a positive gain (``[N, 1]`` ``has_relevant``). The sign and the divisor of
+    the reduction go into the totals: one division of the lists, in the numerators' dtype.
+    Plain autograd, three nodes: they cost less than one `torch.autograd.Function` that
+    computes its gradient with the loss (``python benchmarks/bench_losses.py --peers``).
+    Padding is left out of the softmax, and its log-softmax, $-\infty$, never meets arithmetic.
     """
     scores, real = lists.scores, lists.mask
     if options.validate_args and scores.numel() > 0:
@@ -271,7 +284,7 @@ def _cross_entropy(
     # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
     # fewer than a negated loss divided after its sum.
     if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
-        totals = totals * _pairwise.mean_divisor(lists.has_relevant, totals.dtype).neg_()
+        totals = totals * _pairwise.mean_divisor(has_relevant, totals.dtype).neg_()
     else:
         totals = totals.neg()
     targets = as_dtype(numerators / totals, scores.dtype)
