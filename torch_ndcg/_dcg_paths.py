@@ -77,23 +77,19 @@ def padding_key(keys: Tensor) -> int:
 def ranking_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
     """Integer sort keys of the scores, with the order and equalities of the floats.
 
-    float32 (and half-precision) scores map to int32 keys, float64 scores to int64 keys; ``-0.0``
-    equals ``0.0``. Padded items get `padding_key`, below every real key (real ``-inf``
-    included), so padding ranks last and never ties with a real item. Integer comparisons are
-    cheaper than float ones (no NaN handling): ``topk`` on these keys is about a quarter faster.
+    float32 scores map to int32 keys, float64 scores to int64 keys; ``-0.0`` equals ``0.0``.
+    Padded items get `padding_key`, below every real key (real ``-inf`` included), so padding
+    ranks last and never ties with a real item. Integer comparisons are cheaper than float ones
+    (no NaN handling): ``topk`` on these keys is about a quarter faster.
 
     Args:
-        preds: ``[N, L]`` floating scores, no NaN on real items.
+        preds: ``[N, L]`` float32 or float64 scores (the kernels' dtypes), no NaN on real items.
         mask: ``[N, L]`` bool, ``True`` for real items, or ``None``.
     """
-    scores = preds.to(dtype=compute_dtype(preds.dtype)).contiguous()
-    keys = ordered_int32(scores)
+    keys = ordered_int32(preds.contiguous())
     if mask is not None:
         keys = torch.where(mask, keys, padding_key(keys))
     return keys
-
-
-_KEY_DTYPES = (torch.float32, torch.float64)  # the kernels' dtypes: scores that are their own keys
 
 
 def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
@@ -101,12 +97,9 @@ def sort_keys(preds: Tensor, mask: Tensor | None) -> Tensor:
 
     Float scores have the order and equalities of their integer keys (no NaN is ranked), so
     where no padding must rank below a real ``-inf`` they serve as keys without an operation.
-    Scores of another dtype than the kernels' (half precision, integers) take `ranking_keys`,
-    which converts them.
+    ``preds`` are float32 or float64, as `ranking_keys` takes them.
     """
-    if mask is None and preds.numel() <= SMALL_ELEMENTS and preds.dtype in _KEY_DTYPES:
-        return preds
-    return ranking_keys(preds, mask)
+    return preds if mask is None and preds.numel() <= SMALL_ELEMENTS else ranking_keys(preds, mask)
 
 
 def stable_descending_order(keys: Tensor, kmax: int) -> Tensor:
@@ -271,10 +264,9 @@ def settled_long_order(preds: Tensor, mask: Tensor | None, kmax: int) -> Tensor 
     ``kmax + 1``, and one read-back tells whether the selection settles the ranking: no two
     equal values among them (no tie touches the top ``kmax``, under either tie rule), no
     ``-inf`` among the top ``kmax`` (padding could be there) and no NaN. ``None`` where it
-    does not (ties at the top, mostly).
+    does not (ties at the top, mostly). ``preds`` are float32 or float64.
     """
-    scores = preds.to(dtype=compute_dtype(preds.dtype))
-    keys = scores if mask is None else torch.where(mask, scores, -torch.inf)
+    keys = preds if mask is None else torch.where(mask, preds, -torch.inf)
     best, best_index = grouped_top(keys, kmax + 1)
     unsettled = best.narrow(-1, 1, kmax).eq(best.narrow(-1, 0, kmax)).any()
     unsettled |= best.narrow(-1, kmax - 1, 1).isneginf().any() | best.isnan().any()
@@ -303,12 +295,13 @@ def _position_gains(
     kmax = options.cutoffs.resolve(preds.shape[-1])[1]
     read_back = _host.may_read_back(preds.device)
     dtype = compute_dtype(preds.dtype)
+    scores = preds.to(dtype=dtype)  # ranked in the kernels' dtype (half precision in float32)
     long = read_back and long_rows(preds.shape[-1], kmax)
-    order = settled_long_order(preds, mask, kmax) if long else None
+    order = settled_long_order(scores, mask, kmax) if long else None
     top_keys = tie_flag = probe_values = None
     if order is None:  # not long rows, or long rows their selection does not settle
         read_back = read_back and not long
-        keys = sort_keys(preds, mask)
+        keys = sort_keys(scores, mask)
         if options.ties == "first":
             order = stable_descending_order(keys, kmax)
         elif read_back:
