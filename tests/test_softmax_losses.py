@@ -348,6 +348,25 @@ def test_float32_gains_of_small_integer_labels_equal_the_float64_path(
 
 
 @pytest.mark.parametrize("function", BOTH)
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_the_mean_of_gains_near_the_largest_float_stays_finite(
+    function: Any, validate_args: bool
+) -> None:
+    """Label 1022's gain, 2^1022 - 1, sums to float64's largest decade: the mean over 8 lists
+    divides each ratio (at most 1), never the sum times 8 (inf, which made the loss 0)."""
+    preds = torch.tensor([[0.0, 1.0]] * 8, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([[1022, 0]] * 8)
+    extra = {"noise": torch.full((8, 2), 0.5)} if function is xe_ndcg_loss else {}
+    loss = function(preds, target, validate_args=validate_args, **extra)
+    # The target is (1, 0) to float64's precision: -log softmax = log(1 + e).
+    torch.testing.assert_close(loss, torch.tensor(math.log1p(math.e), dtype=torch.float64))
+    loss.backward()
+    assert preds.grad is not None
+    expected = torch.tensor([-1.0, 1.0], dtype=torch.float64) / (1 + math.exp(-1)) / 8
+    torch.testing.assert_close(preds.grad, expected.expand(8, -1))
+
+
+@pytest.mark.parametrize("function", BOTH)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_are_computed_in_float32(function: Any, dtype: torch.dtype) -> None:
     preds, target, mask = batch(seed=16, dtype=torch.float32)

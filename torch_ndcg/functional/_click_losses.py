@@ -164,7 +164,8 @@ def _aggregated_unbiased_lambdarank(
     winner = won @ inverse[0]  # A_w: [N, L]
     loser = lost @ inverse[1]  # B_l
     # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
-    keys = _dcg_paths.ranking_keys(scores.detach(), real)
+    ranked = _kernels.as_dtype(scores.detach(), _options.compute_dtype(dtype))  # half: float32
+    keys = _dcg_paths.ranking_keys(ranked, real)
     order = _dcg_paths.stable_descending_order(keys, length)
     ranks = order.argsort(dim=-1) + 1  # the inverse permutation
     kmax = length if options.k is None else min(options.k, length)

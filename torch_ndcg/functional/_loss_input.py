@@ -87,9 +87,9 @@ class Lists(NamedTuple):
         largest_weight: the largest real ``weight``, when one was given and the input is
             checked (a float read back with the checks on the CPU, else a 0-d tensor): the
             bounds of a loss's values and slopes grow by it.
-        gains_dtype: the dtype a loss that takes the plain gains and their sum (the softmax
-            losses) computes them in: the accumulation dtype, or the scores' where that holds
-            them and their sums exactly (`dense_checks`).
+        exact_gains: the scores' dtype where it holds the plain gains and their sums exactly
+            (`dense_checks`), which the softmax losses then compute them in; else ``None``:
+            in the accumulation dtype, where a sum may come near the dtype's largest value.
     """
 
     scores: Tensor
@@ -99,7 +99,7 @@ class Lists(NamedTuple):
     leading_shape: torch.Size
     score_range: float | None
     largest_weight: float | Tensor | None
-    gains_dtype: torch.dtype
+    exact_gains: torch.dtype | None
 
 
 class LossInput(NamedTuple):
@@ -152,11 +152,11 @@ def checked_lists(
     if mask is None and weight is None and extra_checks is None:
         small = dense_checks(preds, target, options)
     if small is not None:  # a plain CPU batch of float32 or float64 scores, checked
-        span, labels, gains_dtype = small
+        span, labels, exact_gains = small
         scores, length = preds, preds.shape[-1]
         if preds.ndim != 2:
             scores, labels = preds.reshape(-1, length), labels.reshape(-1, length)
-        return Lists(scores, labels, None, None, preds.shape[:-1], span, None, gains_dtype)
+        return Lists(scores, labels, None, None, preds.shape[:-1], span, None, exact_gains)
     real, check = _validation.check_lists(
         # Checked detached: the checks' operations on the scores would be recorded by autograd
         # otherwise (a few microseconds each, for nothing). Any other type meets its TypeError.
@@ -196,7 +196,7 @@ def checked_lists(
         leading_shape=preds.shape[:-1],
         score_range=None if checked is None else checked.score_range,
         largest_weight=largest if flat_weight is not None else None,
-        gains_dtype=_options.accumulate_dtype(preds.device),
+        exact_gains=None,
     )
 
 
@@ -257,16 +257,18 @@ def prepare(
 
 def dense_checks(
     preds: Any, target: Any, options: LossOptions
-) -> tuple[float, Tensor, torch.dtype] | None:
-    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: score range, labels, gain dtype.
+) -> tuple[float, Tensor, torch.dtype | None] | None:
+    """The value checks of a `torch_ndcg._dcg_paths.dense_batch`: score range, labels, exact gains.
 
     The checks `checked_lists` makes through `torch_ndcg._validation.check_lists`, with the same
     rules (`torch_ndcg._validation.small_batch_holds`) and the same one read-back, in a few
     operations and lines: the extremes of the scores and labels. The labels come back in the
-    scores' dtype, which holds them exactly. So does it their gains and every sum of them where
-    the labels are integers whose gains are below `_EXACT` (at most 24 for ``"exponential"``
-    gains in float32): the listwise losses then compute their gains in it, not in float64, two
-    conversions fewer. ``None`` where the general checks must run: without
+    scores' dtype, which holds them exactly. It holds their gains and every sum of them exactly
+    too where the labels are integers and a list's length times its largest gain is below
+    `_EXACT` (``L 2^y`` for ``"exponential"`` gains, ``L y`` for ``"linear"``, below 2^24 in
+    float32: labels up to 13 at ``L = 1,024``); then that dtype comes back third, and the
+    softmax losses compute their gains in it, not in float64, two conversions fewer (else
+    ``None``). ``None`` where the general checks must run: without
     ``validate_args``, for input that is no dense batch, for integer labels past what the
     scores' dtype holds exactly, and for input that breaks a rule or calls for the
     swapped-arguments hint (they raise its error).
@@ -283,7 +285,7 @@ def dense_checks(
         return None
     largest = values[3] if options.gain == "linear" else 2 ** min(values[3], 64)
     exact = not target.is_floating_point() and largest * preds.shape[-1] < _EXACT[preds.dtype]
-    return values[1] - values[0], labels, preds.dtype if exact else torch.float64
+    return values[1] - values[0], labels, preds.dtype if exact else None
 
 
 # Every integer below this is exact in the dtype: 2 / eps, 2^24 in float32 and 2^53 in float64.

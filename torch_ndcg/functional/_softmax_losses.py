@@ -215,8 +215,12 @@ def _softmax(
 
 
 def _plain_gains(lists: Lists, options: LossOptions) -> tuple[Tensor, Tensor]:
-    """The ``[N, L]`` gains (0 on padding) and their ``[N, 1]`` sums, in ``lists.gains_dtype``."""
-    gains = _kernels.list_gains(lists.labels, lists.mask, options.gain, lists.gains_dtype)
+    """The ``[N, L]`` gains (0 on padding) and their ``[N, 1]`` sums, exact where they can be.
+
+    In ``lists.exact_gains`` where that holds them exactly, else in the accumulation dtype.
+    """
+    dtype = lists.exact_gains or _options.accumulate_dtype(lists.scores.device)
+    gains = _kernels.list_gains(lists.labels, lists.mask, options.gain, dtype)
     return gains, gains.sum(-1, keepdim=True)
 
 
@@ -248,10 +252,11 @@ def _xe_ndcg(
         )
     else:
         noise = noise.detach().reshape(gains.shape)
-    # 1 - gamma in the noise's dtype, added to the gains in theirs (one promoting operation).
+    # 1 - gamma in the noise's dtype, added to the gains in theirs (float64 gains promote it;
+    # exact float32 gains add it in float32, phi then within a rounding of the float64 value).
     phi = torch.add(gains, torch.rsub(noise, 1))  # `1 - noise` would add a Python call
     phi = phi if lists.mask is None else phi.where(lists.mask, 0)
-    # A list with no gain is divided by inf: its targets are 0 (phi is finite where checked).
+    # A list with no gain is divided by -inf: its targets are 0 (phi is finite where checked).
     totals = torch.where(has_relevant, phi.sum(-1, keepdim=True), torch.inf)
     # Unchecked noise may be NaN: its list then has no target (loss 0), as a list of no gain.
     return _cross_entropy(lists, phi, totals, has_relevant, options, finite=drawn_checked)
@@ -269,8 +274,10 @@ def _cross_entropy(
 
     The targets $t$ are the ``[N, L]`` ``numerators`` (0 on padding) over their list's ``[N, 1]``
     ``totals``, times the weights here (NaN made 0 unless ``finite``); ``"mean"`` averages over
-    the lists with a positive gain (``[N, 1]`` ``has_relevant``). The sign and the divisor of
-    the reduction go into the totals: one division of the lists, in the numerators' dtype.
+    the lists with a positive gain (``[N, 1]`` ``has_relevant``). The sign, and for exact gains
+    (`Lists`) the divisor of the reduction, go into the totals: one division of the lists, in
+    the numerators' dtype. Other sums may come near the dtype's largest value, so their ratios
+    (at most 1) are divided by the divisor after.
     Plain autograd, three nodes: they cost less than one `torch.autograd.Function` that
     computes its gradient with the loss (``python benchmarks/bench_losses.py --peers``).
     Padding is left out of the softmax, and its log-softmax, $-\infty$, never meets arithmetic.
@@ -283,11 +290,15 @@ def _cross_entropy(
         _validation.check_score_span(span, scores.shape[-1], 1, lists.largest_weight, scores.dtype)
     # The sign and the divisor of "mean" go into the targets, constants: two autograd nodes
     # fewer than a negated loss divided after its sum.
-    if options.reduction == "mean":  # over the lists with a positive gain (0 if none)
-        totals = totals * _pairwise.mean_divisor(has_relevant, totals.dtype).neg_()
-    else:
-        totals = totals.neg()
-    targets = as_dtype(numerators / totals, scores.dtype)
+    if options.reduction != "mean":
+        targets = numerators / totals.neg()
+    else:  # over the lists with a positive gain (0 if none)
+        divisor = _pairwise.mean_divisor(has_relevant, totals.dtype).neg_()
+        if lists.exact_gains is not None:  # sums below 2^53: times the count, still finite
+            targets = numerators / (totals * divisor)
+        else:  # a sum may come near the dtype's largest value: the ratios (at most 1) first
+            targets = numerators / totals / divisor
+    targets = as_dtype(targets, scores.dtype)
     if not finite:
         targets = targets.nan_to_num_(0)
     if lists.weight is not None:
