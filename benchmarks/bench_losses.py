@@ -49,7 +49,9 @@ Against the peers. ``--peers`` times, in one process on one thread, each loss at
 ``ApproxNDCGLoss`` against ``approxNDCGLoss``, ``NeuralNDCGLoss`` against ``neuralNDCG``,
 ``SoftmaxLoss`` and ``XENDCGLoss`` against ``listNet``, ``RankNetLoss`` against ``rankNet``,
 ``ListMLELoss`` against ``listMLE``), forward + backward, interleaved (``--rounds``), at 8 x 10,
-64 x 128 and 16 x 1,024 (or ``--cases``), and prints the speed-up (allRank's time over ours):
+64 x 128 and 16 x 1,024 (or ``--cases``; ``--losses`` picks the losses), and prints the
+speed-up (allRank's time over ours) two ways: best time over best time, and the median of the
+rounds' ratios, which a slow stretch of a shared machine moves less:
 ``python benchmarks/bench_losses.py --peers``.
 """
 
@@ -378,22 +380,28 @@ def debiased_vs_plain(cases: list[tuple[int, int]], device_name: str, rounds: in
 PEER_CASES = [(8, 10), (64, 128), (16, 1_024)]
 # Each loss at its defaults against its allRank peer at its defaults (the names are allRank's).
 PEERS = (
-    ("LambdaRankLoss", "lambdaLoss"),
-    ("ApproxNDCGLoss", "approxNDCGLoss"),
-    ("NeuralNDCGLoss", "neuralNDCG"),
-    ("SoftmaxLoss", "listNet"),
-    ("XENDCGLoss", "listNet"),
-    ("RankNetLoss", "rankNet"),
-    ("ListMLELoss", "listMLE"),
+    ("lambda", "LambdaRankLoss", "lambdaLoss"),
+    ("approx", "ApproxNDCGLoss", "approxNDCGLoss"),
+    ("neural", "NeuralNDCGLoss", "neuralNDCG"),
+    ("softmax", "SoftmaxLoss", "listNet"),
+    ("xendcg", "XENDCGLoss", "listNet"),
+    ("ranknet", "RankNetLoss", "rankNet"),
+    ("listmle", "ListMLELoss", "listMLE"),
 )
 
 
-def _interleaved_per_call_ms(steps: dict[str, Any], preds: Any, rounds: int) -> dict[str, float]:
-    """Best time per call of each forward + backward step, the steps interleaved.
+def _interleaved_per_call_ms(
+    steps: dict[str, Any], preds: Any, rounds: int
+) -> tuple[dict[str, float], float]:
+    """Best time per call of each forward + backward step, and the median per-round ratio.
 
-    Each round times a batch of calls of each step in turn (calls enough for about 20 ms):
-    a short step is timed over many calls, and a change of the machine's load falls on both.
+    Each round times a batch of calls of each step in turn (calls enough for about 20 ms), the
+    order alternating from round to round: a short step is timed over many calls, and a change
+    of the machine's load falls on both. The ratio is the median over the rounds of the
+    ``"peer"`` step's time over the ``"ours"`` step's in the same round, the two timed next to
+    each other: a slower stretch of the machine that covers a round moves both.
     """
+    import statistics
     import time
 
     def step_of(loss_fn: Any) -> Any:
@@ -411,22 +419,31 @@ def _interleaved_per_call_ms(steps: dict[str, Any], preds: Any, rounds: int) -> 
         step()
         calls[name] = max(1, int(0.02 / max(time.perf_counter() - start, 1e-6)))
     times = {name: float("inf") for name in steps}
-    for _ in range(rounds):
-        for name, loss_fn in steps.items():
-            step = step_of(loss_fn)
+    ratios = []
+    for round_index in range(rounds):
+        names = list(steps) if round_index % 2 == 0 else list(reversed(steps))
+        this_round = {}
+        for name in names:
+            step = step_of(steps[name])
             start = time.perf_counter()
             for _ in range(calls[name]):
                 step()
-            times[name] = min(times[name], (time.perf_counter() - start) / calls[name] * 1e3)
-    return times
+            this_round[name] = (time.perf_counter() - start) / calls[name] * 1e3
+            times[name] = min(times[name], this_round[name])
+        ratios.append(this_round["peer"] / this_round["ours"])
+    return times, statistics.median(ratios)
 
 
-def against_peers(cases: list[tuple[int, int]], allrank_path: str, rounds: int) -> None:
+def against_peers(
+    cases: list[tuple[int, int]], allrank_path: str, rounds: int, kinds: list[str] | None
+) -> None:
     """Each loss at its defaults against its allRank peer: interleaved, one thread; print speed.
 
     Both take the same float32 scores; ours the int64 labels, allRank the same labels as float
-    (as each library's documentation passes them). The speed-up is the peer's best time over
-    ours (above 1: ours is faster), each the best of ``rounds`` interleaved rounds.
+    (as each library's documentation passes them). Two speed-ups (above 1: ours is faster):
+    the peer's best time over ours, each the best of ``rounds`` interleaved rounds, and the
+    median over the rounds of the two's ratio in each round. ``kinds`` picks the losses
+    (``--losses``; ``None``: all).
     """
     import torch
 
@@ -435,11 +452,11 @@ def against_peers(cases: list[tuple[int, int]], allrank_path: str, rounds: int) 
     allrank = import_allrank(allrank_path)
     if allrank is None:
         raise SystemExit(f"--peers needs allRank at --allrank-path ({allrank_path})")
-    print("| loss | allRank peer | B x L | ours | allRank | speed-up |")
-    print("|---|---|---|---:|---:|---:|")
-    for ours_name, peer_name in PEERS:
+    print("| loss | allRank peer | B x L | ours | allRank | best over best | median of rounds |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for kind, ours_name, peer_name in PEERS:
         ours_loss = getattr(torch_ndcg, ours_name, None)
-        if ours_loss is None:
+        if ours_loss is None or (kinds is not None and kind not in kinds):
             continue
         ours, peer = ours_loss(), getattr(allrank, peer_name)
         for batch, length in cases:
@@ -453,11 +470,11 @@ def against_peers(cases: list[tuple[int, int]], allrank_path: str, rounds: int) 
                 "ours": functools.partial(ours, preds, labels),
                 "peer": functools.partial(peer, preds, float_labels),
             }
-            times = _interleaved_per_call_ms(steps, preds, rounds)
+            times, speed_up = _interleaved_per_call_ms(steps, preds, rounds)
             print(
                 f"| `{ours_name}` | `{peer_name}` | {batch} x {length:,} | "
                 f"{times['ours']:.3f} ms | {times['peer']:.3f} ms | "
-                f"{times['peer'] / times['ours']:.2f}x |",
+                f"{times['peer'] / times['ours']:.2f}x | {speed_up:.2f}x |",
                 flush=True,
             )
 
@@ -503,7 +520,8 @@ def main() -> None:
     if args.cases:
         cases = [(int(b), int(n)) for b, n in (case.split("x") for case in args.cases)]
     if args.peers:
-        against_peers(cases if args.cases else PEER_CASES, args.allrank_path, args.rounds)
+        peer_cases = cases if args.cases else PEER_CASES
+        against_peers(peer_cases, args.allrank_path, args.rounds, args.losses)
         return
     if args.debiased:
         debiased_vs_plain(cases if args.cases else [(16, 1_024)], args.device, args.rounds)
