@@ -2,12 +2,13 @@
 
 A fast path stays only where it saves at least 1.2x at a realistic size (shared/DESIGN.md,
 rule 3), or where it is the only way to hold a speed bar (the ideal DCG from label counts:
-less than 1.2x, but ``[256, 100]`` calls take 1.14–1.19x of before issue 26 without it, past
-that bar of 1.1x). A small CPU batch padded so that ATen's ``topk`` splits it between two
-threads went by this measure (1.14x at ``[256, 100]`` on two threads). For each path this
-script times one call with the path taken and with it switched off (the general path then
-gives the same numbers to rounding, which the script asserts), in turns in one process, best of
-``--repeats``, and prints the ratio ``off / on``:
+less than 1.2x, but without it ``[256, 100]`` calls took 1.14–1.19x of the library before
+it, past that bar of 1.1x; the exact gains: less than 1.2x at 8 x 10, but without them the
+softmax losses fall behind allRank's ``listNet``). A small CPU batch padded so that ATen's
+``topk`` splits it between two threads went by this measure (1.14x at ``[256, 100]`` on two
+threads). For each path this script times one call with the path taken and with it switched
+off (the general path then gives the same numbers to rounding, which the script asserts), in
+turns in one process, best of ``--repeats``, and prints the ratio ``off / on``:
 
 - ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`_dcg_paths.small_ndcg`, taken
   where `_dcg_paths.small_batch` admits the batch);
@@ -16,6 +17,10 @@ gives the same numbers to rounding, which the script asserts), in turns in one p
   and ``[256, 300]`` (lists of at most 512 items: past that a ``topk`` costs less;
   `torch_ndcg._kernels.ideal_dcg` with ``levels=``, switched by `_dcg_paths.COUNT_LABELS_PAST`);
 - ``long rows``: the top of ``[16, 100_000]`` rows from group maxima (`_dcg_paths.long_rows`);
+- ``exact gains``: `SoftmaxLoss` and `XENDCGLoss` (forward + backward, noise from one seed) on
+  checked integer labels whose gains the scores' dtype holds exactly: the gains in float32 and,
+  for XE-NDCG, its target's numerators as ``2^y - gamma`` (`_loss_input.dense_checks`'s third
+  value; off: ``None``, the gains in float64).
 
 Run: ``python benchmarks/bench_paths.py`` (one thread). The switches
 patch private names of the package: this script pins internals, the tests do not.
@@ -32,7 +37,8 @@ from unittest import mock
 import torch
 from _timing import best_ms  # this script's folder is on sys.path when it is run
 
-from torch_ndcg import NDCG, _dcg_paths, ndcg
+from torch_ndcg import NDCG, SoftmaxLoss, XENDCGLoss, _dcg_paths, ndcg
+from torch_ndcg.functional import _loss_input
 
 K = 10
 
@@ -55,6 +61,14 @@ def switched_off(path: str) -> Iterator[None]:
         patch = mock.patch.object(_dcg_paths, "COUNT_LABELS_PAST", 1 << 62)
     elif path == "long rows":
         patch = mock.patch.object(_dcg_paths, "long_rows", return_value=False)
+    elif path == "exact gains":
+        checks = _loss_input.dense_checks
+
+        def inexact(*args: Any) -> Any:
+            found = checks(*args)
+            return None if found is None else (*found[:2], None)
+
+        patch = mock.patch.object(_loss_input, "dense_checks", inexact)
     else:
         raise ValueError(path)
     with patch:
@@ -87,6 +101,21 @@ def compare(
     return min(on_times), min(off_times)
 
 
+def loss_step(loss: Any, preds: torch.Tensor, target: torch.Tensor) -> Callable[[], object]:
+    """One forward + backward of ``loss``, its noise (if any) from one seed: the loss."""
+    leaf = preds.requires_grad_()
+    noisy = isinstance(loss, XENDCGLoss)
+
+    def step() -> object:
+        leaf.grad = None
+        seeded = {"generator": torch.Generator().manual_seed(0)} if noisy else {}
+        value = loss(leaf, target, **seeded)
+        value.backward()
+        return value.detach()
+
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -114,6 +143,10 @@ def main() -> None:
         ("label counts", "ndcg [256, 300]", lambda: ndcg(*longer, k=K)),
         ("long rows", "ndcg [16, 100000]", lambda: ndcg(*long, k=K)),
     ]
+    for loss in (SoftmaxLoss(), XENDCGLoss()):
+        for rows, items in ((8, 10), (64, 128), (16, 1_024)):
+            step = loss_step(loss, *batch(rows, items))
+            cases.append(("exact gains", f"{type(loss).__name__} [{rows}, {items}]", step))
     print("| path | call | on (ms) | off (ms) | saving (off / on) |")
     print("|---|---|---|---|---|")
     torch.set_num_threads(1)
