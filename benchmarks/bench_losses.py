@@ -51,7 +51,8 @@ Against the peers. ``--peers`` times, in one process on one thread, each loss at
 ``ListMLELoss`` against ``listMLE``), forward + backward, interleaved (``--rounds``), at 8 x 10,
 64 x 128 and 16 x 1,024 (or ``--cases``; ``--losses`` picks the losses), and prints the
 speed-up (allRank's time over ours) two ways: best time over best time, and the median of the
-rounds' ratios, which a slow stretch of a shared machine moves less:
+rounds' ratios (each pair of rounds, one of each order, averaged), which a slow stretch of a
+shared machine moves less:
 ``python benchmarks/bench_losses.py --peers``.
 """
 
@@ -397,10 +398,14 @@ def _interleaved_per_call_ms(
 
     Each round times a batch of calls of each step in turn (calls enough for about 20 ms), the
     order alternating from round to round: a short step is timed over many calls, and a change
-    of the machine's load falls on both. The ratio is the median over the rounds of the
-    ``"peer"`` step's time over the ``"ours"`` step's in the same round, the two timed next to
-    each other: a slower stretch of the machine that covers a round moves both.
+    of the machine's load falls on both. The rounds come in pairs, one of each order
+    (``rounds`` rounded up to even). The ratio is the ``"peer"`` step's time over the
+    ``"ours"`` step's in the same round, the two timed next to each other (a slower stretch of
+    the machine that covers a round moves both); each pair's two ratios are averaged
+    geometrically, as the step timed second runs a few per cent slower, and the median over the
+    pairs is returned.
     """
+    import math
     import statistics
     import time
 
@@ -420,7 +425,7 @@ def _interleaved_per_call_ms(
         calls[name] = max(1, int(0.02 / max(time.perf_counter() - start, 1e-6)))
     times = {name: float("inf") for name in steps}
     ratios = []
-    for round_index in range(rounds):
+    for round_index in range(rounds + rounds % 2):
         names = list(steps) if round_index % 2 == 0 else list(reversed(steps))
         this_round = {}
         for name in names:
@@ -431,7 +436,9 @@ def _interleaved_per_call_ms(
             this_round[name] = (time.perf_counter() - start) / calls[name] * 1e3
             times[name] = min(times[name], this_round[name])
         ratios.append(this_round["peer"] / this_round["ours"])
-    return times, statistics.median(ratios)
+    pairs = zip(ratios[::2], ratios[1::2], strict=True)
+    paired = [math.sqrt(first * second) for first, second in pairs]
+    return times, statistics.median(paired)
 
 
 def against_peers(

@@ -221,17 +221,13 @@ def reduce_losses(
     total = per_list.sum()
     if reduction == "sum":
         return total, grad
-    divisor = mean_divisor(counted)
+    divisor = mean_divisor(counted, total.dtype)
     return total / divisor, None if grad is None else grad.div_(divisor)
 
 
-def mean_divisor(counted: Tensor) -> Tensor:
-    """The divisor of ``"mean"``: the number of lists in ``counted``, at least 1 (int64, 0-d).
-
-    Counted by ``count_nonzero``, a third of the host time of a sum into a floating dtype; an
-    int64 divisor of a floating tensor gives that tensor's dtype.
-    """
-    return torch.count_nonzero(counted).clamp_(min=1)
+def mean_divisor(counted: Tensor, dtype: torch.dtype) -> Tensor:
+    """The divisor of ``"mean"``: the number of lists in ``counted``, at least 1, in ``dtype``."""
+    return counted.sum(dtype=dtype).clamp_(min=1)
 
 
 class KeptGradient(torch.autograd.Function):

@@ -263,9 +263,10 @@ def _noisy_gains(lists: Lists, noise: Tensor, options: LossOptions) -> tuple[Ten
 
     Where the exponential gains are exact in the scores' dtype (`Lists`), $\phi = 2^y - \gamma$
     and a list has a positive gain where its largest label is positive: two operations of a
-    step's 20 fewer, 1.1-1.2x at 8 x 10 to 16 x 1,024 (``python benchmarks/bench_losses.py
-    --peers --losses xendcg``). Else $1 - \gamma$ in the noise's dtype is added to the gains in
-    theirs (float64 gains promote it).
+    step's 20 fewer. With the float32 gains it is the exact-gains path, 1.1-1.3x at 8 x 10 to
+    16 x 1,024 (``python benchmarks/bench_paths.py``), which keeps XE-NDCG near allRank's
+    ``listNet``. Else $1 - \gamma$ in the noise's dtype is added to the gains in theirs
+    (float64 gains promote it).
     """
     if lists.exact_gains is not None and options.gain == "exponential":
         labels = lists.labels  # checked integers in the scores' dtype, never negative
@@ -306,7 +307,7 @@ def _cross_entropy(
     if options.reduction != "mean":
         targets = numerators / totals.neg()
     else:  # over the lists with a positive gain (0 if none)
-        divisor = _pairwise.mean_divisor(has_relevant).neg_()
+        divisor = _pairwise.mean_divisor(has_relevant, totals.dtype).neg_()
         if lists.exact_gains is not None:  # sums below 2^53: times the count, still finite
             targets = numerators / (totals * divisor)
         else:  # a sum may come near the dtype's largest value: the ratios (at most 1) first
