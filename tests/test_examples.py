@@ -80,6 +80,33 @@ def test_bench_losses_plot(tmp_path: Path) -> None:
     assert plot.read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.parametrize(("rounds", "runs"), [(2, 5), (3, 7)])
+def test_bench_losses_peers_times_rounds_in_pairs_of_both_orders(rounds: int, runs: int) -> None:
+    """`--peers`' interleaving: rounds in pairs of both orders (an odd count made even); the
+    ratio is the peer's time over ours."""
+    import time
+
+    path = EXAMPLES.parent / "benchmarks" / "bench_losses.py"
+    bench = runpy.run_path(str(path), run_name="bench_losses")
+    preds = torch.zeros(2, 3, requires_grad=True)
+    order: list[str] = []  # the runs of calls of one step
+
+    def step(name: str) -> torch.Tensor:
+        if not order or order[-1] != name:
+            order.append(name)
+        if name == "peer":
+            time.sleep(0.002)
+        return preds.sum()
+
+    steps = {"ours": lambda: step("ours"), "peer": lambda: step("peer")}
+    times, ratio = bench["_interleaved_per_call_ms"](steps, preds, rounds)
+    # Sizing (ours, peer), then rounds ours-peer, peer-ours, ...: a peer-first round's first
+    # run joins the peer's run before it, so 2 rounds make 5 runs and 4 rounds 7.
+    assert order == ["ours", "peer"] * (runs // 2) + ["ours"]
+    assert times["peer"] > 2
+    assert ratio > 2
+
+
 def test_approx_with_allrank_reduction_has_allranks_gradient() -> None:
     """``--allrank``: ours summed over lists / their number trains as allRank's approxNDCGLoss."""
     import torch
