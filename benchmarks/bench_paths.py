@@ -3,8 +3,9 @@
 A fast path stays only where it saves at least 1.2x at a realistic size (shared/DESIGN.md,
 rule 3), or where it is the only way to hold a speed bar (the ideal DCG from label counts:
 less than 1.2x, but without it ``[256, 100]`` calls took 1.14–1.19x of the library before
-it, past that bar of 1.1x; the exact gains: less than 1.2x at 8 x 10, but without them the
-softmax losses fall behind allRank's ``listNet``). A small CPU batch padded so that ATen's
+it, past that bar of 1.1x; the exact gains: 1.04-1.27x, but without them ``SoftmaxLoss``
+falls behind allRank's ``listNet`` at 8 x 10 and ``XENDCGLoss`` further behind it at every
+size). A small CPU batch padded so that ATen's
 ``topk`` splits it between two threads went by this measure (1.14x at ``[256, 100]`` on two
 threads). For each path this script times one call with the path taken and with it switched
 off (the general path then gives the same numbers to rounding, which the script asserts), in
