@@ -449,8 +449,8 @@ def against_peers(
     Both take the same float32 scores; ours the int64 labels, allRank the same labels as float
     (as each library's documentation passes them). Two speed-ups (above 1: ours is faster):
     the peer's best time over ours, each the best of ``rounds`` interleaved rounds, and the
-    median over the rounds of the two's ratio in each round. ``kinds`` picks the losses
-    (``--losses``; ``None``: all).
+    median over pairs of rounds (one of each order) of the two's ratio
+    (`_interleaved_per_call_ms`). ``kinds`` picks the losses (``--losses``; ``None``: all).
     """
     import torch
 

@@ -5,11 +5,11 @@ rule 3), or where it is the only way to hold a speed bar (the ideal DCG from lab
 less than 1.2x, but without it ``[256, 100]`` calls took 1.14–1.19x of the library before
 it, past that bar of 1.1x; the exact gains: 1.04-1.27x, but without them ``SoftmaxLoss``
 falls behind allRank's ``listNet`` at 8 x 10 and ``XENDCGLoss`` further behind it at every
-size). A small CPU batch padded so that ATen's
-``topk`` splits it between two threads went by this measure (1.14x at ``[256, 100]`` on two
-threads). For each path this script times one call with the path taken and with it switched
-off (the general path then gives the same numbers to rounding, which the script asserts), in
-turns in one process, best of ``--repeats``, and prints the ratio ``off / on``:
+size). A small CPU batch padded so that ATen's ``topk`` splits it between two threads went by
+this measure (1.14x at ``[256, 100]`` on two threads). For each path this script times one
+call with the path taken and with it switched off (the general path then gives the same
+numbers to rounding, which the script asserts), in turns in one process, best of
+``--repeats``, and prints the ratio ``off / on``:
 
 - ``small batch``: `ndcg` and `NDCG.update` on ``[8, 10]`` (`_dcg_paths.small_ndcg`, taken
   where `_dcg_paths.small_batch` admits the batch);

@@ -1,8 +1,15 @@
-"""Softmax cross-entropies of a list's scores against a target from its gains.
+r"""Softmax cross-entropies of a list's scores against a target from its gains.
 
 The softmax loss (ListNet) takes the normalised gains as target, XE-NDCG (Bruch, WWW 2021) the
 normalised gains plus noise. Their targets come from the labels (and noise), not from `prepare`'s
 ideal DCG; ``weight`` multiplies each item's term.
+
+Fast path: the exact gains. Where `_loss_input.dense_checks` proved a plain batch's gains and
+their sums exact in the scores' dtype (`Lists.exact_gains`), the gains are computed in it, not
+in float64, and XE-NDCG's numerators are $2^y - \gamma$ (`_noisy_gains`): 1.04-1.27x at 8 x 10
+to 16 x 1,024 (``python benchmarks/bench_paths.py``), less than 1.2x on the shortest lists but
+kept for the peer: without it both losses fall behind allRank's ``listNet``
+(``python benchmarks/bench_losses.py --peers``).
 """
 
 import torch
@@ -269,7 +276,7 @@ def _noisy_gains(lists: Lists, noise: Tensor, options: LossOptions) -> tuple[Ten
     (float64 gains promote it).
     """
     if lists.exact_gains is not None and options.gain == "exponential":
-        labels = lists.labels  # checked integers in the scores' dtype, never negative
+        labels = lists.labels  # checked integers in the scores' dtype, never negative; no padding
         return torch.exp2(labels).sub_(noise), labels.amax(-1, keepdim=True).bool()
     gains, sums = _plain_gains(lists, options)
     phi = torch.add(gains, torch.rsub(noise, 1))  # `1 - noise` would add a Python call
