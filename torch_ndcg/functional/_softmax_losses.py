@@ -253,9 +253,8 @@ def _xe_ndcg(
     # Drawn noise, checked labels and a declared gain (a callable's may be inf): phi is finite.
     drawn_checked = noise is None and options.validate_args and _options.declared(options.gain)
     if noise is None:
-        noise = torch.rand(
-            scores.shape, generator=generator, dtype=scores.dtype, device=scores.device
-        )
+        # The values of `torch.rand(scores.shape, ...)` at half its host time.
+        noise = torch.rand_like(scores, generator=generator, memory_format=torch.contiguous_format)
     else:
         noise = noise.detach().reshape(scores.shape)
     phi, has_relevant = _noisy_gains(lists, noise, options)
@@ -269,15 +268,15 @@ def _noisy_gains(lists: Lists, noise: Tensor, options: LossOptions) -> tuple[Ten
     r"""XE-NDCG's $\phi = G + 1 - \gamma$ (0 on padding), and the ``[N, 1]`` lists with a gain.
 
     Where the exponential gains are exact in the scores' dtype (`Lists`), $\phi = 2^y - \gamma$
-    and a list has a positive gain where its largest label is positive: two operations of a
-    step's 20 fewer. With the float32 gains it is the exact-gains path, 1.1-1.3x at 8 x 10 to
-    16 x 1,024 (``python benchmarks/bench_paths.py``), which keeps XE-NDCG near allRank's
-    ``listNet``. Else $1 - \gamma$ in the noise's dtype is added to the gains in theirs
-    (float64 gains promote it).
+    and a list has a positive gain where it has a label other than 0 (none is negative): a
+    few operations of a step's 20 fewer. With the float32 gains it is the exact-gains path,
+    1.1-1.3x at 8 x 10 to 16 x 1,024 (``python benchmarks/bench_paths.py``), which keeps
+    XE-NDCG near allRank's ``listNet``. Else $1 - \gamma$ in the noise's dtype is added to the
+    gains in theirs (float64 gains promote it).
     """
     if lists.exact_gains is not None and options.gain == "exponential":
         labels = lists.labels  # checked integers in the scores' dtype, never negative; no padding
-        return torch.exp2(labels).sub_(noise), labels.amax(-1, keepdim=True).bool()
+        return torch.exp2(labels).sub_(noise), labels.any(-1, keepdim=True)
     gains, sums = _plain_gains(lists, options)
     phi = torch.add(gains, torch.rsub(noise, 1))  # `1 - noise` would add a Python call
     return (phi if lists.mask is None else phi.where(lists.mask, 0)), sums > 0
