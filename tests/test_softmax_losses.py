@@ -305,6 +305,23 @@ def test_xe_ndcg_noise_from_a_generator_is_seedable() -> None:
     assert len(default_draws) == 3
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_xe_ndcg_draws_the_noise_torch_rand_draws_from_the_generator(layout: str) -> None:
+    # The noise drawn from a generator is `torch.rand(preds.shape, generator=...)`, in the
+    # scores' dtype, whatever the scores' strides: passing it as `noise` gives the same loss.
+    preds, target = torch.randn(6, 9, dtype=torch.float64), torch.randint(0, 4, (6, 9))
+    if layout == "transposed":
+        preds, target = preds.T.contiguous().T, target.T.contiguous().T
+    assert preds.is_contiguous() == (layout == "contiguous")
+    noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(5), dtype=preds.dtype)
+    for reduction in ("none", "mean"):
+        drawn = xe_ndcg_loss(
+            preds, target, generator=torch.Generator().manual_seed(5), reduction=reduction
+        )
+        given = xe_ndcg_loss(preds, target, noise=noise, reduction=reduction)
+        torch.testing.assert_close(drawn, given, rtol=1e-12, atol=1e-12)
+
+
 def test_xe_ndcg_noise_of_one_or_zero_gives_the_bounds() -> None:
     """gamma = 1 gives phi = G (the softmax loss's target); gamma = 0 gives G + 1."""
     preds, target, mask = batch(seed=15)
