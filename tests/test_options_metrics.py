@@ -1142,3 +1142,50 @@ def test_sparse_target_mask_on_a_relevant_item_is_padding(validate_args: bool) -
         reference_lists(lists, {}, normalize=False),
     )
     close(ndcg(preds, target.to_sparse(), mask=mask, **options), reference_lists(lists, {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# The options of a metric once it is made: read as given, never set (its states follow them)
+
+FIXED_OPTIONS = {
+    "k": [1, 3],
+    "gain": "linear",
+    "discount": "jarvelin",
+    "ties": "first",
+    "empty_target_action": "pos",
+    "ignore_index": -1,
+    "validate_args": False,
+    "confidence": 0.9,
+}
+
+
+@pytest.mark.parametrize("metric_class", [NDCG, RetrievalNDCG])
+@pytest.mark.parametrize("name", list(FIXED_OPTIONS))
+def test_a_metrics_option_reads_as_given_and_setting_it_raises_naming_it(
+    metric_class: type, name: str
+) -> None:
+    given = FIXED_OPTIONS[name]
+    metric = metric_class(**{name: given})
+    assert getattr(metric, name) == (tuple(given) if isinstance(given, list) else given)
+    assert metric_class().k is None
+    assert metric_class(k=4).k == 4
+    preds = torch.tensor([[0.3, 0.1, 0.2], [0.5, 0.9, 0.1]])
+    target = torch.tensor([[2, 0, 1], [1, 0, 3]])
+    if metric_class is RetrievalNDCG:
+        indexes = torch.tensor([0, 0, 0, 1, 1, 1])
+        update = lambda m: m.update(preds.reshape(-1), target.reshape(-1), indexes)  # noqa: E731
+    else:
+        update = lambda m: m.update(preds, target)  # noqa: E731
+    update(metric)
+    # Silently ignored (a new attribute) or taken by half the states, a set option would give
+    # another number: it raises, naming the option, and the metric keeps its own.
+    other = {"k": 2, "confidence": None, "validate_args": True}.get(name, "neg")
+    fixed = re.escape(f"`{metric_class.__name__}.{name}` is fixed")
+    with pytest.raises(AttributeError, match=fixed):
+        setattr(metric, name, other)
+    assert getattr(metric, name) == getattr(metric_class(**{name: given}), name)
+    update(metric)
+    fresh = metric_class(**{name: given})
+    update(fresh)
+    update(fresh)
+    torch.testing.assert_close(metric.compute(), fresh.compute())

@@ -40,6 +40,27 @@ class MetricKeywords(TypedDict, total=False):
     compute_with_cache: bool
 
 
+def _fixed(name: str) -> Any:
+    """An option of a metric, read from it; setting it raises: its states were made by it."""
+
+    def get(self: "NDCGMetricBase") -> Any:
+        if name == "confidence":
+            return self._confidence
+        if name != "k":
+            return getattr(self.options, name)
+        cutoffs = self.options.cutoffs
+        return cutoffs.ks if cutoffs.is_sequence or cutoffs.ks is None else cutoffs.ks[0]
+
+    def set_(self: "NDCGMetricBase", value: Any) -> None:
+        kind = type(self).__name__
+        raise AttributeError(
+            f"`{kind}.{name}` is fixed when the metric is made (its states follow it), but "
+            f"was set to {value!r}: make a new `{kind}({name}=...)`."
+        )
+
+    return property(get, set_, doc=f"``{name}``, as given (checked); read only.")
+
+
 class NDCGMetricBase(Metric):
     """What both metrics share: their options, the dtypes of their states, their result dtype.
 
@@ -67,6 +88,9 @@ class NDCGMetricBase(Metric):
     plot_upper_bound = 1.0
 
     options_key: Tensor
+    k, gain, discount, ties = _fixed("k"), _fixed("gain"), _fixed("discount"), _fixed("ties")
+    empty_target_action, ignore_index = _fixed("empty_target_action"), _fixed("ignore_index")
+    validate_args, confidence = _fixed("validate_args"), _fixed("confidence")
     # The one result a member of `per_cutoff()` reports, as a tensor (None: all of them).
     _reported: str | None = None
 
@@ -90,7 +114,7 @@ class NDCGMetricBase(Metric):
         self.options = options
         _validation.check_distinct_k(k, options.cutoffs.ks)
         _validation.check_confidence(confidence)
-        self.confidence = confidence
+        self._confidence = confidence
         # It holds no data: "max" keeps the (equal) keys of all ranks where torchmetrics' gather
         # syncs the states (`RetrievalNDCG`'s custom `dist_sync_fn`, `NDCG`'s custom one).
         self.add_state("options_key", self._options_key(), dist_reduce_fx="max")

@@ -78,6 +78,10 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     mean (``"skip"``) or raise (``"error"``); lists made only of padding (``mask`` /
     ``ignore_index``) are not counted at all.
 
+    The options read back as attributes (``metric.k``, ``metric.gain``, ...), as given. They
+    are fixed when the metric is made, as its states are: setting one raises
+    ``AttributeError`` (make a new metric).
+
     Note:
         The default gain is exponential, $2^y - 1$, as `torch_ndcg.ndcg`'s (see its note):
         pass ``gain="linear"`` to get the numbers of torchmetrics' ``RetrievalNormalizedDCG``.
