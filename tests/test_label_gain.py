@@ -296,7 +296,7 @@ def test_a_catalog_grade_outside_the_table_is_named() -> None:
         ([[0.0, 1.0]], r"`gain` to be .* 1-D sequence of per-label gains"),
         (torch.ones(2, 2), r"`gain` to be .* 1-D sequence of per-label gains"),
         (["a"], r"`gain` to be .* 1-D sequence of per-label gains"),
-        ("exp", r"`gain` to be one of 'exponential', 'linear' or a callable, but got 'exp'"),
+        ("exp", r"`gain` to be one of 'exponential', 'linear', a callable or a sequence .*'exp'"),
     ],
     ids=["negative", "nan", "inf", "empty", "2-D", "2-D tensor", "strings", "unknown name"],
 )

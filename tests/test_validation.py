@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from torch_ndcg import NDCG, dcg, ndcg
+from torch_ndcg import NDCG, RetrievalNDCG, dcg, ndcg, retrieval_ndcg
 
 PREDS = torch.tensor([[0.3, 0.2, 0.1]])
 TARGET = torch.tensor([[1, 0, 2]])
@@ -28,7 +28,8 @@ TARGET = torch.tensor([[1, 0, 2]])
         (
             {"gain": "exp"},
             ValueError,
-            r"`gain` to be one of 'exponential', 'linear' or a callable, but got 'exp'",
+            r"`gain` to be one of 'exponential', 'linear', a callable or a sequence of .*, "
+            r"but got 'exp'",
         ),
         (
             {"discount": "log"},
@@ -204,3 +205,18 @@ def test_swapped_float_scores_and_labels_get_a_hint() -> None:
         ndcg(labels, labels)  # whole-number scores with whole-number labels: plausible
         ndcg(labels + 40, scores)  # whole scores, but not label-like ones
         ndcg(labels, scores, validate_args=False)  # no value is read: no hint
+
+
+def test_a_label_past_the_gain_limit_names_the_sum_only_where_gains_are_summed() -> None:
+    # Lists sum their gains; flat rows are checked one by one (a query's sum when it is scored).
+    preds, target = torch.tensor([[0.3, 0.2, 0.1]]), torch.tensor([[200, 0, 1]])
+    with pytest.raises(ValueError, match=r"finite in torch.float32 and a list's 3 gains must sum"):
+        ndcg(preds, target)
+    indexes = torch.zeros(3, dtype=torch.long)
+    for call in (
+        lambda: retrieval_ndcg(preds.reshape(-1), target.reshape(-1), indexes),
+        lambda: RetrievalNDCG().update(preds.reshape(-1), target.reshape(-1), indexes),
+    ):
+        with pytest.raises(ValueError, match=r"finite in torch.float32\), but found 200") as error:
+            call()
+        assert "gains must sum" not in str(error.value)

@@ -75,7 +75,12 @@ def check_gain(gain: Any) -> Any:
     tuple, 1-D tensor or array of at least one finite, non-negative number.
     """
     if _options.elementwise(gain):
-        check_option("gain", gain, GAIN_NAMES, callable_ok=True)
+        if not (gain in GAIN_NAMES if isinstance(gain, str) else callable(gain)):
+            choices = ", ".join(repr(name) for name in GAIN_NAMES)
+            raise ValueError(
+                f"Expected `gain` to be one of {choices}, a callable or a sequence of per-label "
+                f"gains (label i gains `gain`[i]), but got {gain!r}."
+            )
         return gain
     try:
         table = torch.as_tensor(gain, dtype=torch.float64, device="cpu")
@@ -563,10 +568,11 @@ def _value_rules(kind: InputKind) -> Callable[[Any, Any, Any, Any], list[Check]]
         number = not (sums_bind and torch.compiler.is_compiling())
         named_as, shown, advice = _options.limit_words(gain, limit, number)
         count = f"{n_items} " if isinstance(n_items, int) else ""
+        # Rows checked one by one (a query's are summed where it is scored) sum no gains here.
+        summed = "" if n_items == 1 else f" and a list's {count}gains must sum to a finite float64"
         too_large = (
             f"Expected `target` values of at most {shown} with `gain`{named_as} (each gain "
-            f"must be finite in {dtype} and a list's {count}gains must sum to a finite "
-            f"float64), but found {{found}}; {advice} the labels."
+            f"must be finite in {dtype}{summed}), but found {{found}}; {advice} the labels."
         )
 
         def within(high: Any) -> Any:

@@ -167,7 +167,8 @@ def ndcg(
         validate_args: as `dcg`.
         empty_target_action: value of lists whose ideal DCG is 0 (no relevant item): ``"neg"``
             (the default) gives 0, ``"pos"`` gives 1, ``"skip"`` gives NaN, ``"error"``
-            raises.
+            raises. A row of padding only (``mask`` / ``ignore_index``) is no list: it takes
+            the value the action gives, and 0 under ``"error"``, which does not raise for it.
 
     Returns:
         One nDCG per list, shape ``[...]`` or ``[..., len(k)]``.
