@@ -121,6 +121,31 @@ def test_long_lists_and_wide_spans_equal_the_reference(
     )
 
 
+def _plackett_luce_float64(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """ListMLE of one list of distinct labels in float64 autograd: a sum over the positions."""
+    ranked = scores[labels.argsort(descending=True)]
+    return sum(torch.logsumexp(ranked[i:], 0) - ranked[i] for i in range(len(ranked)))
+
+
+@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("span", [1e3, 1e5, 1e7])
+def test_listmle_gradient_of_float32_scores_spanning_far(validate_args: bool, span: float) -> None:
+    """Scores far apart in float32: the log-sums round to their magnitude's spacing, which the
+    gradient must not take into its exponentials (the loss and gradient of float64 loops)."""
+    generator = torch.Generator().manual_seed(11)
+    scores = (torch.rand(4, 12, generator=generator) - 0.5) * span
+    scores[0] = torch.tensor([1e7, 0.0, -1e7, 5e6] * 3) * span / 2e7
+    labels = torch.stack([torch.randperm(12, generator=generator) for _ in range(4)])
+    leaf = scores.clone().requires_grad_()
+    loss = listmle_loss(leaf, labels, reduction="sum", validate_args=validate_args)
+    loss.backward()
+    exact = scores.double().requires_grad_()
+    expected = sum(_plackett_luce_float64(exact[i], labels[i]) for i in range(4))
+    expected.backward()
+    torch.testing.assert_close(loss.double(), expected.detach(), rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(leaf.grad.double(), exact.grad, rtol=1e-4, atol=1e-4)
+
+
 def test_many_blocks_of_pairs_equal_one() -> None:
     """Lists long enough for RankNet's pairs to take several blocks of rows."""
     preds, target, mask = batch(2, 1_200, seed=6, dtype=torch.float32)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_ndcg import _kernels, _pairwise, _validation
+from torch_ndcg import _kernels, _options, _pairwise, _validation
 from torch_ndcg._options import Reduction
 from torch_ndcg.functional import _loss_input
 from torch_ndcg.functional._loss_input import Checks, LossOptions
@@ -240,7 +240,9 @@ class _PlackettLuce(_pairwise.KeptGradient):
     ``factor``, the terms' factors $a$ in that order (``None``: 1 on the real items), what
     ``KeptGradient.reduced`` takes (its ``[N]`` counted lists: the others are 0), whether to
     compute the gradient, and ``direct``: whether the sums may be taken of plain exponentials
-    relative to the top item (else by ``logcumsumexp``). The gradient, computed in forward
+    relative to the top item (else by ``logcumsumexp``, in the accumulation dtype: the log-sums
+    of float32 scores far apart round by their magnitude's spacing, which the gradient's
+    exponentials would multiply by up to e). The gradient, computed in forward
     and kept, is
     $\partial \ell / \partial u_m = e^{u_m} \sum_{i \le m} a_i e^{-\mathrm{lse}_i} - a_m$.
     """
@@ -265,19 +267,25 @@ class _PlackettLuce(_pairwise.KeptGradient):
                 above = inverse.flip(-1).cumsum(-1).flip(-1)  # over i and the items above it
                 ranked = above.mul_(e).sub_(1 if factor is None else factor)
         else:
+            # In the accumulation dtype: a log-sum of wide-apart scores (past e^44 in float32)
+            # rounds to their magnitude's spacing, which `u + above` would take into exp.
+            wide = _options.accumulate_dtype(s.device)
+            u = _kernels.as_dtype(u, wide)
+            factor = None if factor is None else _kernels.as_dtype(factor, wide)
             if real is not None:
                 u = u.masked_fill(~real, -torch.inf)
             lse = u.logcumsumexp(-1)
             terms = lse - u  # NaN on padding (-inf - -inf): not taken
             if real is not None:
                 terms = torch.where(real, terms, 0)
-            per_list = (terms if factor is None else terms.mul_(factor)).sum(-1)
+            per_list = (terms if factor is None else terms.mul_(factor)).sum(-1).to(s.dtype)
             if need_grad:
                 logs = lse.neg() if factor is None else factor.log().sub_(lse)
                 if factor is not None:  # -inf where the factor is 0 (padding: NaN there)
                     logs = torch.where(factor > 0, logs, -torch.inf)
                 above = logs.flip(-1).logcumsumexp(-1).flip(-1)
                 ranked = torch.exp(u + above).sub_(1 if factor is None else factor)
+                ranked = ranked.to(s.dtype)
         grad = ranked.scatter(-1, order, ranked) if need_grad else ranked  # the input's order
         counted = reducing[0]  # the lists of one label count for nothing
         per_list = torch.where(counted, per_list, 0)
