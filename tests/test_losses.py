@@ -644,6 +644,15 @@ def test_second_derivative_through_the_dense_path_raises(function: LossFn) -> No
     torch.testing.assert_close(grad, expected)
     with pytest.raises(RuntimeError, match="no second derivative"):
         (grad.square().sum() + leaf.sum()).backward()
+    # With respect to the scores themselves (the error leads back to them), and a Hessian.
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        return function(x, target, mask=mask)
+
+    (again,) = torch.autograd.grad(loss_of(leaf), leaf, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad(again.sum(), leaf)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.functional.hessian(loss_of, leaf.detach())
 
 
 SMALL_BATCH_ERRORS = [

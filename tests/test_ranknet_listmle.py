@@ -317,6 +317,15 @@ def test_second_derivative_raises(name: str, opts: dict[str, Any]) -> None:
     torch.testing.assert_close(grad, expected)
     with pytest.raises(RuntimeError, match="no second derivative"):
         (grad.square().sum() + leaf.sum()).backward()
+    # With respect to the scores themselves (the error leads back to them), and a Hessian.
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        return FUNCTIONS[name](x, target, mask=mask, **opts)
+
+    (again,) = torch.autograd.grad(loss_of(leaf), leaf, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad(again.sum(), leaf)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.functional.hessian(loss_of, leaf.detach())
 
 
 # --- Modules, options and errors ----------------------------------------------------------------

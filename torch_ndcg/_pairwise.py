@@ -245,15 +245,18 @@ class KeptGradient(torch.autograd.Function):
 
     @staticmethod
     def reduced(
-        ctx: Any, per_list: Tensor, grad: Tensor | None, reducing: tuple[Any, ...]
+        ctx: Any, s: Tensor, per_list: Tensor, grad: Tensor | None, reducing: tuple[Any, ...]
     ) -> Tensor:
         """``per_list`` reduced (`reduce_losses`), its gradient ``grad`` kept for backward.
 
-        ``reducing``: the counted lists, the reduction and the leading shape.
+        ``s``: the scores (the input); ``reducing``: the counted lists, the reduction and the
+        leading shape.
         """
         counted, reduction, leading_shape = reducing
         loss, kept = reduce_losses(per_list, counted, reduction, leading_shape, grad)
         ctx.save_for_backward(kept)
+        # Only a graph edge for `_no_second_derivative` (not saved: its value is never read).
+        ctx.scores = s
         ctx.per_list = reduction == "none"
         return loss
 
@@ -262,18 +265,22 @@ class KeptGradient(torch.autograd.Function):
         (grad,) = ctx.saved_tensors
         grad_scores = grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad
         if torch.is_grad_enabled():  # create_graph: a second derivative would come out wrong
-            grad_scores = _no_second_derivative(grad_scores)
+            grad_scores = _no_second_derivative(grad_scores, ctx.scores)
         return grad_scores, None
 
 
-def _no_second_derivative(grad: Tensor) -> Tensor:
-    """``grad``, whose derivative raises (as `once_differentiable`'s, whatever the inputs)."""
+def _no_second_derivative(grad: Tensor, scores: Tensor) -> Tensor:
+    """``grad``, whose derivative raises: it leads back to ``scores``, which it depends on.
+
+    (`once_differentiable` leads its error to a detached copy, which ``torch.autograd.grad``
+    with respect to the scores never meets: "not used in the graph", and Hessians of 0.)
+    """
     error = torch._C._functions.DelayedError(
         b"This loss keeps the gradient its forward computed: it has no derivative of its own "
         b"(no second derivative).",
-        1,
+        2,
     )
-    return error(grad.detach().requires_grad_())
+    return error(grad.detach().requires_grad_(), scores)[0]
 
 
 class DensePairwiseLogistic(KeptGradient):
@@ -319,7 +326,9 @@ class DensePairwiseLogistic(KeptGradient):
         if counted is not None:
             per_list = torch.where(counted, per_list, 0)
             grad = None if grad is None else torch.where(counted.unsqueeze(1), grad, 0)
-        return KeptGradient.reduced(ctx, per_list, grad, (has_relevant, reduction, leading_shape))
+        return KeptGradient.reduced(
+            ctx, s, per_list, grad, (has_relevant, reduction, leading_shape)
+        )
 
 
 class DenseApproxNDCG(KeptGradient):
@@ -388,7 +397,7 @@ class DenseApproxNDCG(KeptGradient):
                 grad = grad / temperature
             grad = torch.where(counted.unsqueeze(1), grad, 0)
         per_list = torch.where(counted, torch.rsub(cut_terms.sum(-1), 1), 0)
-        return KeptGradient.reduced(ctx, per_list, grad, (counted, reduction, leading_shape))
+        return KeptGradient.reduced(ctx, s, per_list, grad, (counted, reduction, leading_shape))
 
 
 class _KeptPerList(torch.autograd.Function):

@@ -291,4 +291,4 @@ class _PlackettLuce(_pairwise.KeptGradient):
         per_list = torch.where(counted, per_list, 0)
         if need_grad:
             grad = torch.where(counted[:, None], grad, 0)
-        return _pairwise.KeptGradient.reduced(ctx, per_list, grad, reducing)
+        return _pairwise.KeptGradient.reduced(ctx, s, per_list, grad, reducing)

@@ -195,4 +195,4 @@ class _RankNetPairs(_pairwise.KeptGradient):
             del z
         if need_grad and sigma != 1:
             grad.mul_(sigma)
-        return _pairwise.KeptGradient.reduced(ctx, loss, grad, reducing)
+        return _pairwise.KeptGradient.reduced(ctx, s, loss, grad, reducing)
