@@ -193,6 +193,23 @@ def test_the_tie_rule_ignores_the_input_order() -> None:
         )
 
 
+def test_listmle_without_weight_is_one_number_for_exact_ties_in_any_order_and_batch() -> None:
+    """Items of equal label and score (-0.0 and +0.0 among them): without ``weight`` their
+    order takes no part, in any input order, in a small batch and past the one-sort size."""
+    scores = torch.tensor([[-0.0, 0.0, 0.0, 1.5, 1.5], [0.0, -0.0, 2.0, 2.0, -1.0]])
+    labels = torch.tensor([[1, 1, 0, 2, 2], [3, 3, 1, 1, 0]])
+    alone = listmle_loss(scores, labels, reduction="none")
+    permuted = torch.tensor([4, 1, 3, 0, 2])
+    torch.testing.assert_close(
+        listmle_loss(scores[:, permuted], labels[:, permuted], reduction="none"), alone
+    )
+    many = 1000  # 10,000 items: past the batch size that sorts one key
+    batched = listmle_loss(scores.repeat(many, 1), labels.repeat(many, 1), reduction="none")
+    torch.testing.assert_close(batched, alone.repeat(many), rtol=1e-6, atol=1e-6)
+    expected = ref.listmle_lists(scores.tolist(), labels.tolist(), [[True] * 5] * 2)
+    torch.testing.assert_close(alone, torch.tensor(expected).float(), rtol=1e-6, atol=1e-6)
+
+
 def test_lists_without_an_order_count_for_nothing() -> None:
     """All labels equal, a single real item, only padding: loss 0, gradient 0, not in "mean"."""
     preds = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
@@ -317,6 +334,7 @@ def test_second_derivative_raises(name: str, opts: dict[str, Any]) -> None:
     torch.testing.assert_close(grad, expected)
     with pytest.raises(RuntimeError, match="no second derivative"):
         (grad.square().sum() + leaf.sum()).backward()
+
     # With respect to the scores themselves (the error leads back to them), and a Hessian.
     def loss_of(x: torch.Tensor) -> torch.Tensor:
         return FUNCTIONS[name](x, target, mask=mask, **opts)

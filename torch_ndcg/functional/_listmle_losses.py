@@ -72,17 +72,20 @@ def listmle_loss(
     computed in this form, which stays finite for long lists (the unnormalised weights
     overflow float32 past 127 items).
 
-    Ties of labels are ordered by the current scores, *ascending*: the least likely order the
-    labels allow, so that the loss is the largest of the losses of all those orders. Each of
-    them is convex in the scores (Xia et al.), and so is their maximum: the loss stays convex,
-    it bounds from above the expected loss of a random order of the ties (allRank's and
-    TF-Ranking's, drawn at every call), and like that expectation it is smallest, within a tie,
-    where the tied scores are equal. The most likely order (scores descending) would instead
-    make the loss a minimum of convex functions, not convex, smallest where tied items are
-    pushed apart, in whatever order they happen to be. Either way the rule is deterministic and
-    independent of the items' input order, and the loss is continuous (at a swap the two
-    orders are equally likely). A list whose labels are all equal (or with fewer than two real
-    items) states no order: loss 0, gradient 0, and ``"mean"`` averages over the other lists.
+    Ties of labels are ordered by the current scores, *ascending*. Without ``weight`` that is
+    the least likely order the labels allow, so that the loss is the largest of the losses of
+    all those orders. Each of them is convex in the scores (Xia et al.), and so is their
+    maximum: the loss stays convex, it bounds from above the expected loss of a random order of
+    the ties (allRank's and TF-Ranking's, drawn at every call), and like that expectation it is
+    smallest, within a tie, where the tied scores are equal. The most likely order (scores
+    descending) would instead make the loss a minimum of convex functions, not convex, smallest
+    where tied items are pushed apart, in whatever order they happen to be. Either way the rule
+    is deterministic and (without ``weight``) independent of the items' input order, and the
+    loss is continuous (at a swap the two orders are equally likely). With ``weight`` the same
+    order is taken: its loss need not be the largest, and items of equal label and equal score
+    that weigh differently are in no set order (their order then tells). A list whose labels are
+    all equal (or with fewer than two real items) states no order: loss 0, gradient 0, and
+    ``"mean"`` averages over the other lists.
 
     Labels are compared in the scores' compute dtype (float32, or float64 for float64 scores).
     ``weight`` multiplies the term of each item's position. Padded items take no part. Memory
