@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 import torch
 
-from torch_ndcg import NDCG, RetrievalNDCG, dcg, ndcg, retrieval_ndcg
+from torch_ndcg import (
+    NDCG,
+    RetrievalNDCG,
+    dcg,
+    lambdarank_loss,
+    ndcg,
+    retrieval_ndcg,
+    softmax_loss,
+    xe_ndcg_loss,
+)
 
 PREDS = torch.tensor([[0.3, 0.2, 0.1]])
 TARGET = torch.tensor([[1, 0, 2]])
@@ -220,3 +229,40 @@ def test_a_label_past_the_gain_limit_names_the_sum_only_where_gains_are_summed()
         with pytest.raises(ValueError, match=r"finite in torch.float32\), but found 200") as error:
             call()
         assert "gains must sum" not in str(error.value)
+
+
+# --- A callable gain: what it gives the real labels is checked -----------------------------
+
+_OWNERS_OF_GAIN = {
+    "ndcg": lambda p, t, **o: ndcg(p, t, **o),
+    "NDCG.update": lambda p, t, **o: NDCG(**o).update(p, t),
+    "retrieval_ndcg": lambda p, t, **o: retrieval_ndcg(
+        p.reshape(-1), t.reshape(-1), torch.arange(t.numel()) // t.shape[-1], **o
+    ),
+    "softmax_loss": lambda p, t, **o: softmax_loss(p, t, **o),
+    "xe_ndcg_loss": lambda p, t, **o: xe_ndcg_loss(p, t, noise=torch.full_like(p, 0.5), **o),
+    "lambdarank_loss": lambda p, t, **o: lambdarank_loss(p, t, **o),
+}
+_BAD_GAINS = {
+    "negative": (lambda y: y - 1, r"non-negative gains of the real labels.*gave the gain -1\.0"),
+    "infinite": (lambda y: torch.exp(y * 1000), r"non-negative gains.*gave the gain inf"),
+    "NaN": (lambda y: y / 0 * 0, r"non-negative gains.*gave the gain nan"),
+    "a scalar": (lambda y: y.sum(), r"`gain` to give a tensor of the shape .*gave shape \(\)"),
+    "an array": (lambda y: y.numpy(), r"`gain` to give a tensor of the shape .*gave <class"),
+}
+
+
+@pytest.mark.parametrize("bad", list(_BAD_GAINS))
+@pytest.mark.parametrize("owner", list(_OWNERS_OF_GAIN))
+def test_a_callable_gain_that_gives_bad_gains_is_named(owner: str, bad: str) -> None:
+    preds = torch.tensor([[0.3, 0.1, 0.2, 0.9], [0.5, 0.9, 0.1, 0.4]])
+    target = torch.tensor([[2, 0, 1, 0], [1, 0, 3, 2]])
+    gain, message = _BAD_GAINS[bad]
+    with pytest.raises(ValueError, match=message):
+        _OWNERS_OF_GAIN[owner](preds, target, gain=gain)
+    # A padded item's label is not given to the check: -1 there gains nothing.
+    padded = target.masked_fill(target == 0, -1)
+    fine = _OWNERS_OF_GAIN[owner](preds, padded, gain=lambda y: y, ignore_index=-1)
+    linear = _OWNERS_OF_GAIN[owner](preds, padded, gain="linear", ignore_index=-1)
+    if fine is not None:
+        torch.testing.assert_close(fine, linear)

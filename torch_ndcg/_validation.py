@@ -401,6 +401,8 @@ def check_values(
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     declared = gain if _options.declared(gain) else None
+    # What a callable gives the real labels (padding's are 0 here), in the scores' dtype.
+    given = None if declared is not None else callable_gains(gain, real_target, preds.dtype)
     kind = (declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels)
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(kind)
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
@@ -418,10 +420,16 @@ def check_values(
         deferred = defer(rules(low_pred, high_pred, low, high))  # device-side assertions
         if fraction is not False:
             assert_on_device(~fraction.any(), _FRACTIONAL.format(found="a fractional label"))
+        if given is not None:
+            low_gain, high_gain = torch.aminmax(given)
+            found = "a negative or non-finite gain"
+            assert_on_device((low_gain >= 0) & (high_gain < math.inf), _GAINS.format(found=found))
         return deferred
     values = [low_pred.double(), high_pred.double(), low.double(), high.double()]
     if fraction is not False:  # the largest fractional label, read with the extremes
         values.append(torch.where(fraction, real_target, -torch.inf).amax().double())
+    if given is not None:  # a callable's gains (never with a table's fractions)
+        values.extend(gain.double() for gain in torch.aminmax(given))
     extremes = torch.stack(values)
 
     def judge(values: list[float]) -> CheckedValues:
@@ -431,7 +439,10 @@ def check_values(
         if low_pred > high_pred:  # no real score
             low_pred = high_pred = 0.0
         _judge(rules(low_pred, high_pred, low, high), [])  # known: judged now
-        if len(values) > 4 and values[4] > -math.inf:
+        if given is not None and not (values[4] >= 0 and values[5] < math.inf):  # NaN fails
+            found = values[4] if not values[4] >= 0 else values[5]
+            raise ValueError(_GAINS.format(found=f"the gain {found!r}"))
+        if given is None and len(values) > 4 and values[4] > -math.inf:
             raise ValueError(_FRACTIONAL.format(found=f"the label {values[4]!r}"))
         if float_labels and label_like(low_pred, high_pred):
             # Were float labels passed first? Whole scores, some fractional label: one more read.
@@ -448,6 +459,27 @@ def check_values(
         return CheckedValues(high, high_pred - low_pred)
 
     return DeferredCheck(extremes, judge)
+
+
+_GAINS = (
+    "Expected `gain` to give finite, non-negative gains of the real labels (as a named gain "
+    "or a table does: then nDCG is at most 1), but it gave {found}."
+)
+
+
+def callable_gains(gain: Any, labels: Tensor, dtype: torch.dtype) -> Tensor:
+    """What a callable ``gain`` gives ``labels`` in the compute dtype of scores of ``dtype``.
+
+    A tensor of the labels' shape, or raise naming ``gain`` and what it gave.
+    """
+    given = gain(labels.to(dtype=compute_dtype(dtype)))
+    if not (isinstance(given, Tensor) and given.shape == labels.shape):
+        found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
+        raise ValueError(
+            f"Expected `gain` to give a tensor of the shape of the labels it is given, "
+            f"{tuple(labels.shape)}, but it gave {found}."
+        )
+    return given.detach()
 
 
 _FRACTIONAL = (

@@ -65,9 +65,10 @@ def dcg(
         k: cut-off: an int, a sequence of ints (all computed in one pass), or ``None`` (the
             default) for the whole list. A ``k`` larger than the list means the whole list.
         gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"`` ($y$), an
-            element-wise callable of the float labels, or a sequence of per-label gains
-            (LightGBM's and XGBoost's ``label_gain``: label $i$ gains ``gain[i]``; labels must
-            then be whole numbers below its length).
+            element-wise callable of the float labels (finite, non-negative gains: with
+            ``validate_args`` what it gives the real labels is checked), or a sequence of
+            per-label gains (LightGBM's and XGBoost's ``label_gain``: label $i$ gains
+            ``gain[i]``; labels must then be whole numbers below its length).
         discount: ``"log2"`` ($1/\log_2(1 + r)$, the default), ``"jarvelin"``
             ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
         ties: ``"average"`` (the default) or ``"first"``.
