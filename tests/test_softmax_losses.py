@@ -701,18 +701,23 @@ def test_setting_an_option_the_softmax_losses_lack_names_it(module: Any, name: s
     ids=["log", "inf above 1"],
 )
 def test_xe_ndcg_drops_a_list_whose_callable_gain_is_not_finite(gain: Any, target: Any) -> None:
-    """A callable gain has no checked limit: a list of non-finite gains has loss 0, never NaN,
+    """Unchecked, a callable gain has no limit: a list of non-finite gains has loss 0, never NaN,
     and the other list keeps the loss it has alone (with the same noise)."""
     preds = torch.tensor([[0.0, 1.0, 0.5], [0.5, 2.0, -1.0]], requires_grad=True)
     labels = torch.tensor(target)
     seeded = torch.Generator().manual_seed(3)
-    losses = xe_ndcg_loss(preds, labels, gain=gain, reduction="none", generator=seeded)
+    # Unchecked: with `validate_args` the check names such a gain.
+    losses = xe_ndcg_loss(
+        preds, labels, gain=gain, reduction="none", generator=seeded, validate_args=False
+    )
     losses.sum().backward()
     assert preds.grad is not None
     assert torch.equal(losses[1], torch.zeros(()))
     assert torch.equal(preds.grad[1], torch.zeros(3))
     assert torch.isfinite(preds.grad[0]).all()
     noise = torch.rand(preds.shape, generator=torch.Generator().manual_seed(3))
-    alone = xe_ndcg_loss(preds[:1], labels[:1], gain=gain, noise=noise[:1], reduction="none")
+    alone = xe_ndcg_loss(
+        preds[:1], labels[:1], gain=gain, noise=noise[:1], reduction="none", validate_args=False
+    )
     assert alone.item() > 0
     torch.testing.assert_close(losses[:1], alone)

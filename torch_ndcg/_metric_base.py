@@ -89,6 +89,10 @@ class NDCGMetricBase(Metric):
 
     options_key: Tensor
     k, gain, discount, ties = _fixed("k"), _fixed("gain"), _fixed("discount"), _fixed("ties")
+    _FIXED = ("k", "gain", "discount", "ties", "empty_target_action", "ignore_index")
+    __jit_unused_properties__ = [  # noqa: RUF012 (torch.jit reads a list)
+        *Metric.__jit_unused_properties__, *_FIXED, "validate_args", "confidence"
+    ]
     empty_target_action, ignore_index = _fixed("empty_target_action"), _fixed("ignore_index")
     validate_args, confidence = _fixed("validate_args"), _fixed("confidence")
     # The one result a member of `per_cutoff()` reports, as a tensor (None: all of them).
