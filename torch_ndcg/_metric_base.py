@@ -302,10 +302,10 @@ class NDCGMetricBase(Metric):
         With ``confidence``, the bounds of the normal interval from the sum of ``squares`` of
         the values (NaN below two values).
         """
-        if self.confidence is None:
+        if self._confidence is None:
             return self._shape(total / count.clamp(min=1))
         assert squares is not None
-        mean, low, high = normal_interval(total, squares, count, self.confidence)
+        mean, low, high = normal_interval(total, squares, count, self._confidence)
         return self._shape(mean, (low, high))
 
     def per_cutoff(
@@ -359,7 +359,7 @@ class NDCGMetricBase(Metric):
                 "Expected an aggregated metric for `per_cutoff`, but `aggregation` is 'none' "
                 "(per-query values): use `compute()` of the metric itself."
             )
-        ends = ("",) if self.confidence is None else ("", "_low", "_high")
+        ends = ("",) if self._confidence is None else ("", "_low", "_high")
         members: dict[str, Metric | MetricCollection] = {}
         for name in (name + end for name in self.options.cutoffs.names for end in ends):
             member = self.clone()

@@ -300,14 +300,14 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(values.sum(0))
         self.count.add_(count)
-        if self.confidence is not None:
+        if self._confidence is not None:
             self.sum_sq_ndcg.add_((values * values).sum(0))
 
     def _state_options(self) -> tuple[Any, ...]:
         opt = self.options
         options = (opt.cutoffs.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
         # The interval's state enters the key only when kept: earlier keys stay valid.
-        interval = ("sum_sq_ndcg",) if self.confidence is not None else ()
+        interval = ("sum_sq_ndcg",) if self._confidence is not None else ()
         return (*options, opt.ignore_index, *interval)
 
 
@@ -516,7 +516,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
 
     def _rank_key(self) -> Tensor:
         # Every option that changes the result, and the rows' dtype: equal on every rank.
-        opt, confidence = self.options, self.confidence
+        opt, confidence = self.options, self._confidence
         options = (opt.cutoffs.ks, opt.gain, opt.discount, opt.ties, opt.empty_target_action)
         drawn = confidence is not None and self.aggregation != "mean"  # a bootstrap
         bootstrap = (self.bootstrap_resamples, self.bootstrap_seed) if drawn else ()
@@ -548,7 +548,7 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
         if self.aggregation == "mean":  # from the sums over the counted queries of all ranks
             kept = torch.where(counted, values, 0)
             terms = [kept.sum(0), counted.sum(0)]
-            if self.confidence is not None:
+            if self._confidence is not None:
                 terms.append((kept * kept).sum(0))
             if self.partitioned:  # this rank's number of queries, summed with the rest
                 terms.append(torch.full_like(terms[1], ids.numel()))
@@ -572,10 +572,10 @@ class RetrievalNDCG(NDCGMetricBase, PartitionedRows, Generic[ResultT]):
 
         result = torch.stack([aggregate(column) for column in values.unbind(-1)])
         bounds = None
-        if self.confidence is not None:
+        if self._confidence is not None:
             resamples, seed = self.bootstrap_resamples, self.bootstrap_seed
             bounds = bootstrap_interval(
-                values, aggregation, self.confidence, n_resamples=resamples, seed=seed
+                values, aggregation, self._confidence, n_resamples=resamples, seed=seed
             )
         return cast(ResultT, self._shape(result, bounds))
 
