@@ -260,9 +260,30 @@ def test_a_callable_gain_that_gives_bad_gains_is_named(owner: str, bad: str) -> 
     gain, message = _BAD_GAINS[bad]
     with pytest.raises(ValueError, match=message):
         _OWNERS_OF_GAIN[owner](preds, target, gain=gain)
-    # A padded item's label is not given to the check: -1 there gains nothing.
-    padded = target.masked_fill(target == 0, -1)
-    fine = _OWNERS_OF_GAIN[owner](preds, padded, gain=lambda y: y, ignore_index=-1)
-    linear = _OWNERS_OF_GAIN[owner](preds, padded, gain="linear", ignore_index=-1)
-    if fine is not None:
-        torch.testing.assert_close(fine, linear)
+    # Only the real labels' gains are checked: on labels 1 to 3, a gain negative at 0 (the
+    # label padding takes inside) is valid, as unchecked.
+    stars = target + 1
+    padded = stars.masked_fill(target == 0, -1)
+
+    def from_one(y: torch.Tensor) -> torch.Tensor:
+        return torch.exp2(y - 1) - 1
+
+    checked = _OWNERS_OF_GAIN[owner](preds, padded, gain=from_one, ignore_index=-1)
+    unchecked = _OWNERS_OF_GAIN[owner](
+        preds, padded, gain=from_one, ignore_index=-1, validate_args=False
+    )
+    if checked is not None:  # NDCG.update returns nothing
+        torch.testing.assert_close(checked, unchecked)
+    with pytest.raises(ValueError, match=r"gave the gain -0\.5"):
+        _OWNERS_OF_GAIN[owner](preds, target, gain=from_one)
+
+
+@pytest.mark.parametrize("owner", ["softmax_loss", "lambdarank_loss"])
+def test_a_losss_callable_gain_is_checked_in_the_dtype_it_is_computed_in(owner: str) -> None:
+    # The losses take gains in float64: e^100 is finite there (in float32 it is not).
+    preds = torch.tensor([[0.3, 0.1, 0.2, 0.9]])
+    target = torch.tensor([[100.0, 0.0, 50.0, 1.0]])
+    checked = _OWNERS_OF_GAIN[owner](preds, target, gain=torch.exp)
+    unchecked = _OWNERS_OF_GAIN[owner](preds, target, gain=torch.exp, validate_args=False)
+    assert torch.isfinite(checked)
+    torch.testing.assert_close(checked, unchecked)

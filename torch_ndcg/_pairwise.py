@@ -254,18 +254,17 @@ class KeptGradient(torch.autograd.Function):
         """
         counted, reduction, leading_shape = reducing
         loss, kept = reduce_losses(per_list, counted, reduction, leading_shape, grad)
-        ctx.save_for_backward(kept)
-        # Only a graph edge for `_no_second_derivative` (not saved: its value is never read).
-        ctx.scores = s
+        # The scores only for their graph edge (`_no_second_derivative`), freed with the rest.
+        ctx.save_for_backward(kept, s)
         ctx.per_list = reduction == "none"
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-        (grad,) = ctx.saved_tensors
+        grad, scores = ctx.saved_tensors
         grad_scores = grad_loss.reshape(-1, 1) * grad if ctx.per_list else grad_loss * grad
         if torch.is_grad_enabled():  # create_graph: a second derivative would come out wrong
-            grad_scores = _no_second_derivative(grad_scores, ctx.scores)
+            grad_scores = _no_second_derivative(grad_scores, scores)
         return grad_scores, None
 
 

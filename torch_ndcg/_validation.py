@@ -401,8 +401,16 @@ def check_values(
     # Eager, the rules of an input kind are built once (a training loop meets few kinds); a
     # graph that torch.compile traces builds its own (`read_back` first: it spares a call).
     declared = gain if _options.declared(gain) else None
-    # What a callable gives the real labels (padding's are 0 here), in the scores' dtype.
-    given = None if declared is not None else callable_gains(gain, real_target, preds.dtype)
+    # What a callable gives the real labels, in the dtype the gains are computed in: the
+    # scores' compute dtype, the accumulation dtype for the losses (`finite_preds`).
+    given: tuple[Tensor, Tensor] | None = None  # their smallest and largest
+    if declared is None:
+        dtype = accumulate_dtype(preds.device) if finite_preds else compute_dtype(preds.dtype)
+        gains = callable_gains(gain, real_target, dtype)
+        if mask is None:
+            given = (gains.amin(), gains.amax())
+        else:  # padding's gain (of label 0 here) is never taken
+            given = (gains.where(mask, math.inf).amin(), gains.where(mask, -math.inf).amax())
     kind = (declared, preds.dtype, n_items, preds.device, ignore_index, finite_preds, float_labels)
     rules = (eager_rules if read_back or not torch.compiler.is_compiling() else _value_rules)(kind)
     scored = mask if ranked is None else ranked if mask is None else mask & ranked
@@ -421,7 +429,7 @@ def check_values(
         if fraction is not False:
             assert_on_device(~fraction.any(), _FRACTIONAL.format(found="a fractional label"))
         if given is not None:
-            low_gain, high_gain = torch.aminmax(given)
+            low_gain, high_gain = given
             found = "a negative or non-finite gain"
             assert_on_device((low_gain >= 0) & (high_gain < math.inf), _GAINS.format(found=found))
         return deferred
@@ -429,7 +437,7 @@ def check_values(
     if fraction is not False:  # the largest fractional label, read with the extremes
         values.append(torch.where(fraction, real_target, -torch.inf).amax().double())
     if given is not None:  # a callable's gains (never with a table's fractions)
-        values.extend(gain.double() for gain in torch.aminmax(given))
+        values.extend(extreme.double() for extreme in given)
     extremes = torch.stack(values)
 
     def judge(values: list[float]) -> CheckedValues:
@@ -468,11 +476,11 @@ _GAINS = (
 
 
 def callable_gains(gain: Any, labels: Tensor, dtype: torch.dtype) -> Tensor:
-    """What a callable ``gain`` gives ``labels`` in the compute dtype of scores of ``dtype``.
+    """What a callable ``gain`` gives ``labels``, taken in ``dtype``.
 
     A tensor of the labels' shape, or raise naming ``gain`` and what it gave.
     """
-    given = gain(labels.to(dtype=compute_dtype(dtype)))
+    given = gain(labels.to(dtype=dtype))
     if not (isinstance(given, Tensor) and given.shape == labels.shape):
         found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
         raise ValueError(

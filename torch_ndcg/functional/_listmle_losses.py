@@ -243,8 +243,8 @@ class _PlackettLuce(_pairwise.KeptGradient):
     ``factor``, the terms' factors $a$ in that order (``None``: 1 on the real items), what
     ``KeptGradient.reduced`` takes (its ``[N]`` counted lists: the others are 0), whether to
     compute the gradient, and ``direct``: whether the sums may be taken of plain exponentials
-    relative to the top item (else by ``logcumsumexp``, in the accumulation dtype: the log-sums
-    of float32 scores far apart round by their magnitude's spacing, which the gradient's
+    relative to the top item (else by ``logcumsumexp``, on the CPU in float64: the log-sums of
+    float32 scores far apart round by their magnitude's spacing, which the gradient's
     exponentials would multiply by up to e). The gradient, computed in forward
     and kept, is
     $\partial \ell / \partial u_m = e^{u_m} \sum_{i \le m} a_i e^{-\mathrm{lse}_i} - a_m$.
@@ -270,9 +270,10 @@ class _PlackettLuce(_pairwise.KeptGradient):
                 above = inverse.flip(-1).cumsum(-1).flip(-1)  # over i and the items above it
                 ranked = above.mul_(e).sub_(1 if factor is None else factor)
         else:
-            # In the accumulation dtype: a log-sum of wide-apart scores (past e^44 in float32)
-            # rounds to their magnitude's spacing, which `u + above` would take into exp.
-            wide = _options.accumulate_dtype(s.device)
+            # On the CPU in the accumulation dtype: a log-sum of wide-apart scores (past e^44 in
+            # float32) rounds to their magnitude's spacing, which `u + above` would take into
+            # exp. (An accelerator takes this branch at every step: there in the scores' dtype.)
+            wide = _options.accumulate_dtype(s.device) if s.is_cpu else s.dtype
             u = _kernels.as_dtype(u, wide)
             factor = None if factor is None else _kernels.as_dtype(factor, wide)
             if real is not None:
