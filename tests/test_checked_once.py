@@ -218,7 +218,7 @@ def test_the_functions_check_their_options_once() -> None:
     _validation._kept_options.clear()
     counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2]))
     assert counts["check_k"] == 1
-    assert counts["check_option"] == 3  # discount, ties, empty_target_action (gain: check_gain)
+    assert counts["check_option"] == 4  # gain, discount, ties, empty_target_action
     counts = _count_option_checks(lambda: ndcg(SCORES, LABELS, k=[1, 2], gain=lambda y: y))
     assert counts["check_k"] == 3  # a new function at every call: each is checked
 

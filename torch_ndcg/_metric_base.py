@@ -40,16 +40,27 @@ class MetricKeywords(TypedDict, total=False):
     compute_with_cache: bool
 
 
+def _given_k(self: "NDCGMetricBase") -> Any:
+    """``k`` as given: an int, a tuple of them, or ``None``."""
+    cutoffs = self.options.cutoffs
+    return cutoffs.ks if cutoffs.is_sequence or cutoffs.ks is None else cutoffs.ks[0]
+
+
+def _stored_confidence(self: "NDCGMetricBase") -> float | None:
+    """``confidence`` as given."""
+    return self._confidence
+
+
 def _fixed(name: str) -> Any:
     """An option of a metric, read from it; setting it raises: its states were made by it."""
 
     def get(self: "NDCGMetricBase") -> Any:
-        if name == "confidence":
-            return self._confidence
-        if name != "k":
-            return getattr(self.options, name)
-        cutoffs = self.options.cutoffs
-        return cutoffs.ks if cutoffs.is_sequence or cutoffs.ks is None else cutoffs.ks[0]
+        return getattr(self.options, name)
+
+    if name == "k":
+        get = _given_k
+    elif name == "confidence":
+        get = _stored_confidence
 
     def set_(self: "NDCGMetricBase", value: Any) -> None:
         kind = type(self).__name__
@@ -89,12 +100,13 @@ class NDCGMetricBase(Metric):
 
     options_key: Tensor
     k, gain, discount, ties = _fixed("k"), _fixed("gain"), _fixed("discount"), _fixed("ties")
-    _FIXED = ("k", "gain", "discount", "ties", "empty_target_action", "ignore_index")
-    __jit_unused_properties__ = [  # noqa: RUF012 (torch.jit reads a list)
-        *Metric.__jit_unused_properties__, *_FIXED, "validate_args", "confidence"
-    ]
     empty_target_action, ignore_index = _fixed("empty_target_action"), _fixed("ignore_index")
     validate_args, confidence = _fixed("validate_args"), _fixed("confidence")
+    # torch.jit.script compiles a module's properties unless listed here.
+    __jit_unused_properties__ = [  # noqa: RUF012 (torch.jit reads a list)
+        *Metric.__jit_unused_properties__,
+        *(name for name, value in list(vars().items()) if isinstance(value, property)),
+    ]
     # The one result a member of `per_cutoff()` reports, as a tensor (None: all of them).
     _reported: str | None = None
 

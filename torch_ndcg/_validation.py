@@ -59,12 +59,20 @@ def check_k(k: Any) -> tuple[int, ...] | None:
     )
 
 
-def check_option(name: str, value: Any, allowed: Sequence[str], *, callable_ok: bool) -> None:
-    """Check that ``value`` is one of ``allowed`` (or a callable where ``callable_ok``)."""
+def check_option(
+    name: str, value: Any, allowed: Sequence[str], *, callable_ok: bool, other: str = ""
+) -> None:
+    """Check that ``value`` is one of ``allowed`` (or a callable where ``callable_ok``).
+
+    ``other`` names a further form the caller takes (checked there), for the message.
+    """
     if value in allowed if isinstance(value, str) else callable_ok and callable(value):
         return
     choices = ", ".join(repr(a) for a in allowed)
-    extra = " or a callable" if callable_ok else ""
+    forms = (["a callable"] if callable_ok else []) + ([other] if other else [])
+    extra = ""  # ", a callable or <other>", " or a callable", or nothing
+    if forms:
+        extra = "".join(f", {form}" for form in forms[:-1]) + f" or {forms[-1]}"
     raise ValueError(f"Expected `{name}` to be one of {choices}{extra}, but got {value!r}.")
 
 
@@ -75,12 +83,8 @@ def check_gain(gain: Any) -> Any:
     tuple, 1-D tensor or array of at least one finite, non-negative number.
     """
     if _options.elementwise(gain):
-        if not (gain in GAIN_NAMES if isinstance(gain, str) else callable(gain)):
-            choices = ", ".join(repr(name) for name in GAIN_NAMES)
-            raise ValueError(
-                f"Expected `gain` to be one of {choices}, a callable or a sequence of per-label "
-                f"gains (label i gains `gain`[i]), but got {gain!r}."
-            )
+        tables = "a sequence of per-label gains (label i gains `gain`[i])"
+        check_option("gain", gain, GAIN_NAMES, callable_ok=True, other=tables)
         return gain
     try:
         table = torch.as_tensor(gain, dtype=torch.float64, device="cpu")

@@ -282,14 +282,15 @@ class _PlackettLuce(_pairwise.KeptGradient):
             terms = lse - u  # NaN on padding (-inf - -inf): not taken
             if real is not None:
                 terms = torch.where(real, terms, 0)
-            per_list = (terms if factor is None else terms.mul_(factor)).sum(-1).to(s.dtype)
+            per_list = (terms if factor is None else terms.mul_(factor)).sum(-1)
+            per_list = _kernels.as_dtype(per_list, s.dtype)
             if need_grad:
                 logs = lse.neg() if factor is None else factor.log().sub_(lse)
                 if factor is not None:  # -inf where the factor is 0 (padding: NaN there)
                     logs = torch.where(factor > 0, logs, -torch.inf)
                 above = logs.flip(-1).logcumsumexp(-1).flip(-1)
                 ranked = torch.exp(u + above).sub_(1 if factor is None else factor)
-                ranked = ranked.to(s.dtype)
+                ranked = _kernels.as_dtype(ranked, s.dtype)
         grad = ranked.scatter(-1, order, ranked) if need_grad else ranked  # the input's order
         counted = reducing[0]  # the lists of one label count for nothing
         per_list = torch.where(counted, per_list, 0)
