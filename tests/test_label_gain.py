@@ -311,3 +311,53 @@ def test_bad_tables_are_named(owner: str, gain: Any, message: str) -> None:
     }
     with pytest.raises(ValueError, match=message):
         calls[owner]()
+
+
+# --- A sparse or catalog target: absent items are label 0, which must gain nothing ------------
+
+
+def _sparse_and_dense() -> tuple[torch.Tensor, torch.Tensor]:
+    preds = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.5, 0.3, 0.2, 0.4]])
+    return preds, torch.tensor([[3, 0, 2, 0, 1], [0, 1, 0, 0, 0]])
+
+
+ABSENT_ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
+    "ndcg (COO)": lambda gain: ndcg(
+        _sparse_and_dense()[0], _sparse_and_dense()[1].to_sparse(), gain=gain
+    ),
+    "dcg (CSR)": lambda gain: dcg(
+        _sparse_and_dense()[0], _sparse_and_dense()[1].to_sparse_csr(), gain=gain
+    ),
+    "catalog_ndcg": lambda gain: _catalog(gain, 4),
+    "NDCG.update_catalog": lambda gain: NDCG(k=4, gain=gain).update_catalog(
+        torch.eye(2), torch.randn(5, 2), torch.tensor([[1], [3]])
+    ),
+}
+
+
+@pytest.mark.parametrize("entry", ABSENT_ENTRY_POINTS)
+@pytest.mark.parametrize(
+    ("gain", "found"),
+    [
+        ([1.0, 5.0, 1.0, 2.0, 3.0, 4.0], "1.0"),
+        (lambda y: y + 0.5, "0.5"),
+        (lambda y: 2.0**y, "1.0"),
+    ],
+)
+def test_a_gain_of_label_0_with_a_sparse_or_catalog_target_is_named(
+    entry: str, gain: Any, found: str
+) -> None:
+    """Absent items are label 0 and never scored: a gain at 0 would be left out, not counted."""
+    message = re.escape("to give label 0 a gain of 0 with a sparse or catalog target") + ".*"
+    with pytest.raises(ValueError, match=message + re.escape(f"`gain`(0) is {found}")):
+        ABSENT_ENTRY_POINTS[entry](gain)
+
+
+@pytest.mark.parametrize(
+    "gain", [NON_MONOTONE, lambda y: y**2, "linear", "exponential", (0.0, 1.0, 3.0, 7.0, 1.5, 2.0)]
+)
+def test_a_sparse_target_is_the_dense_target_where_label_0_gains_nothing(gain: Any) -> None:
+    preds, target = _sparse_and_dense()
+    dense = ndcg(preds, target, gain=gain, k=[1, 3, 5])
+    torch.testing.assert_close(ndcg(preds, target.to_sparse(), gain=gain, k=[1, 3, 5]), dense)
+    torch.testing.assert_close(ndcg(preds, target.to_sparse_csr(), gain=gain, k=[1, 3, 5]), dense)

@@ -1630,6 +1630,23 @@ def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> l
     return checks
 
 
+def check_absent_gain(gain: Any, dtype: torch.dtype) -> None:
+    """Label 0 gains nothing: a sparse or catalog target's absent items are label 0, unscored.
+
+    Named gains give 0 there; a table's first entry and a callable's gain of a zero label (in
+    ``dtype``, on the CPU: no read-back) must be 0 too, else ``ValueError`` names ``gain``.
+    """
+    if isinstance(gain, str):
+        return
+    zero = gain[0] if _options.indexed(gain) else callable_gains(gain, torch.zeros(1), dtype)
+    if zero != 0:
+        raise ValueError(
+            "Expected `gain` to give label 0 a gain of 0 with a sparse or catalog target (its "
+            f"absent items are label 0 and are not scored), but `gain`(0) is {float(zero)!r}; "
+            "score a dense target to count label 0's gain."
+        )
+
+
 def check_catalog_target(
     target: tuple[Tensor, Tensor, Tensor | None],
     finite: Tensor | None,

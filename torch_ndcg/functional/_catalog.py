@@ -97,8 +97,9 @@ def catalog_target(
     (``False``: padding) drops the grades of padded items and joins ``exclude`` once checked.
     """
     (users, n_items), device = shape, like.device
-    ids, grades = _item_ids(relevant, "relevant", users)
     dtype = _options.compute_dtype(like.dtype)
+    _validation.check_absent_gain(options.gain, dtype)
+    ids, grades = _item_ids(relevant, "relevant", users)
     grades = (ids.ge(0) if grades is None else grades).to(device, dtype)
     ids = ids.to(device)
     excluded = None if exclude is None else excluded_ids(exclude, users).to(device)
@@ -277,8 +278,9 @@ def catalog_ndcg(
         queries: ``[B, d]`` user (query) embeddings.
         items: ``[N, d]`` item embeddings (this rank's shard with ``process_group``).
         relevant: the relevant items of each user: a sparse COO or CSR ``[B, N]`` tensor whose
-            stored values are the grades (absent = 0), or an integer ``[B, P]`` tensor of item
-            ids with grade 1 (negative ids are padding).
+            stored values are the grades (absent = 0, so ``gain`` must give label 0 a gain of
+            0), or an integer ``[B, P]`` tensor of item ids with grade 1 (negative ids are
+            padding).
         k: cut-off: an int, a sequence of ints, or ``None`` (the whole catalog: keeps ``N``
             scores per user); no default.
 
@@ -316,7 +318,8 @@ def catalog_ndcg(
     Raises:
         ValueError: ids outside the catalog, an id twice for a user, negative or NaN grades,
             an item both relevant and excluded, NaN scores, shapes that do not match, bad
-            options; ``k=None`` with ``process_group``; an ``item_offset`` without it.
+            options, a ``gain`` that gives label 0 a gain; ``k=None`` with ``process_group``;
+            an ``item_offset`` without it.
         TypeError: ``relevant`` or ``exclude`` of an unsupported kind; a keyword name from
             another library (``top_k``, ...), naming ours.
 

@@ -53,7 +53,7 @@ def dcg(
         target: ``[..., L]`` non-negative relevance labels (bool, int or float); or, for
             ``[B, N]`` scores, a sparse COO or CSR ``[B, N]`` tensor of grades (absent = 0),
             scored without a dense target (see `torch_ndcg.functional.catalog_ndcg`; ties
-            ``"first"`` then follow the item index).
+            ``"first"`` then follow the item index; ``gain`` must give label 0 a gain of 0).
 
     Keyword Args:
         mask: ``[..., L]`` bool, ``True`` for real items; padded items never count. Default
