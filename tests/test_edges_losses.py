@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 
+import torch_ndcg.losses
 from tests.host_reads import count_host_reads
 from tests.references import (
     discount_function,
@@ -343,3 +344,26 @@ def test_the_weight_scale_is_judged_in_the_one_read_back(
     with count_host_reads() as reads, pytest.raises(RuntimeError, match="`weight` to keep"):
         LOSS_CALLS[name](PREDS, TARGET, weight=weight, reduction="sum")
     assert reads == []
+
+
+# --- A batch of no list ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", torch_ndcg.losses.__all__)
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0, 5)])
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_every_loss_module_gives_0_with_a_zero_gradient_on_a_batch_of_no_list(
+    name: str, shape: tuple[int, ...], validate_args: bool
+) -> None:
+    """As `torch.nn.CrossEntropyLoss(reduction="sum")` on an empty batch: 0, not an error."""
+    preds = torch.zeros(shape, requires_grad=True)
+    target = torch.zeros(shape, dtype=torch.long)
+    if name == "UnbiasedLambdaRankLoss":
+        loss_fn = torch_ndcg.UnbiasedLambdaRankLoss(num_positions=5, validate_args=validate_args)
+        loss = loss_fn(preds, target.float(), target)
+    else:
+        loss = getattr(torch_ndcg, name)(validate_args=validate_args)(preds, target)
+    loss.backward()
+    assert loss.item() == 0
+    assert preds.grad is not None
+    assert preds.grad.shape == shape

@@ -302,6 +302,8 @@ def score_range(lists: Lists | LossInput) -> float | Tensor:
 def real_span(scores: Tensor, real: Tensor | None) -> Tensor:
     """Largest minus smallest real score, a float64 0-d tensor on the device (0 if none)."""
     kept = scores.detach()
+    if kept.numel() == 0:  # no score: no span (a reduction of nothing has no value)
+        return kept.new_zeros((), dtype=torch.float64)
     high = kept if real is None else torch.where(real, kept, -torch.inf)
     low = kept if real is None else torch.where(real, kept, torch.inf)
     return (high.amax().double() - low.amin().double()).clamp(min=0)
