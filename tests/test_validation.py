@@ -12,9 +12,12 @@ import torch
 from torch_ndcg import (
     NDCG,
     RetrievalNDCG,
+    approx_ndcg_loss,
     dcg,
     lambdarank_loss,
     ndcg,
+    neural_ndcg_loss,
+    pl_rank_loss,
     retrieval_ndcg,
     softmax_loss,
     xe_ndcg_loss,
@@ -287,3 +290,74 @@ def test_a_losss_callable_gain_is_checked_in_the_dtype_it_is_computed_in(owner: 
     unchecked = _OWNERS_OF_GAIN[owner](preds, target, gain=torch.exp, validate_args=False)
     assert torch.isfinite(checked)
     torch.testing.assert_close(checked, unchecked)
+
+
+# --- A callable discount: what it gives the ranks is checked ------------------------------
+
+
+def _log2(ranks: torch.Tensor) -> torch.Tensor:
+    return 1 / torch.log2(ranks + 1)
+
+
+_OWNERS_OF_DISCOUNT = {
+    "ndcg": lambda p, t, **o: ndcg(p, t, **o),
+    "dcg": lambda p, t, **o: dcg(p, t, **o),
+    "NDCG": lambda p, t, **o: NDCG(**o)(p, t),
+    "retrieval_ndcg": lambda p, t, **o: retrieval_ndcg(
+        p.reshape(-1), t.reshape(-1), torch.arange(t.numel()) // t.shape[-1], **o
+    )[0],
+    "RetrievalNDCG": lambda p, t, **o: RetrievalNDCG(**o)(
+        p.reshape(-1), t.reshape(-1), torch.arange(t.numel()) // t.shape[-1]
+    ),
+    "lambdarank_loss": lambda p, t, **o: lambdarank_loss(p, t, **o),
+    "approx_ndcg_loss": lambda p, t, **o: approx_ndcg_loss(p, t, **o),
+    "neural_ndcg_loss": lambda p, t, **o: neural_ndcg_loss(p, t, **o),
+    "pl_rank_loss": lambda p, t, **o: pl_rank_loss(
+        p, t, num_samples=4, generator=torch.Generator().manual_seed(0), **o
+    ),
+}
+_STATED = r"`discount` to give finite, non-negative discounts, positive at rank 1 and never growing"
+_BAD_DISCOUNTS = {
+    "NaN": (lambda r: r * math.nan, _STATED + r".*gave nan at rank 1\."),
+    "NaN at rank 5": (
+        lambda r: torch.where(r == 5, math.nan, _log2(r)),
+        r"nan at rank 5 after 0\.43",
+    ),
+    "0 everywhere": (torch.zeros_like, r"gave 0 at rank 1\."),
+    "inf at rank 1": (lambda r: 1 / (r - 1), r"gave inf at rank 1\."),
+    "negative": (lambda r: -_log2(r), r"gave -1 at rank 1\."),
+    "growing": (lambda r: r, r"gave 2 at rank 2 after 1\."),
+    "0 at the top": (lambda r: 1 - 1 / r, r"gave 0 at rank 1\."),
+    "a row": (lambda r: _log2(r)[None], r"`discount` to give a tensor of the shape of the ranks"),
+    "a scalar": (
+        lambda r: torch.tensor(0.5),
+        r"of the ranks it is given, \(\d+,\), but it gave shape \(\)",
+    ),
+    "a float": (lambda r: 0.5, r"but it gave <class 'float'>"),
+}
+
+
+@pytest.mark.parametrize("bad", list(_BAD_DISCOUNTS))
+@pytest.mark.parametrize("owner", list(_OWNERS_OF_DISCOUNT))
+def test_a_callable_discount_unfit_for_ndcg_is_named(owner: str, bad: str) -> None:
+    """NaN, inf, negative, 0 at the top, growing or misshapen discounts gave 0, 1, NaN, nDCG
+    above 1 clamped to 1, a broadcast number or an error from deep inside."""
+    preds = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.3, 0.4, 0.5]])
+    target = torch.tensor([[3, 2, 3, 0, 1], [1, 0, 0, 2, 0]])
+    discount, message = _BAD_DISCOUNTS[bad]
+    with pytest.raises(ValueError, match=message):
+        _OWNERS_OF_DISCOUNT[owner](preds, target, discount=discount)
+
+
+@pytest.mark.parametrize("owner", list(_OWNERS_OF_DISCOUNT))
+def test_a_callable_discount_fit_for_ndcg_is_the_named_one_where_it_is_one(owner: str) -> None:
+    preds = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.3, 0.4, 0.5]])
+    target = torch.tensor([[3, 2, 3, 0, 1], [1, 0, 0, 2, 0]])
+    call = _OWNERS_OF_DISCOUNT[owner]
+    torch.testing.assert_close(call(preds, target, discount=_log2), call(preds, target))
+    # A cut-off written as a discount (0 past rank 2) and a flat one are fit: non-increasing.
+    for fit in (lambda r: (r <= 2) * _log2(r), torch.ones_like):
+        assert torch.isfinite(call(preds, target, discount=fit)).all()
+    # Unchecked, the discount is not called on the ranks first.
+    unchecked = call(preds, target, discount=lambda r: -_log2(r), validate_args=False)
+    assert unchecked is not None

@@ -1229,6 +1229,7 @@ def check_lists(
     real = real_items(target, mask, options.ignore_index)
     if not options.validate_args:
         return real, None
+    check_discount(options.discount, preds.shape[-1], compute_dtype(preds.dtype))
     return real, check_values(preds, target, real, options, finite_preds, retrieved)
 
 
@@ -1628,6 +1629,40 @@ def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> l
         )
         checks.append(Check(~both.any(), None, message))
     return checks
+
+
+def check_discount(discount: Any, length: int, dtype: torch.dtype) -> None:
+    """A callable ``discount`` gives the ranks ``1..length`` discounts fit for nDCG, else raise.
+
+    The discounts must be a tensor of the ranks' shape, finite and non-negative, positive at
+    rank 1 and never growing with the rank (beyond rounding): then sorting by gain gives the
+    ideal DCG, and nDCG is at most 1. Ranks are no input data: they are made and read on the
+    CPU, in ``dtype`` (no read-back of the input). Named discounts, and a graph that
+    torch.compile traces, are not checked.
+    """
+    if not callable(discount) or length == 0 or torch.compiler.is_compiling():
+        return
+    ranks = torch.arange(1, length + 1, dtype=dtype)
+    given = discount(ranks)
+    if not (isinstance(given, Tensor) and given.shape == ranks.shape):
+        found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
+        raise ValueError(
+            "Expected `discount` to give a tensor of the shape of the ranks it is given, "
+            f"({length},), but it gave {found}."
+        )
+    values = given.detach().to("cpu", torch.float64)
+    slack = 1 + 8 * torch.finfo(dtype).eps  # a decreasing formula may round up by an ulp
+    bad = ~(values.isfinite() & (values >= 0))
+    bad[0] |= values[0] == 0
+    bad[1:] |= values[1:] > values[:-1] * slack
+    if bool(bad.any()):
+        rank = int(bad.nonzero()[0, 0]) + 1
+        raise ValueError(
+            "Expected `discount` to give finite, non-negative discounts, positive at rank 1 "
+            "and never growing with the rank (then nDCG is at most 1), but it gave "
+            f"{values[rank - 1].item():.6g} at rank {rank}"
+            + (f" after {values[rank - 2].item():.6g}." if rank > 1 else ".")
+        )
 
 
 def check_absent_gain(gain: Any, dtype: torch.dtype) -> None:

@@ -99,7 +99,8 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
     Keyword Args:
         gain: ``"exponential"`` ($2^y - 1$, the default), ``"linear"``, an element-wise
             callable, or a sequence of per-label gains (LightGBM's ``label_gain``; as `ndcg`).
-        discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of the 1-based ranks.
+        discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of the 1-based ranks
+            (as `torch_ndcg.ndcg`'s).
         ties: ``"average"`` (McSherry–Najork, the default) or ``"first"`` (order of appearance
             in the row).
         empty_target_action: ``"neg"`` (the default), ``"pos"``, ``"skip"`` or ``"error"``.

@@ -70,7 +70,9 @@ def dcg(
             per-label gains (LightGBM's and XGBoost's ``label_gain``: label $i$ gains
             ``gain[i]``; labels must then be whole numbers below its length).
         discount: ``"log2"`` ($1/\log_2(1 + r)$, the default), ``"jarvelin"``
-            ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks.
+            ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks, giving a tensor
+            of their shape: finite, non-negative, positive at rank 1 and never growing with
+            the rank (checked on ranks ``1..L`` with ``validate_args``).
         ties: ``"average"`` (the default) or ``"first"``.
         ignore_index: label value that marks padded items (for example ``-1``); default
             ``None``.
@@ -88,7 +90,8 @@ def dcg(
 
     Raises:
         ValueError: shape mismatch, NaN, negative labels, overflowing exponential gain, bad
-            ``k``, unknown option, empty list dimension.
+            ``k``, unknown option, empty list dimension, a callable ``gain`` or ``discount``
+            that gives values unfit for nDCG.
         TypeError: non-floating ``preds``, non-bool ``mask``, non-int ``ignore_index``; a
             keyword name from another library (``top_k``, ``ignore_ties``, ...), naming ours.
 
@@ -378,6 +381,8 @@ def _retrieval_values(
     if real is not None:
         kept = real.nonzero().squeeze(1)
         preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
+    if options.validate_args:  # no query is longer than all the rows
+        _validation.check_discount(options.discount, preds.shape[0], preds.dtype)
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):

@@ -87,7 +87,7 @@ def lambdarank_loss(
         gain: ``"exponential"`` (the default), ``"linear"``, an element-wise callable, or a
             sequence of per-label gains (LightGBM's ``label_gain``: label i gains ``gain[i]``).
         discount: ``"log2"`` (the default), ``"jarvelin"`` or a callable of 1-based float
-            ranks (differentiable for `approx_ndcg_loss`).
+            ranks, as `torch_ndcg.ndcg`'s (differentiable for `approx_ndcg_loss`).
         reduction: ``"mean"`` (the default: over lists with a relevant item; 0 if none),
             ``"sum"`` or ``"none"``.
         ignore_index: label value that marks padded items (for example ``-1``); default
