@@ -13,6 +13,7 @@ from torch_ndcg import (
     NDCG,
     RetrievalNDCG,
     approx_ndcg_loss,
+    catalog_ndcg,
     dcg,
     lambdarank_loss,
     ndcg,
@@ -302,6 +303,8 @@ def _log2(ranks: torch.Tensor) -> torch.Tensor:
 _OWNERS_OF_DISCOUNT = {
     "ndcg": lambda p, t, **o: ndcg(p, t, **o),
     "dcg": lambda p, t, **o: dcg(p, t, **o),
+    "ndcg (sparse)": lambda p, t, **o: ndcg(p, t.to_sparse(), **o),
+    "catalog_ndcg": lambda p, t, **o: catalog_ndcg(p, torch.eye(5), t.to_sparse(), k=None, **o),
     "NDCG": lambda p, t, **o: NDCG(**o)(p, t),
     "retrieval_ndcg": lambda p, t, **o: retrieval_ndcg(
         p.reshape(-1), t.reshape(-1), torch.arange(t.numel()) // t.shape[-1], **o
