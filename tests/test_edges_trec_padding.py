@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import string
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -286,9 +287,22 @@ def test_grades_of_integer_value_are_taken_and_fractional_ones_named() -> None:
     grade, which the integer labels would truncate, is named."""
     rows = from_trec({"q": {"a": 0.5, "b": 0.2}}, {"q": {"a": 1.0, "b": np.int64(2)}})
     assert rows.target.tolist() == [1, 2]
-    message = r"integer grades in `qrels`, as trec_eval reads them, but query 'q' gives .* 1\.5"
-    with pytest.raises(ValueError, match=message):
+    message = r"integer grades in `qrels` \(int64 ones\), as trec_eval reads them, but query 'q'"
+    with pytest.raises(ValueError, match=message + r" gives .* 1\.5"):
         from_trec({"q": {"a": 0.5}}, {"q": {"a": 1.5}})
+    with pytest.raises(ValueError, match=message + r" gives .* 100000000000000000000"):
+        from_trec({"q": {"a": 0.5}}, {"q": {"a": 10**20}})
+
+
+def test_a_qrels_files_grades_are_read_as_its_tables_are(tmp_path: Path) -> None:
+    """``1.0`` in a qrels file is grade 1, as in a table; a grade past int64 is named."""
+    run, qrels = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    run.write_text("q Q0 a 1 0.5 tag\nq Q0 b 2 0.2 tag\n")
+    qrels.write_text("q 0 a 1.0\nq 0 b 2\n")
+    assert from_trec(run, qrels).target.tolist() == [1, 2]
+    qrels.write_text("q 0 a 100000000000000000000\n")
+    with pytest.raises(ValueError, match=r"\(int64 ones\).* 100000000000000000000"):
+        from_trec(run, qrels)
 
 
 def test_unpad_by_query_names_slots_outside_the_lists() -> None:

@@ -59,13 +59,24 @@ def _read(source: Table | str | os.PathLike[str], run: bool) -> Table:
                     f"line {number} lists {fields[2]!r} again for query {fields[0]!r}."
                 )
             try:
-                docs[fields[2]] = float(fields[4]) if run else int(fields[3])
+                docs[fields[2]] = float(fields[4]) if run else _grade(fields[3])
             except ValueError:
                 raise ValueError(
                     f"Expected {'a score' if run else 'an integer grade'} in the {kind} file "
                     f"{source}, but line {number} is {line.strip()!r}."
                 ) from None
     return table
+
+
+def _grade(text: str) -> int:
+    """A qrels file's grade: an integer, or a float of integer value (``1.0``), as in a table."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # no number: a ValueError
+        if not value.is_integer():
+            raise
+        return int(value)
 
 
 def _trec_eval_ranks(scores: list[float], docs: list[str]) -> list[float]:
@@ -109,8 +120,8 @@ def from_trec(
     Args:
         run: ``{query: {doc: score}}`` (as pytrec_eval and ranx take it) or the path of a TREC
             run file (``qid Q0 docno rank score tag``; the rank column is not read).
-        qrels: ``{query: {doc: grade}}`` (integer grades; ``1.0`` is one) or the path of a
-            TREC qrels file (``qid iteration docno grade``).
+        qrels: ``{query: {doc: grade}}`` (integer grades that fit an int64; ``1.0`` is one,
+            in a file too) or the path of a TREC qrels file (``qid iteration docno grade``).
 
     Keyword Args:
         trec_eval_ties: rank as trec_eval does, ties included: each retrieved document's
@@ -127,7 +138,7 @@ def from_trec(
     Raises:
         ValueError: a file line without its columns, or whose score (run) or integer grade
             (qrels) is not a number; a document listed twice for a query; a NaN score or
-            grade; a fractional grade; a run and qrels that share no judged query.
+            grade; a fractional grade or one past int64; a run and qrels that share no judged query.
         TypeError: a score or grade that is not a real number, a table that is not
             ``{query: {doc: value}}``, ``trec_eval_ties`` not a bool.
 
