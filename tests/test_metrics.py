@@ -721,3 +721,13 @@ def test_transposed_inputs_give_the_values_of_contiguous_ones() -> None:
     metric = NDCG(k=3)
     metric.update(preds.T, target.T, mask.T)
     torch.testing.assert_close(metric.compute(), expected[mask.T.any(-1)].mean())
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0, 5)])
+def test_a_masked_update_of_no_list_adds_nothing(shape: tuple[int, ...]) -> None:
+    """A batch of no list with its mask (an empty shard) is no error; it counts no list."""
+    metric = NDCG(k=[1, 3])
+    metric.update(torch.rand(4, 5), torch.randint(0, 3, (4, 5)))
+    before = metric.compute()
+    metric.update(torch.zeros(shape), torch.zeros(shape), mask=torch.ones(shape, dtype=torch.bool))
+    torch.testing.assert_close(metric.compute(), before)

@@ -19,7 +19,16 @@ from hypothesis import strategies as st
 
 from tests.host_reads import count_host_reads
 from tests.references import rows_by_query
-from torch_ndcg import ndcg, pad_by_query, retrieval_ndcg, unpad_by_query
+from torch_ndcg import (
+    NDCG,
+    LambdaRankLoss,
+    ListMLELoss,
+    SoftmaxLoss,
+    ndcg,
+    pad_by_query,
+    retrieval_ndcg,
+    unpad_by_query,
+)
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -47,7 +56,7 @@ def assert_layout(query_ids: list[int], values: list[torch.Tensor], padding_valu
     ids = torch.tensor(query_ids, dtype=torch.int64)
     padded, mask, out_ids, slots = pad_by_query(ids, *values, padding_value=padding_value)
     expected = rows_by_query(query_ids)
-    longest = max((len(rows) for rows in expected.values()), default=0)
+    longest = max((len(rows) for rows in expected.values()), default=1)  # no row: [0, 1]
     assert out_ids.dtype == torch.int64
     assert out_ids.tolist() == list(expected)
     assert mask.dtype == torch.bool
@@ -263,3 +272,18 @@ def test_unpad_by_query_takes_slots_of_any_integer_dtype() -> None:
     (lists,), _, _, slots = pad_by_query(torch.tensor([3, 1, 3]), torch.tensor([10, 20, 30]))
     for dtype in (torch.uint8, torch.int16, torch.int32):
         assert unpad_by_query(lists, slots.to(dtype)).tolist() == [10, 20, 30]
+
+
+def test_no_row_lays_out_a_batch_of_no_list_that_every_entry_point_scores() -> None:
+    """An empty shard (a rank of a distributed evaluation) is no error: ``[0, 1]`` lists."""
+    empty = torch.zeros(0, dtype=torch.long)
+    (preds, target), mask, ids, slots = pad_by_query(empty, empty.float(), empty)
+    assert preds.shape == target.shape == mask.shape == (0, 1)
+    assert ids.shape == slots.shape == (0,)
+    assert unpad_by_query(preds, slots).shape == (0,)
+    assert ndcg(preds, target, mask=mask, k=[1, 3]).shape == (0, 2)
+    metric = NDCG()
+    metric.update(preds, target, mask=mask)
+    scores = preds.requires_grad_()
+    for loss in (LambdaRankLoss(), SoftmaxLoss(), ListMLELoss()):
+        assert loss(scores, target, mask=mask).item() == 0

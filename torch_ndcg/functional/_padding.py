@@ -68,7 +68,8 @@ def pad_by_query(
     Returns:
         `PaddedQueries`: the padded ``values`` (a tuple, one per input), the ``[Q, L]``
         ``mask``, the ascending ``[Q]`` ``query_ids`` and the ``[N]`` ``slots`` that
-        `unpad_by_query` takes to give flat rows back.
+        `unpad_by_query` takes to give flat rows back. No row gives ``[0, 1]`` lists (``L``
+        is 1), which the metrics and losses take as a batch of no list.
 
     Raises:
         TypeError: ``query_ids`` not an integer tensor, a value not a tensor, ``padding_value``
@@ -100,7 +101,9 @@ def pad_by_query(
     _validation.check_rows_by_query(query_ids, values, padding_value)
     grouping = _grouping.group_rows(query_ids.to(torch.int64))
     n_rows, sizes, device = query_ids.numel(), grouping.sizes, query_ids.device
-    width = int(sizes.max()) if n_rows else 0  # L, the longest query: the output's shape
+    # L, the longest query: the output's shape. No row gives [0, 1] lists, a batch of none
+    # that every entry point scores ([0, 0] would be lists of no item).
+    width = int(sizes.max()) if n_rows else 1
     # The p-th grouped row, of query q, goes to slot q * L + p - first_row[q].
     shift = torch.arange(sizes.numel(), device=device) * width - grouping.first_row
     grouped = torch.arange(n_rows, device=device) + shift.repeat_interleave(
