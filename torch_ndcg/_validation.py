@@ -1229,7 +1229,8 @@ def check_lists(
     real = real_items(target, mask, options.ignore_index)
     if not options.validate_args:
         return real, None
-    check_discount(options.discount, preds.shape[-1], compute_dtype(preds.dtype))
+    if callable(options.discount):  # named discounts need no check (and no Python call)
+        check_discount(options.discount, preds.shape[-1], compute_dtype(preds.dtype))
     return real, check_values(preds, target, real, options, finite_preds, retrieved)
 
 
