@@ -1012,7 +1012,9 @@ def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
                         f"Expected `{name}` {noun}s without NaN, but query {query!r} gives "
                         f"document {doc!r} NaN."
                     )
-                if name == "qrels" and not (float(value).is_integer() and abs(value) < 2**63):
+                grade = int(value) if isinstance(value, numbers.Integral) else float(value)
+                whole = float(grade).is_integer()  # (NaN and inf are not)
+                if name == "qrels" and not (whole and -(2**63) <= grade < 2**63):
                     raise ValueError(
                         f"Expected integer grades in `qrels` (int64 ones), as trec_eval reads "
                         f"them, but query {query!r} gives document {doc!r} {value!r}."
