@@ -296,7 +296,10 @@ class NDCG(NDCGMetricBase, SummedStates, Generic[ResultT]):
         if real is not None or self.options.empty_target_action == "skip":
             counted = ~values.isnan()
             if real is not None:  # a list of padding only is no list
-                counted &= real.reshape(values.shape[0], real.shape[-1]).any(-1, keepdim=True)
+                # Per list (or per user of a catalog): the width from the count, also with none.
+                rows = values.shape[0]
+                width = real.numel() // max(rows, 1)
+                counted &= real.reshape(rows, width).any(-1, keepdim=True)
             values, count = torch.where(counted, values, 0), counted.sum(0)
         # In place by method: `+=` would go through torchmetrics' slow attribute setter.
         self.sum_ndcg.add_(values.sum(0))
