@@ -292,6 +292,15 @@ def test_grades_of_integer_value_are_taken_and_fractional_ones_named() -> None:
         from_trec({"q": {"a": 0.5}}, {"q": {"a": 1.5}})
     with pytest.raises(ValueError, match=message + r" gives .* 100000000000000000000"):
         from_trec({"q": {"a": 0.5}}, {"q": {"a": 10**20}})
+    # Past any float too: named as well, and shortened.
+    with pytest.raises(ValueError, match=message + r" gives .*'a' 1000+\.\.\.0+\.$"):
+        from_trec({"q": {"a": 0.5}}, {"q": {"a": 10**400}})
+
+
+def test_a_run_score_past_any_float_is_named() -> None:
+    message = r"`run` scores that a float64 holds, but query 'q' gives document 'a' 1000"
+    with pytest.raises(ValueError, match=message):
+        from_trec({"q": {"a": 10**400, "b": 1}}, {"q": {"a": 1}})
 
 
 def test_a_qrels_files_grades_are_read_as_its_tables_are(tmp_path: Path) -> None:
@@ -303,6 +312,11 @@ def test_a_qrels_files_grades_are_read_as_its_tables_are(tmp_path: Path) -> None
     qrels.write_text("q 0 a 100000000000000000000\n")
     with pytest.raises(ValueError, match=r"\(int64 ones\).* 100000000000000000000"):
         from_trec(run, qrels)
+    qrels.write_text("q 0 a 1e3\nq 0 b " + "9" * 400 + "\n")
+    with pytest.raises(ValueError, match=r"\(int64 ones\).* 'b' 9999"):
+        from_trec(run, qrels)
+    qrels.write_text("q 0 a 1e3\n")
+    assert from_trec(run, qrels).target.tolist() == [1000, 0]
 
 
 def test_unpad_by_query_names_slots_outside_the_lists() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -351,6 +352,46 @@ def test_a_gain_of_label_0_with_a_sparse_or_catalog_target_is_named(
     message = re.escape("to give label 0 a gain of 0 with a sparse or catalog target") + ".*"
     with pytest.raises(ValueError, match=message + re.escape(f"`gain`(0) is {found}")):
         ABSENT_ENTRY_POINTS[entry](gain)
+
+
+def test_a_callable_gain_of_label_0_is_not_asked_unchecked() -> None:
+    """``validate_args=False`` asks nothing of it (the number is then the caller's to trust)."""
+    generator = torch.Generator().manual_seed(5)
+    queries, items = torch.randn(3, 4, generator=generator), torch.randn(9, 4, generator=generator)
+    relevant = torch.tensor([[0, 2], [1, 4], [3, -1]])
+    values = catalog_ndcg(
+        queries, items, relevant, k=4, gain=lambda y: y + 0.5, validate_args=False
+    )
+    assert values.shape == (3,)
+    with pytest.raises(ValueError, match=re.escape("`gain`(0) is 0.5")):
+        catalog_ndcg(queries, items, relevant, k=4, gain=lambda y: y + 0.5)
+
+
+@pytest.mark.budget
+def test_a_callable_gain_of_label_0_is_not_asked_where_torch_compile_traces() -> None:
+    """In a traced graph (no graph break), or where it cannot take a CPU label, it is not asked."""
+    from torch_ndcg import _validation
+
+
+    asked: list[torch.Tensor] = []
+
+    def gain(labels: torch.Tensor) -> torch.Tensor:
+        asked.append(labels)
+        return labels + 0.5
+
+    checked = SimpleNamespace(gain=gain, validate_args=True)
+    compiled = torch.compile(
+        lambda x: (_validation.check_absent_gain(checked, torch.float32), x + 1)[1],
+        fullgraph=True,
+        backend="aot_eager",
+    )
+    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    assert not asked
+    with pytest.raises(ValueError, match=re.escape("`gain`(0) is 0.5")):
+        _validation.check_absent_gain(checked, torch.float32)
+    # A gain that cannot take a CPU label (it holds another device's tensors) is not judged.
+    other = SimpleNamespace(gain=lambda y: y + torch.ones(1, device="meta"), validate_args=True)
+    _validation.check_absent_gain(other, torch.float32)
 
 
 @pytest.mark.parametrize(

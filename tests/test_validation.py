@@ -12,6 +12,7 @@ import torch
 from torch_ndcg import (
     NDCG,
     RetrievalNDCG,
+    UnbiasedLambdaRankLoss,
     approx_ndcg_loss,
     catalog_ndcg,
     dcg,
@@ -304,7 +305,9 @@ _OWNERS_OF_DISCOUNT = {
     "ndcg": lambda p, t, **o: ndcg(p, t, **o),
     "dcg": lambda p, t, **o: dcg(p, t, **o),
     "ndcg (sparse)": lambda p, t, **o: ndcg(p, t.to_sparse(), **o),
-    "catalog_ndcg": lambda p, t, **o: catalog_ndcg(p, torch.eye(5), t.to_sparse(), k=None, **o),
+    "catalog_ndcg": lambda p, t, **o: catalog_ndcg(
+        p, torch.eye(5), t.to_sparse(), **{"k": None, **o}
+    ),
     "NDCG": lambda p, t, **o: NDCG(**o)(p, t),
     "retrieval_ndcg": lambda p, t, **o: retrieval_ndcg(
         p.reshape(-1), t.reshape(-1), torch.arange(t.numel()) // t.shape[-1], **o
@@ -318,7 +321,36 @@ _OWNERS_OF_DISCOUNT = {
     "pl_rank_loss": lambda p, t, **o: pl_rank_loss(
         p, t, num_samples=4, generator=torch.Generator().manual_seed(0), **o
     ),
+    "NDCG.update_catalog": lambda p, t, **o: _catalog_metric(p, t, **o),
+    "UnbiasedLambdaRankLoss.aggregated": lambda p, t, **o: _aggregated(p, t, **o),
 }
+
+
+def _catalog_metric(preds: torch.Tensor, target: torch.Tensor, **options: Any) -> torch.Tensor:
+    metric = NDCG(**{"k": None, **options})
+    metric.update_catalog(preds, torch.eye(preds.shape[-1]), target.to_sparse())
+    return metric.compute()
+
+
+def _aggregated(preds: torch.Tensor, target: torch.Tensor, **options: Any) -> torch.Tensor:
+    """One session per list, each item shown at its place and clicked where relevant."""
+    views = torch.eye(preds.shape[-1]).expand(*preds.shape, -1)
+    clicks = views * (target > 0)[..., None]
+    loss = UnbiasedLambdaRankLoss(num_positions=preds.shape[-1], **options)
+    return loss.aggregated(preds.float(), clicks, views)
+
+
+class _CountedDiscount:
+    """A log2 discount that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, ranks: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return _log2(ranks)
+
+
 _STATED = r"`discount` to give finite, non-negative discounts, positive at rank 1 and never growing"
 _BAD_DISCOUNTS = {
     "NaN": (lambda r: r * math.nan, _STATED + r".*gave nan at rank 1\."),
@@ -361,6 +393,65 @@ def test_a_callable_discount_fit_for_ndcg_is_the_named_one_where_it_is_one(owner
     # A cut-off written as a discount (0 past rank 2) and a flat one are fit: non-increasing.
     for fit in (lambda r: (r <= 2) * _log2(r), torch.ones_like):
         assert torch.isfinite(call(preds, target, discount=fit)).all()
-    # Unchecked, the discount is not called on the ranks first.
-    unchecked = call(preds, target, discount=lambda r: -_log2(r), validate_args=False)
-    assert unchecked is not None
+    # Unchecked, the discount is not called on ranks of its own first: once fewer.
+    checked, unchecked = _CountedDiscount(), _CountedDiscount()
+    call(preds, target, discount=checked)
+    call(preds, target, discount=unchecked, validate_args=False)
+    assert checked.calls == unchecked.calls + 1
+
+
+_METRICS_OF_DISCOUNT = [
+    name for name in _OWNERS_OF_DISCOUNT if not name.endswith(("loss", ".aggregated"))
+]
+
+
+@pytest.mark.parametrize("owner", _METRICS_OF_DISCOUNT)
+@pytest.mark.parametrize("k", [2, [1, 3]])
+def test_a_metrics_callable_discount_is_asked_only_for_the_ranks_k_counts(
+    owner: str, k: int | list[int]
+) -> None:
+    # A table of discounts as long as the largest cut-off serves a metric.
+    table = _log2(torch.arange(1.0, 4.0))
+
+    def tabled(ranks: torch.Tensor) -> torch.Tensor:
+        return table[: ranks.numel()].reshape(ranks.shape)
+
+    preds = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.3, 0.4, 0.5]])
+    target = torch.tensor([[3, 2, 3, 0, 1], [1, 0, 0, 2, 0]])
+    call = _OWNERS_OF_DISCOUNT[owner]
+    torch.testing.assert_close(call(preds, target, k=k, discount=tabled), call(preds, target, k=k))
+
+
+def test_a_retrieval_discount_is_asked_for_the_longest_querys_ranks_in_float32() -> None:
+    # Float16 rows past its largest number (65,504) would make ranks of inf: the ranks are
+    # asked in float32, and only as many as the longest query has (10, not 70,000).
+    rows = 70_000
+    preds = torch.linspace(0, 1, rows).half()
+    target = (torch.arange(rows) % 3 == 0).long()
+    indexes = torch.arange(rows) // 10
+    asked: list[tuple[int, torch.dtype]] = []
+
+    def discount(ranks: torch.Tensor) -> torch.Tensor:
+        asked.append((ranks.numel(), ranks.dtype))
+        return _log2(ranks)
+
+    values = retrieval_ndcg(preds, target, indexes, discount=discount)[0]
+    torch.testing.assert_close(values, retrieval_ndcg(preds, target, indexes)[0])
+    assert asked[0] == (10, torch.float32)
+    assert max(numel for numel, _ in asked) <= rows // 7_000
+
+
+def test_a_discount_of_another_devices_tensors_is_left_to_the_engine() -> None:
+    # The check asks the discount on CPU ranks: one that cannot take them is not judged there.
+    calls: list[torch.Tensor] = []
+
+    def meta_only(ranks: torch.Tensor) -> torch.Tensor:  # it fails the check's ranks only
+        calls.append(ranks)
+        if len(calls) == 1:
+            raise RuntimeError("Expected all tensors to be on the same device")
+        return _log2(ranks)
+
+    preds, target = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5]]), torch.tensor([[3, 2, 3, 0, 1]])
+    torch.testing.assert_close(
+        lambdarank_loss(preds, target, discount=meta_only), lambdarank_loss(preds, target)
+    )

@@ -15,6 +15,7 @@ import inspect
 import math
 import numbers
 import os
+import reprlib
 import sys
 import types
 import warnings
@@ -1007,17 +1008,23 @@ def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
                         f"Expected each {noun} in `{name}` to be a real number, but query "
                         f"{query!r} gives document {doc!r} {value!r} ({type(value).__name__})."
                     )
-                if math.isnan(value):
+                integral = isinstance(value, numbers.Integral)  # (any size: no float)
+                if not integral and math.isnan(value):
                     raise ValueError(
                         f"Expected `{name}` {noun}s without NaN, but query {query!r} gives "
                         f"document {doc!r} NaN."
                     )
-                grade = int(value) if isinstance(value, numbers.Integral) else float(value)
-                whole = float(grade).is_integer()  # (NaN and inf are not)
-                if name == "qrels" and not (whole and -(2**63) <= grade < 2**63):
+                number = int(value) if isinstance(value, numbers.Integral) else float(value)
+                whole = integral or float(number).is_integer()  # (inf is not)
+                if name == "qrels" and not (whole and -(2**63) <= number < 2**63):
                     raise ValueError(
                         f"Expected integer grades in `qrels` (int64 ones), as trec_eval reads "
-                        f"them, but query {query!r} gives document {doc!r} {value!r}."
+                        f"them, but query {query!r} gives document {doc!r} {reprlib.repr(value)}."
+                    )
+                if integral and abs(number) > sys.float_info.max:  # (inf is a float score)
+                    raise ValueError(
+                        f"Expected `run` scores that a float64 holds, but query {query!r} gives "
+                        f"document {doc!r} {reprlib.repr(value)}."
                     )
 
 
@@ -1232,7 +1239,7 @@ def check_lists(
     if not options.validate_args:
         return real, None
     if callable(options.discount):  # named discounts need no check (and no Python call)
-        check_discount(options.discount, preds.shape[-1], compute_dtype(preds.dtype))
+        check_discount(options, preds.shape[-1], preds.dtype)
     return real, check_values(preds, target, real, options, finite_preds, retrieved)
 
 
@@ -1634,19 +1641,39 @@ def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> l
     return checks
 
 
-def check_discount(discount: Any, length: int, dtype: torch.dtype) -> None:
-    """A callable ``discount`` gives the ranks ``1..length`` discounts fit for nDCG, else raise.
+def check_discount(options: Any, length: int | None, dtype: torch.dtype) -> None:
+    """A callable ``discount`` of ``options`` gives the ranks that count discounts fit for nDCG.
 
-    The discounts must be a tensor of the ranks' shape, finite and non-negative, positive at
-    rank 1 and never growing with the rank (beyond rounding): then sorting by gain gives the
-    ideal DCG, and nDCG is at most 1. Ranks are no input data: they are made and read on the
-    CPU, in ``dtype`` (no read-back of the input). Named discounts, and a graph that
-    torch.compile traces, are not checked.
+    The ranks that count are those the engine discounts in lists of ``length`` items: every
+    rank of a loss's lists, the ranks up to the largest cut-off of a metric's (``length``
+    ``None``, as for a catalog of unknown size: up to the largest cut-off, no check without
+    one). The discounts must be a tensor of the ranks' shape, finite and non-negative,
+    positive at rank 1 and never growing with the rank (beyond rounding): then sorting by gain
+    gives the ideal DCG, and nDCG is at most 1.
+
+    Ranks are no input data: they are made and read on the CPU, in the compute dtype of
+    ``dtype`` (no read-back of the input). A discount that cannot take CPU ranks (it holds
+    tensors of another device, say) or answers on another device is left unchecked, as are
+    named discounts and a graph that ``torch.compile`` traces.
     """
-    if not callable(discount) or length == 0 or torch.compiler.is_compiling():
+    discount = options.discount
+    if not callable(discount) or torch.compiler.is_compiling():
         return
+    if isinstance(options, ListOptions):
+        if length is None:
+            length = max(options.cutoffs.ks or (0,))
+        else:
+            length = options.cutoffs.resolve(length)[1]
+    if not length:
+        return
+    dtype = _options.compute_dtype(dtype)
     ranks = torch.arange(1, length + 1, dtype=dtype)
-    given = discount(ranks)
+    try:
+        given = discount(ranks)
+    except Exception:  # it meets the ranks of the input on their device, unchecked
+        return
+    if isinstance(given, Tensor) and given.device != ranks.device:
+        return
     if not (isinstance(given, Tensor) and given.shape == ranks.shape):
         found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
         raise ValueError(
@@ -1668,15 +1695,28 @@ def check_discount(discount: Any, length: int, dtype: torch.dtype) -> None:
         )
 
 
-def check_absent_gain(gain: Any, dtype: torch.dtype) -> None:
+def check_absent_gain(options: Any, dtype: torch.dtype) -> None:
     """Label 0 gains nothing: a sparse or catalog target's absent items are label 0, unscored.
 
-    Named gains give 0 there; a table's first entry and a callable's gain of a zero label (in
-    ``dtype``, on the CPU: no read-back) must be 0 too, else ``ValueError`` names ``gain``.
+    Named gains give 0 there; a table's first entry must be 0 too, and so must a callable's
+    gain of a zero label where the options validate (in the compute dtype of ``dtype``, on the
+    CPU: no read-back; a callable that cannot take a CPU label, or answers on another device,
+    and a graph that ``torch.compile`` traces, are left unchecked). Else ``ValueError`` names
+    ``gain``.
     """
-    if isinstance(gain, str):
+    gain = options.gain
+    if _options.indexed(gain):
+        zero: Any = gain[0]
+    elif isinstance(gain, str) or not options.validate_args or torch.compiler.is_compiling():
         return
-    zero = gain[0] if _options.indexed(gain) else callable_gains(gain, torch.zeros(1), dtype)
+    else:
+        try:
+            zero = gain(torch.zeros(1, dtype=_options.compute_dtype(dtype)))
+        except Exception:  # it meets the labels of the input on their device, unchecked
+            return
+        if not (isinstance(zero, Tensor) and zero.shape == (1,) and zero.device.type == "cpu"):
+            return  # (the gains of the labels name a wrong shape)
+        zero = float(zero)
     if zero != 0:
         raise ValueError(
             "Expected `gain` to give label 0 a gain of 0 with a sparse or catalog target (its "

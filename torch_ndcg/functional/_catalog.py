@@ -98,11 +98,9 @@ def catalog_target(
     """
     (users, n_items), device = shape, like.device
     dtype = _options.compute_dtype(like.dtype)
-    _validation.check_absent_gain(options.gain, dtype)
-    if options.validate_args:  # the ranks that count: the largest k's (a shard's k is given)
-        ks = options.cutoffs.ks
-        top = max(ks) if n_items is None and ks else options.cutoffs.resolve(n_items or 0)[1]
-        _validation.check_discount(options.discount, top, dtype)
+    _validation.check_absent_gain(options, dtype)
+    if options.validate_args:  # up to the largest k (a shard's k is given)
+        _validation.check_discount(options, n_items, dtype)
     ids, grades = _item_ids(relevant, "relevant", users)
     grades = (ids.ge(0) if grades is None else grades).to(device, dtype)
     ids = ids.to(device)

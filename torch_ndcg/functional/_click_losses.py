@@ -144,6 +144,8 @@ def _aggregated_unbiased_lambdarank(
         _validation.check_click_tensor(name, value, counts, kind="floating", of=of)
     _validation.check_mask(mask, preds)  # metadata: checked with or without values
     dtype = preds.dtype
+    if options.validate_args:
+        _validation.check_discount(options, length, dtype)
     won = clicks.reshape(-1, length, n).to(dtype)
     shown_counts = views.reshape(-1, length, n).to(dtype)
     # The items ranked: real ones that were shown (as `forward` ranks its shown items).

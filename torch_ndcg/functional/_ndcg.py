@@ -72,7 +72,8 @@ def dcg(
         discount: ``"log2"`` ($1/\log_2(1 + r)$, the default), ``"jarvelin"``
             ($1/\max(1, \log_2 r)$) or a callable of the 1-based float ranks, giving a tensor
             of their shape: finite, non-negative, positive at rank 1 and never growing with
-            the rank (checked on ranks ``1..L`` with ``validate_args``).
+            the rank (with ``validate_args``, checked on the CPU on the ranks to the largest
+            ``k``).
         ties: ``"average"`` (the default) or ``"first"``.
         ignore_index: label value that marks padded items (for example ``-1``); default
             ``None``.
@@ -381,8 +382,9 @@ def _retrieval_values(
     if real is not None:
         kept = real.nonzero().squeeze(1)
         preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
-    if options.validate_args:  # no query is longer than all the rows
-        _validation.check_discount(options.discount, preds.shape[0], preds.dtype)
+    if options.validate_args and callable(options.discount):  # up to the longest query
+        counts = torch.unique(indexes, return_counts=True)[1]
+        _validation.check_discount(options, int(counts.max()) if counts.numel() else 0, preds.dtype)
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):
