@@ -69,12 +69,15 @@ def _read(source: Table | str | os.PathLike[str], run: bool) -> Table:
 
 
 def _grade(text: str) -> int:
-    """A qrels file's grade: an integer, or a float of integer value (``1.0``), as in a table."""
+    """A qrels file's grade: an integer, or a float of integer value (``1.0``), as in a table.
+
+    No exponent: trec_eval reads ``1e3`` as grade 1, so it is refused, not read as 1000.
+    """
     try:
         return int(text)
     except ValueError:
         value = float(text)  # no number: a ValueError
-        if not value.is_integer():
+        if not value.is_integer() or "e" in text.lower():
             raise
         return int(value)
 
