@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import string
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -301,6 +302,10 @@ def test_a_run_score_past_any_float_is_named() -> None:
     message = r"`run` scores that a float64 holds, but query 'q' gives document 'a' 1000"
     with pytest.raises(ValueError, match=message):
         from_trec({"q": {"a": 10**400, "b": 1}}, {"q": {"a": 1}})
+    # An int that rounds to the largest float64 is one.
+    largest = int(sys.float_info.max) + 2**969
+    rows = from_trec({"q": {"a": largest, "b": 1}}, {"q": {"a": 1}})
+    assert rows.preds.tolist() == [sys.float_info.max, 1.0]
 
 
 def test_a_qrels_files_grades_are_read_as_its_tables_are(tmp_path: Path) -> None:
@@ -315,9 +320,13 @@ def test_a_qrels_files_grades_are_read_as_its_tables_are(tmp_path: Path) -> None
     qrels.write_text("q 0 a 1\nq 0 b " + "9" * 400 + "\n")
     with pytest.raises(ValueError, match=r"\(int64 ones\).* 'b' 9999"):
         from_trec(run, qrels)
-    qrels.write_text("q 0 a 1e3\n")  # trec_eval reads 1: neither number is guessed
-    with pytest.raises(ValueError, match=r"an integer grade in the qrels file .* 'q 0 a 1e3'"):
-        from_trec(run, qrels)
+    for grade in ("1e3", "2e0", "1_0", "\u0663", "0x1"):  # trec_eval reads 1, 2, 1, 0, 0
+        qrels.write_text(f"q 0 a {grade}\n")
+        message = f"an integer grade in the qrels file .* 'q 0 a {grade}'"
+        with pytest.raises(ValueError, match=message):
+            from_trec(run, qrels)
+    qrels.write_text("q 0 a -0\nq 0 b +2.00\n")
+    assert from_trec(run, qrels).target.tolist() == [0, 2]
 
 
 def test_unpad_by_query_names_slots_outside_the_lists() -> None:

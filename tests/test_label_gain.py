@@ -367,11 +367,19 @@ def test_a_callable_gain_of_label_0_is_not_asked_unchecked() -> None:
         catalog_ndcg(queries, items, relevant, k=4, gain=lambda y: y + 0.5)
 
 
+@pytest.mark.parametrize("entry", ABSENT_ENTRY_POINTS)
+@pytest.mark.parametrize("gain", [lambda y: y.max(), lambda y: 0.0])
+def test_a_misshapen_callable_gain_with_a_sparse_or_catalog_target_is_named(
+    entry: str, gain: Any
+) -> None:
+    with pytest.raises(ValueError, match=r"`gain` to give a tensor of the shape of the labels"):
+        ABSENT_ENTRY_POINTS[entry](gain)
+
+
 @pytest.mark.budget
 def test_a_callable_gain_of_label_0_is_not_asked_where_torch_compile_traces() -> None:
     """In a traced graph (no graph break), or where it cannot take a CPU label, it is not asked."""
     from torch_ndcg import _validation
-
 
     asked: list[torch.Tensor] = []
 

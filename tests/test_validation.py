@@ -412,14 +412,18 @@ def test_a_metrics_callable_discount_is_asked_only_for_the_ranks_k_counts(
 ) -> None:
     # A table of discounts as long as the largest cut-off serves a metric.
     table = _log2(torch.arange(1.0, 4.0))
+    asked: list[int] = []
 
     def tabled(ranks: torch.Tensor) -> torch.Tensor:
+        asked.append(ranks.numel())
         return table[: ranks.numel()].reshape(ranks.shape)
 
     preds = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.3, 0.4, 0.5]])
     target = torch.tensor([[3, 2, 3, 0, 1], [1, 0, 0, 2, 0]])
     call = _OWNERS_OF_DISCOUNT[owner]
     torch.testing.assert_close(call(preds, target, k=k, discount=tabled), call(preds, target, k=k))
+    assert asked  # the check's ranks and the engine's: to the largest k
+    assert max(asked) == (3 if isinstance(k, list) else 2)
 
 
 def test_a_retrieval_discount_is_asked_for_the_longest_querys_ranks_in_float32() -> None:
@@ -439,6 +443,18 @@ def test_a_retrieval_discount_is_asked_for_the_longest_querys_ranks_in_float32()
     torch.testing.assert_close(values, retrieval_ndcg(preds, target, indexes)[0])
     assert asked[0] == (10, torch.float32)
     assert max(numel for numel, _ in asked) <= rows // 7_000
+
+
+def test_a_discount_that_answers_on_another_device_is_left_to_the_engine() -> None:
+    calls: list[torch.Tensor] = []
+
+    def elsewhere_first(ranks: torch.Tensor) -> torch.Tensor:  # the check's ranks: on "meta"
+        calls.append(ranks)
+        return _log2(ranks).to("meta") if len(calls) == 1 else _log2(ranks)
+
+    preds, target = torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5]]), torch.tensor([[3, 2, 3, 0, 1]])
+    torch.testing.assert_close(ndcg(preds, target, discount=elsewhere_first), ndcg(preds, target))
+    assert calls[0].device.type == "cpu"
 
 
 def test_a_discount_of_another_devices_tensors_is_left_to_the_engine() -> None:

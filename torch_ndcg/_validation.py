@@ -15,7 +15,6 @@ import inspect
 import math
 import numbers
 import os
-import reprlib
 import sys
 import types
 import warnings
@@ -485,12 +484,16 @@ def callable_gains(gain: Any, labels: Tensor, dtype: torch.dtype) -> Tensor:
 
     A tensor of the labels' shape, or raise naming ``gain`` and what it gave.
     """
-    given = gain(labels.to(dtype=dtype))
-    if not (isinstance(given, Tensor) and given.shape == labels.shape):
+    return shaped_gains(gain(labels.to(dtype=dtype)), labels.shape)
+
+
+def shaped_gains(given: Any, shape: torch.Size | tuple[int, ...]) -> Tensor:
+    """What a callable ``gain`` gave labels of ``shape``: a tensor of it, else raise naming it."""
+    if not (isinstance(given, Tensor) and given.shape == shape):
         found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
         raise ValueError(
             f"Expected `gain` to give a tensor of the shape of the labels it is given, "
-            f"{tuple(labels.shape)}, but it gave {found}."
+            f"{tuple(shape)}, but it gave {found}."
         )
     return given.detach()
 
@@ -1019,13 +1022,23 @@ def check_trec_tables(run: Mapping[Any, Any], qrels: Mapping[Any, Any]) -> None:
                 if name == "qrels" and not (whole and -(2**63) <= number < 2**63):
                     raise ValueError(
                         f"Expected integer grades in `qrels` (int64 ones), as trec_eval reads "
-                        f"them, but query {query!r} gives document {doc!r} {reprlib.repr(value)}."
+                        f"them, but query {query!r} gives document {doc!r} {_shortened(value)}."
                     )
-                if integral and abs(number) > sys.float_info.max:  # (inf is a float score)
+                if integral and abs(number) >= _FLOAT64_OVERFLOW:  # (inf is a float score)
                     raise ValueError(
                         f"Expected `run` scores that a float64 holds, but query {query!r} gives "
-                        f"document {doc!r} {reprlib.repr(value)}."
+                        f"document {doc!r} {_shortened(value)}."
                     )
+
+
+# The smallest integer that no float64 holds: float() of it overflows (rounding to even).
+_FLOAT64_OVERFLOW = 2**1024 - 2**970
+
+
+def _shortened(value: Any) -> str:
+    """``repr(value)``, its middle cut out past 40 characters (an int of 400 digits)."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:18]}...{shown[-18:]}"
 
 
 def check_shared_queries(
@@ -1714,9 +1727,9 @@ def check_absent_gain(options: Any, dtype: torch.dtype) -> None:
             zero = gain(torch.zeros(1, dtype=_options.compute_dtype(dtype)))
         except Exception:  # it meets the labels of the input on their device, unchecked
             return
-        if not (isinstance(zero, Tensor) and zero.shape == (1,) and zero.device.type == "cpu"):
-            return  # (the gains of the labels name a wrong shape)
-        zero = float(zero)
+        if isinstance(zero, Tensor) and zero.device.type != "cpu":
+            return
+        zero = float(shaped_gains(zero, (1,)))
     if zero != 0:
         raise ValueError(
             "Expected `gain` to give label 0 a gain of 0 with a sparse or catalog target (its "

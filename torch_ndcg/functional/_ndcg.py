@@ -382,9 +382,13 @@ def _retrieval_values(
     if real is not None:
         kept = real.nonzero().squeeze(1)
         preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
-    if options.validate_args and callable(options.discount):  # up to the longest query
-        counts = torch.unique(indexes, return_counts=True)[1]
-        _validation.check_discount(options, int(counts.max()) if counts.numel() else 0, preds.dtype)
+    if options.validate_args and callable(options.discount):
+        # The ranks to the largest k (no query is longer than all the rows); without a k, the
+        # longest query's, read back (only here: a callable discount, checked, k=None).
+        longest = preds.shape[0]
+        if options.cutoffs.ks is None and longest and not torch.compiler.is_compiling():
+            longest = int(torch.unique(indexes, return_counts=True)[1].max())
+        _validation.check_discount(options, longest, preds.dtype)
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
     if options.validate_args and not bool(ideal.isfinite().all()):

@@ -1,6 +1,7 @@
 """A run and its qrels (trec_eval, pytrec_eval, ranx) as the flat rows of `retrieval_ndcg`."""
 
 import os
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -71,15 +72,12 @@ def _read(source: Table | str | os.PathLike[str], run: bool) -> Table:
 def _grade(text: str) -> int:
     """A qrels file's grade: an integer, or a float of integer value (``1.0``), as in a table.
 
-    No exponent: trec_eval reads ``1e3`` as grade 1, so it is refused, not read as 1000.
+    Only ASCII digits, with an optional sign and zero decimals: trec_eval reads the leading
+    digits (``1e3`` and ``1_0`` as 1), so any other form is refused, not guessed.
     """
-    try:
-        return int(text)
-    except ValueError:
-        value = float(text)  # no number: a ValueError
-        if not value.is_integer() or "e" in text.lower():
-            raise
-        return int(value)
+    if re.fullmatch(r"[+-]?[0-9]+(\.0*)?", text) is None:
+        raise ValueError(f"not an integer grade: {text!r}")
+    return int(text.split(".")[0])
 
 
 def _trec_eval_ranks(scores: list[float], docs: list[str]) -> list[float]:
