@@ -383,10 +383,10 @@ def _retrieval_values(
         kept = real.nonzero().squeeze(1)
         preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
     if options.validate_args and callable(options.discount):
-        # The ranks to the largest k (no query is longer than all the rows); without a k, the
-        # longest query's, read back (only here: a callable discount, checked, k=None).
+        # The ranks to the largest k in the longest query, whose length is read back (only
+        # here: a callable discount, checked; not a hot path).
         longest = preds.shape[0]
-        if options.cutoffs.ks is None and longest and not torch.compiler.is_compiling():
+        if longest and not torch.compiler.is_compiling():
             longest = int(torch.unique(indexes, return_counts=True)[1].max())
         _validation.check_discount(options, longest, preds.dtype)
     ranked = ~preds.isnan()
