@@ -520,17 +520,18 @@ def test_unbiased_loss_with_unit_biases_is_lambdarank_on_the_shown_items() -> No
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("length", [4, 5])
 def test_aggregated_ranks_half_precision_scores_as_float32(dtype: torch.dtype, length: int) -> None:
-    # Half-precision scores are ranked by their float32 keys: their bits read as int32 gave
-    # keys of another shape (an error for even lengths, wrong ranks for odd ones).
+    # Half-precision scores are ranked by their float32 keys (their bits read as int32 gave
+    # keys of another shape), and the loss is computed in float32, as `forward` computes it:
+    # the float32 loss of the same numbers.
     gen = torch.Generator().manual_seed(5)
     preds = torch.randn(3, length, generator=gen).to(dtype)
-    views = torch.rand(3, length, length, generator=gen) + 0.5
-    clicks = views * torch.rand(3, length, length, generator=gen)
+    views = (torch.rand(3, length, length, generator=gen) + 0.5).to(dtype)
+    clicks = (views.float() * torch.rand(3, length, length, generator=gen)).to(dtype)
     loss_fn = UnbiasedLambdaRankLoss(num_positions=length).eval()
-    expected = loss_fn.aggregated(preds.float(), clicks, views)
-    got = loss_fn.to(dtype).aggregated(preds, clicks.to(dtype), views.to(dtype))
-    assert got.dtype == dtype
-    torch.testing.assert_close(got.float(), expected, rtol=3e-2, atol=1e-3)
+    expected = loss_fn.aggregated(preds.float(), clicks.float(), views.float())
+    got = loss_fn.to(dtype).aggregated(preds, clicks, views)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,7 @@ def _aggregated_unbiased_lambdarank(
     for name, value in (("clicks", clicks), ("views", views)):
         _validation.check_click_tensor(name, value, counts, kind="floating", of=of)
     _validation.check_mask(mask, preds)  # metadata: checked with or without values
-    dtype = preds.dtype
+    dtype = _options.compute_dtype(preds.dtype)  # half precision: float32, as `forward`
     if options.validate_args:
         _validation.check_discount(options, length, dtype)
     won = clicks.reshape(-1, length, n).to(dtype)
@@ -154,7 +154,7 @@ def _aggregated_unbiased_lambdarank(
     if flat_mask is not None:
         real = real & flat_mask
     # The scores of the others never count: they may be anything (NaN, inf).
-    scores = torch.where(real, preds.reshape(-1, length), 0)
+    scores = torch.where(real, _kernels.as_dtype(preds.reshape(-1, length), dtype), 0)
     if options.validate_args and won.numel() > 0:
         given_counts = (won.detach(), shown_counts.detach())
         _validation.check_click_counts(scores.detach(), real, given_counts, flat_mask)
@@ -166,8 +166,7 @@ def _aggregated_unbiased_lambdarank(
     winner = won @ inverse[0]  # A_w: [N, L]
     loser = lost @ inverse[1]  # B_l
     # Current ranking: 1-based ranks, ties in order of appearance, items not ranked last.
-    ranked = _kernels.as_dtype(scores.detach(), _options.compute_dtype(dtype))  # half: float32
-    keys = _dcg_paths.ranking_keys(ranked, real)
+    keys = _dcg_paths.ranking_keys(scores.detach(), real)
     order = _dcg_paths.stable_descending_order(keys, length)
     ranks = order.argsort(dim=-1) + 1  # the inverse permutation
     kmax = length if options.k is None else min(options.k, length)
