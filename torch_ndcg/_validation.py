@@ -1654,6 +1654,24 @@ def item_id_checks(ordered: Tensor, limit: int, both: Tensor | None = None) -> l
     return checks
 
 
+_UNANSWERED = object()  # what `_cpu_answer` gives where the callable cannot answer on the CPU
+
+
+def _cpu_answer(function: Callable[[Tensor], Any], probe: Tensor) -> Any:
+    """What a callable gain or discount gives a CPU ``probe``, or `_UNANSWERED`.
+
+    It cannot answer on the CPU where it raises there (it holds another device's tensors, say)
+    or answers on another device: then it meets the input on the input's device, unchecked.
+    """
+    try:
+        given = function(probe)
+    except Exception:
+        return _UNANSWERED
+    if isinstance(given, Tensor) and given.device != probe.device:
+        return _UNANSWERED
+    return given
+
+
 def check_discount(options: Any, length: int | None, dtype: torch.dtype) -> None:
     """A callable ``discount`` of ``options`` gives the ranks that count discounts fit for nDCG.
 
@@ -1681,11 +1699,8 @@ def check_discount(options: Any, length: int | None, dtype: torch.dtype) -> None
         return
     dtype = _options.compute_dtype(dtype)
     ranks = torch.arange(1, length + 1, dtype=dtype)
-    try:
-        given = discount(ranks)
-    except Exception:  # it meets the ranks of the input on their device, unchecked
-        return
-    if isinstance(given, Tensor) and given.device != ranks.device:
+    given = _cpu_answer(discount, ranks)
+    if given is _UNANSWERED:
         return
     if not (isinstance(given, Tensor) and given.shape == ranks.shape):
         found = f"shape {tuple(given.shape)}" if isinstance(given, Tensor) else type(given)
@@ -1723,11 +1738,8 @@ def check_absent_gain(options: Any, dtype: torch.dtype) -> None:
     elif isinstance(gain, str) or not options.validate_args or torch.compiler.is_compiling():
         return
     else:
-        try:
-            zero = gain(torch.zeros(1, dtype=_options.compute_dtype(dtype)))
-        except Exception:  # it meets the labels of the input on their device, unchecked
-            return
-        if isinstance(zero, Tensor) and zero.device.type != "cpu":
+        zero = _cpu_answer(gain, torch.zeros(1, dtype=_options.compute_dtype(dtype)))
+        if zero is _UNANSWERED:
             return
         zero = float(shaped_gains(zero, (1,)))
     if zero != 0:

@@ -382,12 +382,11 @@ def _retrieval_values(
     if real is not None:
         kept = real.nonzero().squeeze(1)
         preds, target, indexes = (rows.index_select(0, kept) for rows in (preds, target, indexes))
-    if options.validate_args and callable(options.discount):
+    probed = options.validate_args and callable(options.discount) and preds.shape[0] > 0
+    if probed and not torch.compiler.is_compiling():
         # The ranks to the largest k in the longest query, whose length is read back (only
         # here: a callable discount, checked; not a hot path).
-        longest = preds.shape[0]
-        if longest and not torch.compiler.is_compiling():
-            longest = int(torch.unique(indexes, return_counts=True)[1].max())
+        longest = int(torch.unique(indexes, return_counts=True)[1].max())
         _validation.check_discount(options, longest, preds.dtype)
     ranked = ~preds.isnan()
     ids, dcg, ideal = _grouping.grouped_dcg_and_ideal(preds, target, indexes, options, ranked)
